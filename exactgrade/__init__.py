@@ -1,0 +1,27 @@
+"""exactgrade: exact-arithmetic grading for quantitative deep-learning RL environments.
+
+Data flow: task definition (exactgrade.domains) -> reference solution -> exact answer key
+(exactgrade.task) -> dataset row (exactgrade.dataset) -> rollout in the sandbox
+(exactgrade.env, exactgrade.sandbox) -> wire read-back (exactgrade.wire) -> comparator
+verdict (exactgrade.compare) -> reward.
+"""
+
+from exactgrade.compare import compare
+from exactgrade.policy import AllClose, Exact, Policy, RelTol
+from exactgrade.task import Task, TaskDef, get_task, tasks
+from exactgrade.values import TensorValue
+from exactgrade.verdict import Verdict
+
+__all__ = [
+    "AllClose",
+    "Exact",
+    "Policy",
+    "RelTol",
+    "Task",
+    "TaskDef",
+    "TensorValue",
+    "Verdict",
+    "compare",
+    "get_task",
+    "tasks",
+]

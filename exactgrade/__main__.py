@@ -1,0 +1,5 @@
+import sys
+
+from exactgrade.cli import main
+
+sys.exit(main())

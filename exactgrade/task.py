@@ -1,0 +1,157 @@
+"""The task model shared by the three domains.
+
+A task is written as parameters (``inputs``) + a reference solution + a prompt renderer
+(a ``TaskDef``). The reference is a self-contained top-level function whose parameters
+are the input names; its source, followed by ``result = name(inputs...)``, is exactly the
+program a perfect model would send to ``execute_code`` (the ``program``), and the answer key
+is that program's executed output, pushed through the wire format. Nothing is hand-written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from exactgrade.policy import Policy
+
+DOMAINS: dict[str, str] = {
+    "deeplearning": "exactgrade.domains.deeplearning",
+    "scaling": "exactgrade.domains.scaling",
+    "pytorch": "exactgrade.domains.pytorch",
+}
+ID_PREFIX = {"deeplearning": "dl", "scaling": "sc", "pytorch": "pt"}
+
+
+class UnknownTask(KeyError):
+    """Raised by get_task for an id no domain defines."""
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """What a domain author writes: parameters, reference solution, prompt renderer.
+
+    ``render(inputs)`` returns the question (units, exact answer shape, and that the answer
+    goes in ``result``). ``zero_reason`` says why an exactly-zero value in the key is right;
+    ``tags`` mark headline phenomena; ``meta`` holds data for the domain's own checks.
+    """
+
+    id: str
+    category: str
+    inputs: Mapping[str, Any]
+    reference: Callable[..., Any]
+    render: Callable[[Mapping[str, Any]], str]
+    api_description: str
+    policy: Policy
+    tags: tuple[str, ...] = ()
+    zero_reason: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def program(self) -> str:
+        """The reference's source plus the call that leaves its output in ``result``."""
+        source = textwrap.dedent(inspect.getsource(self.reference))
+        args = ", ".join(f"{name}={name}" for name in self.inputs)
+        return f"{source.rstrip()}\n\n\nresult = {self.reference.__name__}({args})\n"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A materialised task: what the dataset row and the grader see."""
+
+    id: str
+    domain: str
+    category: str
+    prompt: str
+    api_description: str
+    inputs: Mapping[str, Any]
+    expected: Any
+    policy: Policy
+    program: str
+    tags: tuple[str, ...] = ()
+    zero_reason: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def run_program(program: str, inputs: Mapping[str, Any], profile: str = "python") -> Any:
+    """Execute a program with ``inputs`` preloaded by name, as the sandbox does, and return
+    ``result`` after a wire round trip (so torch tensors become TensorValues).
+
+    Runs in this process: use it only on trusted (reference) programs.
+    """
+    from exactgrade import wire
+
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    for name, value in inputs.items():
+        if profile == "torch":
+            value = _tensors_to_torch(value)
+        namespace[name] = value
+    exec(compile(program, "<reference>", "exec"), namespace)
+    if "result" not in namespace:
+        raise ValueError("the program did not set `result`")
+    return wire.decode(wire.encode(namespace["result"]))
+
+
+def _tensors_to_torch(value: Any) -> Any:
+    from exactgrade.values import TensorValue
+
+    if isinstance(value, TensorValue):
+        return value.to_torch()
+    if isinstance(value, list):
+        return [_tensors_to_torch(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _tensors_to_torch(v) for k, v in value.items()}
+    return value
+
+
+def domain_module(domain: str) -> Any:
+    """The module of a domain: it exports TASKS (tuple of TaskDef), PROFILE and check()."""
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {sorted(DOMAINS)}")
+    return importlib.import_module(DOMAINS[domain])
+
+
+@cache
+def _materialise(domain: str, task_id: str) -> Task:
+    module = domain_module(domain)
+    definition = next(d for d in module.TASKS if d.id == task_id)
+    program = definition.program
+    return Task(
+        id=definition.id,
+        domain=domain,
+        category=definition.category,
+        prompt=definition.render(definition.inputs),
+        api_description=definition.api_description,
+        inputs=definition.inputs,
+        expected=run_program(program, definition.inputs, module.PROFILE),
+        policy=definition.policy,
+        program=program,
+        tags=definition.tags,
+        zero_reason=definition.zero_reason,
+        meta=definition.meta,
+    )
+
+
+def task_defs(domain: str) -> tuple[TaskDef, ...]:
+    return tuple(domain_module(domain).TASKS)
+
+
+def tasks(domain: str | None = None) -> list[Task]:
+    """Every registered task (of one domain, or of all), answer keys computed by running the
+    reference solutions."""
+    domains = [domain] if domain is not None else list(DOMAINS)
+    return [_materialise(d, t.id) for d in domains for t in task_defs(d)]
+
+
+def get_task(task_id: str) -> Task:
+    """The task with this id (``dl-000``, ``sc-012``, ``pt-044`` ...)."""
+    prefix = task_id.split("-", 1)[0]
+    for domain, id_prefix in ID_PREFIX.items():
+        if prefix == id_prefix:
+            if any(t.id == task_id for t in task_defs(domain)):
+                return _materialise(domain, task_id)
+    raise UnknownTask(f"no task {task_id!r}; ids look like dl-000, sc-000, pt-000")
