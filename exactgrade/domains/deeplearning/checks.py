@@ -1,0 +1,369 @@
+"""The deeplearning domain's own verify checks: check(task) -> list of failure reasons.
+
+Each check recomputes independently with exactgrade.rational (or, for float outcomes, numpy)
+from the data a task keeps in ``meta``: every distribution and every marginal used in a log is
+dyadic; every gradient equals its exact finite difference; the KL-asymmetry pair differs;
+mutual-information tasks are not identically zero; float outcomes agree with an IEEE
+implementation and have a documented argument; rational linear-algebra results agree with
+Gauss-Jordan elimination; optimiser trajectories agree with a linear-map (SGD family) or an
+80-digit mpmath (Adam, schedule) recomputation; and no float hides anywhere in the expected answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+
+import sympy
+
+from exactgrade import rational
+from exactgrade.rational.information import joint_table
+from exactgrade.task import Task
+from exactgrade.verdict import render_path
+
+# The meta key each category needs, so a task cannot skip its category's check by omission.
+REQUIRED_META = {
+    "information": ("distributions", "joint"),
+    "backprop": ("gradients_at", "forward"),
+    "numerical": ("float_cases",),
+    "linalg": ("linalg",),
+    "optimisation": ("optimiser",),
+}
+
+
+def check(task: Task) -> list[str]:
+    """Every reason this task fails the domain's checks (empty when it passes)."""
+    problems = list(_floats(task.expected, ()))
+    meta = task.meta
+    needed = REQUIRED_META.get(task.category)
+    if needed is None:
+        problems.append(f"unknown category {task.category!r}; expected one of {sorted(REQUIRED_META)}")
+    elif needed and not any(key in meta for key in needed):
+        keys = " or ".join(map(repr, needed))
+        problems.append(f"this {task.category} task needs meta[{keys}] for its check")
+    checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
+        (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
+        ("mutual_information", _mutual_information),
+        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("forward", _forward),
+        ("float_cases", _float_cases), ("linalg", _linalg), ("optimiser", _optimiser),
+    ]
+    for key, run in checks:  # key None: always runs
+        if key is None or key in meta:
+            try:
+                problems += run(task)
+            except (rational.RationalError, KeyError, IndexError, TypeError) as error:
+                problems.append(f"{key or 'meta'} check could not run: {type(error).__name__}: {error}")
+    return problems
+
+
+def _meta_mirrors_inputs(task: Task) -> list[str]:
+    """The checks read meta; it must describe the same data the reference is given."""
+    problems = [f"meta[{key!r}] differs from inputs[{key!r}]" for key in ("joint", "network", "batch")
+                if key in task.meta and key in task.inputs and task.meta[key] != task.inputs[key]]
+    inputs = task.inputs
+    given = [*inputs.get("distributions", []), *inputs.get("predictions", []),
+             *(pair[k] for pair in inputs.get("pairs", []) for k in ("p", "q"))]
+    listed = task.meta.get("distributions", [])
+    problems += [f"input distribution {_show(d)} is missing from meta['distributions']"
+                 for d in given if d not in listed]
+    return problems
+
+
+def _floats(value: Any, path: tuple[str | int, ...]) -> list[str]:
+    """Every float (or sympy Float atom) inside the expected answer."""
+    if type(value) is float:
+        return [f"float {value!r} at {render_path(path)}: the key must be exact"]
+    if isinstance(value, list | tuple):
+        return [p for i, v in enumerate(value) for p in _floats(v, (*path, i))]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _floats(v, (*path, k))]
+    if isinstance(value, sympy.Basic) and value.atoms(sympy.Float):
+        return [f"sympy Float inside {render_path(path)}: the key must be exact"]
+    return []
+
+
+def _rows(task: Task) -> list[Any]:
+    return list(task.expected["rows"])
+
+
+def _show(values: Any) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _distributions(task: Task) -> list[str]:
+    problems = []
+    for n, p in enumerate(task.meta["distributions"]):
+        try:
+            q = rational.information.distribution(p)
+        except rational.RationalError as error:
+            problems.append(f"distribution {n}: {error}")
+            continue
+        bad = [x for x in q if x != 0 and not rational.is_dyadic(x)]
+        if bad:
+            problems.append(f"distribution {n} {_show(q)} is not dyadic: {bad[0]} is not a power of two")
+    return problems
+
+
+def _joint(task: Task) -> list[str]:
+    table = joint_table(task.meta["joint"])
+    problems = []
+    cells = [x for row in table for x in row if x != 0 and not rational.is_dyadic(x)]
+    if cells:
+        problems.append(f"joint cell {cells[0]} is not a power of two")
+    pa, pb = rational.marginals(table)
+    for name, marginal in (("A", pa), ("B", pb)):
+        bad = [x for x in marginal if x != 0 and not rational.is_dyadic(x)]
+        if bad:
+            problems.append(f"marginal of {name} {_show(marginal)} is not dyadic: {bad[0]} is used in a log "
+                            "but is not a power of two")
+    return problems
+
+
+def _mutual_information(task: Task) -> list[str]:
+    bits = rational.mutual_information_bits(task.meta["joint"])
+    problems = []
+    if bits == 0:
+        problems.append("I(A; B) is identically zero for this joint (A and B are independent): a "
+                        "mutual-information task must not be")
+    for i, row in enumerate(_rows(task)):
+        for key, value in row.items():
+            if not key.startswith("I_"):
+                continue
+            want = bits if key == "I_bits" else rational.bits_to_nats(bits)
+            if value == 0:
+                problems.append(f"rows[{i}][{key!r}] is 0: the mutual information must not be zero")
+            elif value != want:
+                problems.append(f"rows[{i}][{key!r}] is {value} but exactgrade.rational gives {want}")
+    return problems
+
+
+def _kl_asymmetry(task: Task) -> list[str]:
+    p, q = task.meta["kl_asymmetry"]["p"], task.meta["kl_asymmetry"]["q"]
+    forward, backward = rational.kl_bits(p, q), rational.kl_bits(q, p)
+    if forward == backward:
+        return [f"the KL-asymmetry pair is symmetric: D(p || q) = D(q || p) = {forward} bits"]
+    found = [row[key] for row in _rows(task) for key in row if key.startswith("KL_")]
+    if len(set(found)) < 2:
+        return [f"the expected KL values {_show(found)} do not differ"]
+    return []
+
+
+def _gradients(task: Task) -> list[str]:
+    meta = task.meta
+    rows = _rows(task)
+    names = [row["param"] for row in rows]
+    if names != list(meta["gradients_at"]):
+        return [f"the expected rows name {names} but meta['gradients_at'] is {list(meta['gradients_at'])}"]
+    problems = []
+    for i, row in enumerate(rows):
+        try:
+            exact = rational.finite_difference(meta["network"], meta["batch"], row["param"], meta["fd_step"])
+        except rational.RationalError as error:
+            problems.append(f"rows[{i}] ({row['param']}): finite difference refused: {error}")
+            continue
+        if row["grad"] != exact:
+            problems.append(f"rows[{i}]['grad'] for {row['param']} is {row['grad']} but the exact symmetric "
+                            f"finite difference (h = {meta['fd_step']}) is {exact}")
+    return problems
+
+
+def _forward(task: Task) -> list[str]:
+    net = rational.piecewise.layers(task.meta["network"])
+    batch = task.meta["batch"]
+    rows = _rows(task)
+    if len(rows) != len(batch):
+        return [f"{len(rows)} rows for a batch of {len(batch)} examples"]
+    problems = []
+    for i, (row, example) in enumerate(zip(rows, batch, strict=True)):
+        trace = rational.forward(net, [Fraction(x) for x in example["x"]])
+        loss = rational.loss(task.meta["network"], [example])
+        if [list(z) for z in trace.pre] != row["pre_activations"] or list(trace.output) != row["output"]:
+            problems.append(f"rows[{i}]: the expected activations differ from exactgrade.rational.forward")
+        if row["loss"] != loss:
+            problems.append(f"rows[{i}]['loss'] is {row['loss']} but exactgrade.rational gives {loss}")
+    return problems
+
+
+def _float_cases(task: Task) -> list[str]:
+    from exactgrade.domains.deeplearning.ieee import outcome
+
+    cases = task.meta["float_cases"]
+    rows = _rows(task)
+    argument = task.meta.get("argument", {})
+    if [row["case"] for row in rows] != [case["name"] for case in cases]:
+        return ["the expected rows do not list the cases of meta['float_cases'] in order"]
+    problems = []
+    for i, (row, case) in enumerate(zip(rows, cases, strict=True)):
+        recomputed = outcome(case["expr"], case["format"])
+        if row["outcome"] != recomputed:
+            problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
+                            f"{case['format']} arithmetic gives {recomputed!r}")
+        if not str(argument.get(case["name"], "")).strip():
+            problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
+    return problems
+
+
+def _linalg(task: Task) -> list[str]:
+    kind = task.meta["linalg"]
+    rows, inputs = _rows(task), task.inputs
+    expected: list[dict[str, Any]]
+    if kind == "inverse":
+        expected = [{"det": rational.determinant(m), "inverse": [list(r) for r in rational.inverse(m)]}
+                    for m in inputs["matrices"]]
+    elif kind == "least_squares":
+        x, y = inputs["X"], inputs["y"]
+        xt = rational.transpose(x)
+        w = rational.solve(rational.matmul(xt, x), rational.matvec(xt, y))
+        residual = [yi - fi for yi, fi in zip(y, rational.matvec(x, w), strict=True)]
+        expected = [{"w": list(w), "rss": sum((r * r for r in residual), Fraction(0))}]
+    elif kind == "rank":
+        expected = [{"rank": rational.rank(m)} for m in inputs["matrices"]]
+    elif kind == "projection":
+        a = inputs["A"]
+        at = rational.transpose(a)
+        expected = []
+        for v in inputs["vectors"]:
+            coefficients = rational.solve(rational.matmul(at, a), rational.matvec(at, v))
+            projected = rational.matvec(a, coefficients)
+            expected.append({"projection": list(projected),
+                             "residual": [vi - pi for vi, pi in zip(v, projected, strict=True)]})
+    elif kind in ("eigenvalues", "pca"):
+        return _eigen(task)
+    else:
+        return [f"unknown meta['linalg'] kind {kind!r}"]
+    if rows != expected:
+        return [f"the expected rows differ from exactgrade.rational.matrix: {rows} != {expected}"]
+    return []
+
+
+def _eigen(task: Task) -> list[str]:
+    """Eigenvalues: their sum is the trace and their product the determinant, exactly; ascending."""
+    from exactgrade.rational import to_sympy
+
+    if task.meta["linalg"] == "pca":
+        points = task.inputs["points"]
+        n = len(points)
+        mean = [sum((Fraction(p[j]) for p in points), Fraction(0)) / n for j in range(len(points[0]))]
+        centred = [[Fraction(p[j]) - mean[j] for j in range(len(mean))] for p in points]
+        covariance = [[c / n for c in row] for row in rational.matmul(rational.transpose(centred), centred)]
+        if _rows(task)[0]["covariance"] != covariance:
+            return [f"the expected covariance differs from exactgrade.rational: {covariance}"]
+        matrices = [covariance]
+    else:
+        matrices = task.inputs["matrices"]
+    problems = []
+    for i, (row, m) in enumerate(zip(_rows(task), matrices, strict=True)):
+        values = row["eigenvalues"]
+        trace = sum((Fraction(m[k][k]) for k in range(len(m))), Fraction(0))
+        if len(values) != len(m):
+            problems.append(f"rows[{i}]: {len(values)} eigenvalues for a {len(m)}x{len(m)} matrix")
+            continue
+        if sympy.expand(sympy.Add(*values) - to_sympy(trace)) != 0:
+            problems.append(f"rows[{i}]: the eigenvalues do not sum to the trace {trace}")
+        if sympy.expand(sympy.Mul(*values) - to_sympy(rational.determinant(m))) != 0:
+            problems.append(f"rows[{i}]: the eigenvalues do not multiply to the determinant")
+        numeric = [sympy.N(v, 30) for v in values]
+        if numeric != sorted(numeric):
+            problems.append(f"rows[{i}]: the eigenvalues are not in ascending order")
+    return problems
+
+
+def _optimiser(task: Task) -> list[str]:
+    kind = task.meta["optimiser"]
+    if kind == "sgd":
+        return _sgd(task)
+    if kind in ("adam", "schedule"):
+        return _high_precision(task)
+    return [f"unknown meta['optimiser'] kind {kind!r}"]
+
+
+def _sgd(task: Task) -> list[str]:
+    """torch.optim.SGD on one coordinate of the quadratic is linear in the state (w, b, 1):
+    g = (a + wd) w - a c, b' = mu b + g, then w' = w - lr b' (heavy ball) or
+    w' = w - lr (g + mu b') (Nesterov). Iterating that 3x3 map must reproduce the key."""
+    inputs = task.inputs
+    lr, mu, wd = (rational.as_fraction(inputs[k]) for k in ("lr", "momentum", "weight_decay"))
+    columns = []
+    for a, c, w0 in zip(inputs["curvature"], inputs["center"], inputs["w0"], strict=True):
+        a, c = rational.as_fraction(a), rational.as_fraction(c)
+        k = a + wd
+        if inputs["nesterov"]:
+            step = [[1 - lr * k * (1 + mu), -lr * mu * mu, lr * a * c * (1 + mu)], [k, mu, -a * c], [0, 0, 1]]
+        else:
+            step = [[1 - lr * k, -lr * mu, lr * a * c], [k, mu, -a * c], [0, 0, 1]]
+        state: tuple[Fraction, ...] = (rational.as_fraction(w0), Fraction(0), Fraction(1))
+        trajectory = []
+        for _ in range(inputs["steps"]):
+            state = rational.matvec(step, state)
+            trajectory.append(state[0])
+        columns.append(trajectory)
+    problems = []
+    for t, row in enumerate(_rows(task)):
+        w = [column[t] for column in columns]
+        terms = zip(inputs["curvature"], w, inputs["center"], strict=True)
+        loss = sum((rational.as_fraction(a) * (wi - rational.as_fraction(c)) ** 2 for a, wi, c in terms),
+                   Fraction(0)) / 2
+        if row != {"step": t + 1, "w": w, "loss": loss}:
+            problems.append(f"rows[{t}] is {row} but the linear state map gives w = {_show(w)}, "
+                            f"loss = {loss}")
+    if len(_rows(task)) != inputs["steps"]:
+        problems.append(f"{len(_rows(task))} rows for {inputs['steps']} steps")
+    return problems
+
+
+def _high_precision(task: Task) -> list[str]:
+    """Adam and the cosine schedule recomputed in 80-digit mpmath; the exact key must agree to 1e-50."""
+    import mpmath
+
+    inputs = task.inputs
+    with mpmath.workdps(80):
+        def mp(q: Any) -> Any:
+            q = rational.as_fraction(q)
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        if task.meta["optimiser"] == "adam":
+            a, c, w = ([mp(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+            lr, b1, b2, eps = (mp(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
+            m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
+            wanted = []
+            for t in range(1, inputs["steps"] + 1):
+                g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+                m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+                v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+                w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
+                     for wi, mi, vi in zip(w, m, v, strict=True)]
+                wanted.append(("w", list(w)))
+        else:
+            peak, low = mp(inputs["peak_lr"]), mp(inputs["min_lr"])
+            warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
+            wanted = []
+            for s in inputs["steps"]:
+                if s < warmup:
+                    lr = peak * s / warmup
+                elif s <= warmup + decay:
+                    lr = low + (peak - low) * (1 + mpmath.cos(mpmath.pi * (s - warmup) / decay)) / 2
+                else:
+                    lr = low
+                wanted.append(("lr", [lr]))
+        rows = _rows(task)
+        if len(rows) != len(wanted):
+            return [f"{len(rows)} rows but the recomputation has {len(wanted)}"]
+        problems = []
+        for i, (row, (key, values)) in enumerate(zip(rows, wanted, strict=True)):
+            exact = row[key] if isinstance(row[key], list) else [row[key]]
+            for e, want in zip(exact, values, strict=True):
+                got = mpmath.mpf(sympy.N(_as_sympy(e), 70))
+                if abs(got - want) > mpmath.mpf(10) ** -50:
+                    problems.append(f"rows[{i}][{key!r}]: the key is {mpmath.nstr(got, 20)} but 80-digit "
+                                    f"mpmath gives {mpmath.nstr(want, 20)}")
+    return problems
+
+
+def _as_sympy(value: Any) -> sympy.Expr:
+    """An exact key value as sympy (never via sympify); TypeError for anything inexact."""
+    if type(value) is int or type(value) is Fraction:
+        return rational.to_sympy(value)
+    if isinstance(value, sympy.Expr):
+        return value
+    raise TypeError(f"{type(value).__name__} is not an exact number")

@@ -1,0 +1,274 @@
+"""Numerical tasks (dl-030..dl-035): which failure a float computation hits.
+
+The answer is a category ("inf", "nan", "zero", "finite"), never the float itself. A case is an
+expression tree evaluated in a stated IEEE 754 format with round-to-nearest-even after every
+operation; the reference computes the category by running the float computation with the
+standard library (struct for float16/float32 rounding), and meta["argument"] says, per case,
+why that category is right. verify recomputes every case independently with numpy scalars.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.task import TaskDef
+
+CONVENTIONS = (
+    "Floating-point conventions. Each case is an expression evaluated in one IEEE 754 binary format "
+    "(float16 = half: max 65504, smallest subnormal 2**-24; float32 = single: max about 3.4e38, smallest "
+    "subnormal 2**-149; float64 = double: max about 1.8e308, smallest subnormal 2**-1074). Every literal "
+    "is first rounded to the format, and every operation's result is rounded to the format with "
+    "round-to-nearest, ties-to-even (gradual underflow to subnormals, overflow to +-inf). The semantics "
+    "are IEEE's, as in numpy or torch, not Python's math module: exp of a large number gives inf (not an "
+    "exception), log(0) = -inf, log of a negative number is nan, x / 0 = +-inf for x != 0, 0 / 0 = nan, "
+    "inf - inf = nan, inf / inf = nan, 0 * inf = nan; max propagates nan. Expression syntax: 2**-24 is the "
+    "literal value 2 to the power -24 (one literal, not an operation); (1/1000) is the literal value "
+    "one thousandth rounded to the format; sum(a, b, c) adds left to right, rounding after each addition; "
+    "powi(x, n) multiplies n copies of x left to right, rounding after each multiplication; "
+    "max(a, b) is the larger value. The outcome of a case is the category of its final value: \"nan\" "
+    "if NaN, \"inf\" if +inf or -inf, \"zero\" if +0 or -0, else \"finite\"."
+)
+
+
+def float_outcome_rows(cases):
+    import math
+    import struct
+    from fractions import Fraction
+
+    def rounder(fmt):
+        code = {"float16": "e", "float32": "f", "float64": None}[fmt]
+
+        def rnd(x):
+            if code is None or math.isnan(x) or math.isinf(x):
+                return x
+            try:
+                return struct.unpack(code, struct.pack(code, x))[0]
+            except OverflowError:  # struct refuses what IEEE rounds to infinity
+                return math.copysign(math.inf, x)
+
+        return rnd
+
+    def exp(x):
+        try:
+            return math.exp(x)
+        except OverflowError:
+            return math.inf
+
+    def log(x):
+        if math.isnan(x) or x < 0:
+            return math.nan
+        return -math.inf if x == 0 else math.log(x)
+
+    def div(x, y):
+        if y == 0:
+            if x == 0 or math.isnan(x):
+                return math.nan
+            return math.copysign(math.inf, x) * math.copysign(1.0, y)
+        return x / y
+
+    def maximum(*xs):
+        return math.nan if any(math.isnan(x) for x in xs) else max(xs)
+
+    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": div,
+           "exp": exp, "log": log, "neg": lambda a: -a, "max": maximum}
+
+    def evaluate(node, rnd):
+        if not isinstance(node, dict):
+            return rnd(float(Fraction(node)))
+        op, args = node["op"], node["args"]
+        if op == "powi":
+            x = evaluate(args[0], rnd)
+            value = x
+            for _ in range(args[1] - 1):
+                value = rnd(value * x)
+            return value
+        values = [evaluate(a, rnd) for a in args]
+        if op == "sum":
+            total = values[0]
+            for v in values[1:]:
+                total = rnd(total + v)
+            return total
+        return rnd(ops[op](*values))
+
+    def category(x):
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf"
+        return "zero" if x == 0 else "finite"
+
+    rows = []
+    for case in cases:
+        value = evaluate(case["expr"], rounder(case["format"]))
+        rows.append({"case": case["name"], "outcome": category(value)})
+    return {"rows": rows}
+
+
+def op(name, *args):
+    """An expression node."""
+    return {"op": name, "args": list(args)}
+
+
+def softmax_naive(logits, index):
+    return op("div", op("exp", logits[index]), op("sum", *[op("exp", x) for x in logits]))
+
+
+def softmax_shifted(logits, index):
+    m = op("max", *logits)
+    return op("div", op("exp", op("sub", logits[index], m)),
+              op("sum", *[op("exp", op("sub", x, m)) for x in logits]))
+
+
+def logsumexp_naive(logits):
+    return op("log", op("sum", *[op("exp", x) for x in logits]))
+
+
+def logsumexp_shifted(logits):
+    m = op("max", *logits)
+    return op("add", m, op("log", op("sum", *[op("exp", op("sub", x, m)) for x in logits])))
+
+
+def show_expr(node) -> str:
+    """An expression tree as the text the prompt shows."""
+    if not isinstance(node, dict):
+        q = F(node)
+        if q.numerator == 1 and q.denominator > 1 and q.denominator & (q.denominator - 1) == 0:
+            return f"2**-{q.denominator.bit_length() - 1}"
+        return str(q) if q.denominator == 1 else f"({q})"
+    name, args = node["op"], node["args"]
+    infix = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+    if name in infix:
+        return f"({show_expr(args[0])} {infix[name]} {show_expr(args[1])})"
+    if name == "neg":
+        return f"-{show_expr(args[0])}"
+    if name == "powi":
+        return f"powi({show_expr(args[0])}, {args[1]})"
+    return f"{name}({', '.join(show_expr(a) for a in args)})"
+
+
+def _prompt(inputs):
+    listing = "\n".join(f"  {c['name']}: in {c['format']}, {show_expr(c['expr'])}" for c in inputs["cases"])
+    return prompt(
+        "Each case below is a floating-point computation in the stated IEEE 754 format (every literal and "
+        "every intermediate result rounded to that format, see the conventions). For each case, say what "
+        'the final value is: "inf" (+inf or -inf), "nan", "zero" (+0 or -0) or "finite" (any other '
+        "number). The cases:\n" + listing + "\n(The same cases are in the variable `cases` as expression "
+        "trees {'op': name, 'args': [...]}, leaves int or Fraction, with 'name', 'format' and 'expr' keys.)",
+        {"cases": ("list of dicts {'name', 'format', 'expr'}: the cases listed above", ...)},
+        '{"rows": [{"case": name, "outcome": "inf" | "nan" | "zero" | "finite"}, ...]}  '
+        "(one row per case, in the given order)",
+        "none (categorical answers; every row's outcome is one of the four strings)",
+    )
+
+
+def _case(name, fmt, expr, argument):
+    return {"name": name, "format": fmt, "expr": expr}, argument
+
+
+_MEAN_SQUARE_300 = op("div", op("add", op("mul", 300, 300), op("mul", 300, 300)), 2)
+
+
+def _task(task_id, tags, cases_with_arguments):
+    cases = [c for c, _ in cases_with_arguments]
+    argument = {c["name"]: why for c, why in cases_with_arguments}
+    return TaskDef(task_id, "numerical", {"cases": cases}, float_outcome_rows, _prompt, api(CONVENTIONS),
+                   POLICY, tags=tags, meta={"float_cases": cases, "argument": argument})
+
+
+TASKS = (
+    _task("dl-030", ("overflow", "exp"), [
+        _case("exp88_f32", "float32", op("exp", 88), "e**88 = 1.65e38 < float32 max 3.40e38"),
+        _case("exp89_f32", "float32", op("exp", 89), "e**89 = 4.49e38 > float32 max 3.40e38: overflow"),
+        _case("exp709_f64", "float64", op("exp", 709), "e**709 = 8.2e307 < float64 max 1.80e308"),
+        _case("exp710_f64", "float64", op("exp", 710), "e**710 = 2.2e308 > float64 max 1.80e308: overflow"),
+        _case("exp11_f16", "float16", op("exp", 11), "e**11 = 59874 < float16 max 65504"),
+        _case("exp12_f16", "float16", op("exp", 12), "e**12 = 162755 > float16 max 65504: overflow"),
+        _case("exp_neg100_f32", "float32", op("exp", -100),
+              "e**-100 = 3.7e-44 is below the float32 normal range but above the smallest subnormal 1.4e-45"),
+        _case("exp_neg110_f32", "float32", op("exp", -110),
+              "e**-110 = 1.7e-48 < half the smallest float32 subnormal (7.0e-46): underflows to 0"),
+    ]),
+    _task("dl-031", ("softmax", "overflow"), [
+        _case("naive_p0_big", "float64", softmax_naive([1000, 999], 0),
+              "exp(1000) and exp(999) overflow to inf, so p0 = inf / (inf + inf) = inf / inf = nan"),
+        _case("shifted_p0_big", "float64", softmax_shifted([1000, 999], 0),
+              "after subtracting the max the exponents are 0 and -1: p0 = 1 / (1 + e**-1), finite"),
+        _case("naive_p0_very_negative", "float64", softmax_naive([-1000, -1001], 0),
+              "exp(-1000) and exp(-1001) underflow to 0, so p0 = 0 / 0 = nan"),
+        _case("shifted_p0_very_negative", "float64", softmax_shifted([-1000, -1001], 0),
+              "shifted exponents 0 and -1 again: p0 = 1 / (1 + e**-1), finite"),
+        _case("naive_p0_f16", "float16", softmax_naive([10, 12], 0),
+              "exp(10) = 22026 fits float16 but exp(12) = 162755 overflows: p0 = 22026 / inf = 0"),
+        _case("naive_p1_f16", "float16", softmax_naive([10, 12], 1),
+              "p1 = exp(12) / (exp(10) + exp(12)) = inf / inf = nan"),
+        _case("shifted_p0_f16", "float16", softmax_shifted([10, 12], 0),
+              "shifted exponents -2 and 0: p0 = e**-2 / (e**-2 + 1) = 0.119, finite"),
+    ]),
+    _task("dl-032", ("logsumexp", "overflow", "log0"), [
+        _case("naive_lse_big", "float64", logsumexp_naive([1000, 1000]),
+              "exp(1000) overflows, inf + inf = inf, log(inf) = inf, though the true value is 1000.69"),
+        _case("shifted_lse_big", "float64", logsumexp_shifted([1000, 1000]),
+              "1000 + log(e**0 + e**0) = 1000 + log 2, finite"),
+        _case("naive_lse_very_negative", "float64", logsumexp_naive([-1000, -1000]),
+              "exp(-1000) underflows to 0, so log(0 + 0) = log(0) = -inf (true value -999.31)"),
+        _case("shifted_lse_very_negative", "float64", logsumexp_shifted([-1000, -1000]),
+              "-1000 + log 2, finite"),
+        _case("naive_lse_f32_ok", "float32", logsumexp_naive([80, 80]),
+              "exp(80) = 5.5e34 and the sum 1.1e35 are below float32 max 3.4e38: log gives 80.69, finite"),
+        _case("naive_lse_f32_overflow", "float32", logsumexp_naive([89, 0]),
+              "exp(89) = 4.5e38 overflows float32, log(inf) = inf"),
+    ]),
+    _task("dl-033", ("underflow", "subnormal"), [
+        _case("half_pow149_f32", "float32", op("powi", F(1, 2), 149),
+              "2**-149 is exactly the smallest float32 subnormal: representable, finite"),
+        _case("half_pow150_f32", "float32", op("powi", F(1, 2), 150),
+              "2**-150 is exactly half the smallest subnormal: a tie, rounded to the even neighbour 0"),
+        _case("half_pow24_f16", "float16", op("powi", F(1, 2), 24),
+              "2**-24 is the smallest float16 subnormal"),
+        _case("half_pow25_f16", "float16", op("powi", F(1, 2), 25),
+              "2**-25 is a tie between 0 and 2**-24: ties-to-even gives 0"),
+        _case("likelihood_100_f64", "float64", op("powi", F(1, 1000), 100),
+              "1e-300 is above the float64 normal minimum 2.2e-308: finite"),
+        _case("likelihood_110_f64", "float64", op("powi", F(1, 1000), 110),
+              "1e-330 is below half the smallest float64 subnormal (2.5e-324): underflows to 0"),
+        _case("log_likelihood_110_f64", "float64", op("mul", 110, op("log", F(1, 1000))),
+              "in log space the same likelihood is 110 * log(1/1000) = -759.8, finite"),
+    ]),
+    _task("dl-034", ("cancellation",), [
+        _case("one_plus_2m24_f32", "float32", op("sub", op("add", 1, F(1, 2**24)), 1),
+              "1 + 2**-24 is a tie between 1 and 1 + 2**-23; ties-to-even gives 1, and 1 - 1 = 0"),
+        _case("one_plus_2m23_f32", "float32", op("sub", op("add", 1, F(1, 2**23)), 1),
+              "1 + 2**-23 is the next float32 after 1, so the difference is 2**-23, finite"),
+        _case("one_plus_1e-8_f64", "float64", op("sub", op("add", 1, F(1, 10**8)), 1),
+              "float64 has 52 fraction bits (ulp 2.2e-16 at 1): 1 + 1e-8 keeps the increment, finite"),
+        _case("one_plus_1e-8_f32", "float32", op("sub", op("add", 1, F(1, 10**8)), 1),
+              "1e-8 is below half the float32 ulp at 1 (6e-8): 1 + 1e-8 rounds to 1, difference 0"),
+        _case("one_plus_1e-3_f16", "float16", op("sub", op("add", 1, F(1, 1000)), 1),
+              "the float16 ulp at 1 is 2**-10 = 9.8e-4: 1 + 0.001 rounds to 1 + 2**-10, difference finite"),
+        _case("one_plus_1e-4_f16", "float16", op("sub", op("add", 1, F(1, 10**4)), 1),
+              "1e-4 is below half the float16 ulp at 1 (4.9e-4): rounds to 1, difference 0"),
+        _case("variance_one_pass_f32", "float32",
+              op("sub", op("div", op("add", op("mul", 4097, 4097), op("mul", 4099, 4099)), 2),
+                 op("mul", op("div", op("add", 4097, 4099), 2), op("div", op("add", 4097, 4099), 2))),
+              "E[x^2] - E[x]^2 for x = (4097, 4099): the true variance is 1, but 4097**2 = 16785409 and "
+              "4099**2 = 16801801 exceed 2**24 and are odd, so float32 rounds them to even neighbours; "
+              "their mean 16793604 is exact, 4098**2 = 16793604 is exact, and the difference is 0"),
+    ]),
+    _task("dl-035", ("float16", "overflow", "limits"), [
+        _case("max_plus_15_f16", "float16", op("add", 65504, 15),
+              "65519 is below the rounding boundary 65520 between 65504 and 2**16: rounds to 65504"),
+        _case("max_plus_16_f16", "float16", op("add", 65504, 16),
+              "65520 is exactly halfway between 65504 (odd significand) and 65536: ties-to-even rounds up to "
+              "2**16, which overflows to inf"),
+        _case("square_255_f16", "float16", op("mul", 255, 255), "255**2 = 65025 <= 65504: finite"),
+        _case("square_256_f16", "float16", op("mul", 256, 256), "256**2 = 65536 > 65504: inf"),
+        _case("reciprocal_min_subnormal_f16", "float16", op("div", 1, F(1, 2**24)),
+              "1 / 2**-24 = 2**24 = 16777216 > 65504: inf"),
+        _case("mean_square_300_f16", "float16", _MEAN_SQUARE_300,
+              "300**2 = 90000 overflows before the mean is taken: inf / 2 = inf (a LayerNorm variance in "
+              "float16 overflows for activations of only 300)"),
+        _case("mean_square_300_f32", "float32", _MEAN_SQUARE_300,
+              "90000 is tiny for float32: finite"),
+    ]),
+)
