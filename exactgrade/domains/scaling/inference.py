@@ -1,0 +1,349 @@
+"""Inference tasks (sc-028..sc-034): decode roofline, KV-cache traffic, prefill, latency, cost.
+
+References are self-contained (imports inside, no globals); the ``*_float`` twins recompute each
+answer in floats in another order and can reproduce one named mistake (tests only).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._task import known_mistake, scaling_task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def decode_step(chips, n_params, bytes_per_param, batch):
+    """One decode step per chip: 2*N*batch FLOPs against reading every weight once."""
+    from fractions import Fraction
+
+    rows = []
+    for chip in chips:
+        compute_s = Fraction(2 * n_params * batch, chip["peak_flops"])
+        memory_s = Fraction(n_params * bytes_per_param) / chip["hbm_bandwidth"]
+        step_s = max(compute_s, memory_s)
+        rows.append({
+            "chip": chip["name"],
+            "time_s": step_s,
+            "tokens_per_s": batch / step_s,
+            "bound": "compute" if compute_s >= memory_s else "memory",
+        })
+    return {"rows": rows}
+
+
+def kv_read_share(n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, hbm_bandwidth, cases):
+    """Bytes a decode step reads: every weight once plus every sequence's whole KV cache."""
+    from fractions import Fraction
+
+    weights = n_params * weight_bytes
+    per_token = 2 * layers * n_kv_heads * head_dim * kv_bytes
+    rows = []
+    for case in cases:
+        kv = per_token * case["seq_len"] * case["batch"]
+        rows.append({
+            "batch": case["batch"],
+            "seq_len": case["seq_len"],
+            "kv_bytes": Fraction(kv),
+            "kv_share": Fraction(kv, kv + weights),
+            "step_time_s": Fraction(kv + weights, hbm_bandwidth),
+        })
+    return {"rows": rows}
+
+
+def decode_compute_bound_batch(n_params, weight_bytes, kv_bytes_per_token, seq_lens, peak_flops,
+                               hbm_bandwidth):
+    """Smallest batch whose decode step is compute-bound once each sequence's KV cache is read."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for seq_len in seq_lens:
+        # 2*N*B/peak >= (N*w + B*S*kv)/bw  <=>  B*(2*N/peak - S*kv/bw) >= N*w/bw
+        slope = Fraction(2 * n_params, peak_flops) - Fraction(seq_len * kv_bytes_per_token, hbm_bandwidth)
+        if slope <= 0:
+            min_batch = None
+        else:
+            min_batch = math.ceil(Fraction(n_params * weight_bytes, hbm_bandwidth) / slope)
+        rows.append({"seq_len": seq_len, "min_batch": min_batch})
+    return {"rows": rows}
+
+
+def prefill_vs_decode(n_params, weight_bytes, prompt_lens, peak_flops, hbm_bandwidth):
+    """Prefill processes the whole prompt in one pass; decode produces one token per pass."""
+    from fractions import Fraction
+
+    weight_read_s = Fraction(n_params * weight_bytes, hbm_bandwidth)
+    decode_s = max(Fraction(2 * n_params, peak_flops), weight_read_s)
+    rows = []
+    for prompt_len in prompt_lens:
+        prefill_s = max(Fraction(2 * n_params * prompt_len, peak_flops), weight_read_s)
+        rows.append({
+            "prompt_len": prompt_len,
+            "prefill_s": prefill_s,
+            "decode_step_s": decode_s,
+            "throughput_ratio": (prompt_len / prefill_s) / (1 / decode_s),
+        })
+    return {"rows": rows}
+
+
+def sharded_decode_latency(n_params, weight_bytes, kv_cache_bytes, hbm_bytes_per_chip, hbm_bandwidth,
+                           chip_counts):
+    """Weights and KV cache split evenly over the chips; each chip reads its share every step."""
+    from fractions import Fraction
+
+    total = n_params * weight_bytes + kv_cache_bytes
+    rows = []
+    for chips in chip_counts:
+        rows.append({
+            "chips": chips,
+            "fits": total <= chips * hbm_bytes_per_chip,
+            "time_per_token_s": Fraction(total, chips * hbm_bandwidth),
+        })
+    return {"rows": rows}
+
+
+def quantized_decode(n_params, formats, batch, peak_flops, hbm_bandwidth):
+    """Decode-step time as weight precision drops; speedup relative to the first format."""
+    from fractions import Fraction
+
+    compute_s = Fraction(2 * n_params * batch, peak_flops)
+    times = []
+    rows = []
+    for fmt in formats:
+        memory_s = Fraction(n_params * fmt["bits_per_weight"], 8 * hbm_bandwidth)
+        times.append(max(compute_s, memory_s))
+        rows.append({
+            "format": fmt["name"],
+            "time_s": times[-1],
+            "speedup": times[0] / times[-1],
+            "bound": "compute" if compute_s >= memory_s else "memory",
+        })
+    return {"rows": rows}
+
+
+def serving_cost(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollars_per_chip_hour, batches):
+    """Decode throughput and price per million generated tokens on one chip."""
+    from fractions import Fraction
+
+    memory_s = Fraction(n_params * weight_bytes, hbm_bandwidth)
+    rows = []
+    for batch in batches:
+        step_s = max(Fraction(2 * n_params * batch, peak_flops), memory_s)
+        tokens_per_s = batch / step_s
+        rows.append({
+            "batch": batch,
+            "tokens_per_s": tokens_per_s,
+            "dollars_per_million_tokens": Fraction(dollars_per_chip_hour) / 3600 / tokens_per_s * 10**6,
+        })
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def decode_step_float(chips, n_params, bytes_per_param, batch, mistake=None):
+    known_mistake(mistake, "compute_only")
+    rows = []
+    for c in chips:
+        weights_per_s = c["hbm_bandwidth"] / (bytes_per_param * float(n_params))  # weight sweeps per second
+        flops_limited = c["peak_flops"] / (2.0 * n_params)  # token passes per second
+        memory = weights_per_s < flops_limited / batch and mistake != "compute_only"
+        steps_per_s = weights_per_s if memory else flops_limited / batch
+        rows.append({"chip": c["name"], "time_s": 1 / steps_per_s, "tokens_per_s": steps_per_s * batch,
+                     "bound": "memory" if memory else "compute"})
+    return {"rows": rows}
+
+
+def kv_read_share_float(n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, hbm_bandwidth, cases,
+                        mistake=None):
+    known_mistake(mistake, "keys_only")
+    tensors = 1 if mistake == "keys_only" else 2
+    rows = []
+    for c in cases:
+        kv = float(c["batch"] * c["seq_len"]) * kv_bytes * head_dim * n_kv_heads * layers * tensors
+        weights = float(weight_bytes) * n_params
+        rows.append({"batch": c["batch"], "seq_len": c["seq_len"], "kv_bytes": kv,
+                     "kv_share": 1 / (1 + weights / kv),
+                     "step_time_s": kv / hbm_bandwidth + weights / hbm_bandwidth})
+    return {"rows": rows}
+
+
+def decode_compute_bound_batch_float(n_params, weight_bytes, kv_bytes_per_token, seq_lens, peak_flops,
+                                     hbm_bandwidth, mistake=None):
+    known_mistake(mistake, "ignore_kv_cache")
+    rows = []
+    for s in seq_lens:
+        kv = 0 if mistake == "ignore_kv_cache" else s * kv_bytes_per_token
+        # per-sequence: compute 2N/peak vs its own KV read; shared weight read amortised over the batch
+        margin = 2.0 * n_params * hbm_bandwidth - kv * peak_flops
+        batch = math.ceil(n_params * weight_bytes * peak_flops / margin) if margin > 0 else None
+        rows.append({"seq_len": s, "min_batch": batch})
+    return {"rows": rows}
+
+
+def prefill_vs_decode_float(n_params, weight_bytes, prompt_lens, peak_flops, hbm_bandwidth, mistake=None):
+    known_mistake(mistake, "prefill_as_decode_steps")
+    read = weight_bytes * n_params / hbm_bandwidth
+    decode = max(read, 2.0 / peak_flops * n_params)
+    rows = []
+    for p in prompt_lens:
+        prefill = max(read, 2.0 * p / peak_flops * n_params)
+        if mistake == "prefill_as_decode_steps":
+            prefill = p * decode
+        rows.append({"prompt_len": p, "prefill_s": prefill, "decode_step_s": decode,
+                     "throughput_ratio": decode * p / prefill})
+    return {"rows": rows}
+
+
+def sharded_decode_latency_float(n_params, weight_bytes, kv_cache_bytes, hbm_bytes_per_chip, hbm_bandwidth,
+                                 chip_counts, mistake=None):
+    known_mistake(mistake, "weights_only")
+    total = float(n_params * weight_bytes) + (0 if mistake == "weights_only" else kv_cache_bytes)
+    return {"rows": [{"chips": c, "fits": c * hbm_bytes_per_chip >= total,
+                      "time_per_token_s": total / c / hbm_bandwidth} for c in chip_counts]}
+
+
+def quantized_decode_float(n_params, formats, batch, peak_flops, hbm_bandwidth, mistake=None):
+    known_mistake(mistake, "bits_as_bytes")
+    per_byte = 1 if mistake == "bits_as_bytes" else 8
+    compute = batch * 2.0 * n_params / peak_flops
+    base = max(compute, formats[0]["bits_per_weight"] / per_byte * n_params / hbm_bandwidth)
+    rows = []
+    for f in formats:
+        memory = f["bits_per_weight"] / per_byte * n_params / hbm_bandwidth
+        time = max(compute, memory)
+        rows.append({"format": f["name"], "time_s": time, "speedup": base / time,
+                     "bound": "memory" if memory > compute else "compute"})
+    return {"rows": rows}
+
+
+def serving_cost_float(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollars_per_chip_hour, batches,
+                       mistake=None):
+    known_mistake(mistake, "per_sequence_throughput")
+    rows = []
+    for b in batches:
+        step = max(n_params * (2.0 * b / peak_flops), n_params * (weight_bytes / hbm_bandwidth))
+        tokens_per_s = (1 if mistake == "per_sequence_throughput" else b) / step
+        tokens_per_hour = tokens_per_s * 3600
+        rows.append({"batch": b, "tokens_per_s": tokens_per_s,
+                     "dollars_per_million_tokens": 1e6 * dollars_per_chip_hour / tokens_per_hour})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- tasks
+
+TASKS = (
+    scaling_task(
+        "sc-028", "inference", decode_step,
+        {"chips": [
+            {"name": "chip_a", "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+            {"name": "chip_a_2.5x_flops", "peak_flops": 1000 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+            {"name": "chip_a_2x_bandwidth", "peak_flops": 400 * 10**12, "hbm_bandwidth": 3200 * 10**9},
+        ], "n_params": 70 * 10**9, "bytes_per_param": 2, "batch": 1},
+        """\
+A dense model of `n_params` parameters stored at `bytes_per_param` bytes each generates tokens
+for `batch` sequence(s). Each decode step costs 2*n_params FLOPs per sequence and reads every
+weight from HBM once (ignore the KV cache and activations). For each chip in `chips` (peak FLOP/s
+and HBM bytes/s), give the decode step time in seconds, the throughput in tokens per second and
+the bound.""",
+        '{"rows": [{"chip": <str>, "time_s": <number>, "tokens_per_s": <number>, '
+        '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
+        decode_step_float, "compute_only",
+        tags=("headline:decode_memory_bound",),
+    ),
+    scaling_task(
+        "sc-029", "inference", kv_read_share,
+        {"n_params": 8 * 10**9, "weight_bytes": 2, "layers": 32, "n_kv_heads": 8, "head_dim": 128,
+         "kv_bytes": 2, "hbm_bandwidth": 1600 * 10**9,
+         "cases": [{"batch": 1, "seq_len": 4096}, {"batch": 32, "seq_len": 8192},
+                   {"batch": 64, "seq_len": 32768}]},
+        """\
+A decode step of a model with `n_params` parameters (`weight_bytes` bytes each) reads every weight
+once plus the whole KV cache of every sequence in the batch: a key and a value of `head_dim`
+values for each of `layers` layers, `n_kv_heads` KV heads and `seq_len` cached positions,
+`kv_bytes` bytes per value. For each case in `cases` (batch size and sequence length), give the
+KV-cache bytes read per step, the KV cache's share of all bytes read per step, and the step time
+in seconds if the step is limited by reading those bytes at `hbm_bandwidth` bytes/s.""",
+        '{"rows": [{"batch": <int>, "seq_len": <int>, "kv_bytes": <number>, "kv_share": <number>, '
+        '"step_time_s": <number>}, ...]}  # one row per case, in order',
+        kv_read_share_float, "keys_only",
+        tags=("headline:kv_cache_share",),
+    ),
+    scaling_task(
+        "sc-030", "inference", decode_compute_bound_batch,
+        {"n_params": 70 * 10**9, "weight_bytes": 2, "kv_bytes_per_token": 327680,
+         "seq_lens": [128, 1024, 4096, 32768], "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+        """\
+A decode step with batch B of sequences that each have `seq_len` cached tokens costs
+2*n_params*B FLOPs and reads all weights once (n_params * weight_bytes bytes) plus every
+sequence's KV cache (B * seq_len * kv_bytes_per_token bytes). On a chip with `peak_flops` FLOP/s
+and `hbm_bandwidth` bytes/s, give for each length in `seq_lens` the smallest integer batch B at
+which the step is compute-bound (FLOPs / peak_flops >= bytes / hbm_bandwidth), or None if no batch
+size makes it compute-bound.""",
+        '{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}  # one row per entry of `seq_lens`',
+        decode_compute_bound_batch_float, "ignore_kv_cache",
+    ),
+    scaling_task(
+        "sc-031", "inference", prefill_vs_decode,
+        {"n_params": 70 * 10**9, "weight_bytes": 2, "prompt_lens": [128, 2048, 8192],
+         "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+        """\
+A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) first
+prefills its prompt in one forward pass over all prompt tokens (2*n_params FLOPs per token, every
+weight read once), then decodes one token per step (2*n_params FLOPs, every weight read once).
+Use the roofline time max(FLOPs / peak_flops, bytes / hbm_bandwidth) and ignore the KV cache. For
+each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in seconds)
+and the ratio of prefill throughput (prompt tokens per second) to decode throughput (tokens per
+second).""",
+        '{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
+        '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order',
+        prefill_vs_decode_float, "prefill_as_decode_steps",
+    ),
+    scaling_task(
+        "sc-032", "inference", sharded_decode_latency,
+        {"n_params": 405 * 10**9, "weight_bytes": 2, "kv_cache_bytes": 100 * 10**9,
+         "hbm_bytes_per_chip": 80 * 10**9, "hbm_bandwidth": 3350 * 10**9, "chip_counts": [4, 8, 16, 32]},
+        """\
+A model of `n_params` parameters (`weight_bytes` bytes each) with a KV cache of `kv_cache_bytes`
+bytes is split evenly over a number of chips, each with `hbm_bytes_per_chip` bytes of HBM (80 GB,
+decimal) and `hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of
+the weights and KV cache once, all chips in parallel (ignore communication). For each chip count in
+`chip_counts`, say whether weights plus KV cache fit in the chips' total HBM and give the time per
+decode step in seconds.""",
+        '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
+        "  # one row per entry of `chip_counts`, in order",
+        sharded_decode_latency_float, "weights_only",
+    ),
+    scaling_task(
+        "sc-033", "inference", quantized_decode,
+        {"n_params": 70 * 10**9, "formats": [{"name": "bf16", "bits_per_weight": 16},
+                                             {"name": "int8", "bits_per_weight": 8},
+                                             {"name": "int4", "bits_per_weight": 4}],
+         "batch": 64, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+        """\
+A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
+2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
+weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
+bits_per_weight / 8 bytes (ignore the KV cache and scales). For each format in `formats`, give the
+roofline step time in seconds, the speedup over the first format (its time / this time) and the
+bound.""",
+        '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
+        '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
+        quantized_decode_float, "bits_as_bytes",
+    ),
+    scaling_task(
+        "sc-034", "inference", serving_cost,
+        {"n_params": 8 * 10**9, "weight_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9,
+         "dollars_per_chip_hour": Fraction(5, 2), "batches": [1, 16, 256, 1024]},
+        """\
+One chip serves a model of `n_params` parameters (`weight_bytes` bytes each) and costs
+`dollars_per_chip_hour` dollars per hour. A decode step for a batch of B sequences takes
+max(2*n_params*B / peak_flops, n_params*weight_bytes / hbm_bandwidth) seconds and yields B tokens
+(ignore the KV cache). For each batch size in `batches`, give the throughput in tokens per second
+and the cost in dollars per million generated tokens.""",
+        '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
+        "  # one row per entry of `batches`, in order",
+        serving_cost_float, "per_sequence_throughput",
+    ),
+)

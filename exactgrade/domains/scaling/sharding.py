@@ -1,0 +1,320 @@
+"""Sharding tasks (sc-021..sc-027): DP all-reduce, FSDP, TP, pipeline bubbles, EP, ZeRO memory.
+
+References are self-contained (imports inside, no globals); the ``*_float`` twins recompute each
+answer in floats in another order and can reproduce one named mistake (tests only).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._task import known_mistake, scaling_task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def data_parallel_step(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops, mfu):
+    """Gradient all-reduce time against the compute time of the step it overlaps."""
+    from fractions import Fraction
+
+    gradient = n_params * grad_bytes
+    allreduce_s = 2 * gradient * Fraction(devices - 1, devices) / link_bandwidth
+    rows = []
+    for tokens in tokens_per_device:
+        compute_s = Fraction(6 * n_params * tokens) / (peak_flops * mfu)
+        rows.append({
+            "tokens_per_device": tokens,
+            "compute_s": compute_s,
+            "allreduce_s": allreduce_s,
+            "allreduce_exceeds_compute": allreduce_s > compute_s,
+        })
+    return {"rows": rows}
+
+
+def fsdp_step_communication(n_params, param_bytes, device_counts, link_bandwidth):
+    """FSDP: all-gather weights for forward and for backward, reduce-scatter the gradients."""
+    from fractions import Fraction
+
+    full = n_params * param_bytes
+    rows = []
+    for devices in device_counts:
+        sent = 3 * full * Fraction(devices - 1, devices)
+        rows.append({
+            "devices": devices,
+            "params_gib_per_device": Fraction(full, devices * 2**30),
+            "comm_bytes_per_device": sent,
+            "comm_s": sent / link_bandwidth,
+        })
+    return {"rows": rows}
+
+
+def tensor_parallel_layer(tokens, d_model, d_ff, bytes_per_value, tp_degrees, peak_flops, link_bandwidth):
+    """Megatron tensor parallelism, one layer's forward: matmuls split tp ways, two all-reduces."""
+    from fractions import Fraction
+
+    layer_flops = 2 * tokens * (4 * d_model * d_model + 2 * d_model * d_ff)
+    activation = tokens * d_model * bytes_per_value
+    rows = []
+    for tp in tp_degrees:
+        compute_s = Fraction(layer_flops, tp) / peak_flops
+        comm_s = 2 * (2 * activation * Fraction(tp - 1, tp)) / link_bandwidth
+        rows.append({"tp": tp, "compute_s": compute_s, "comm_s": comm_s, "comm_bound": comm_s > compute_s})
+    return {"rows": rows}
+
+
+def pipeline_bubble(stages, microbatch_counts, microbatch_stage_time_s):
+    """GPipe-style schedule: M microbatches through P stages take M + P - 1 slots."""
+    from fractions import Fraction
+
+    rows = []
+    for microbatches in microbatch_counts:
+        slots = microbatches + stages - 1
+        rows.append({
+            "microbatches": microbatches,
+            "step_time_s": slots * microbatch_stage_time_s,
+            "bubble_fraction": Fraction(stages - 1, slots),
+        })
+    return {"rows": rows}
+
+
+def min_microbatches(stage_counts, max_bubble_fraction):
+    """Smallest M with (P - 1) / (M + P - 1) <= f, i.e. M >= (P - 1)(1 - f) / f."""
+    import math
+
+    rows = []
+    for stages in stage_counts:
+        bound = (stages - 1) * (1 - max_bubble_fraction) / max_bubble_fraction
+        rows.append({"stages": stages, "min_microbatches": max(1, math.ceil(bound))})
+    return {"rows": rows}
+
+
+def expert_parallel_all_to_all(tokens_per_device, d_model, bytes_per_value, top_k, ep_degrees,
+                               link_bandwidth):
+    """One MoE layer's forward: dispatch tokens to experts and combine them back (two all-to-alls)."""
+    from fractions import Fraction
+
+    routed = tokens_per_device * top_k * d_model * bytes_per_value
+    rows = []
+    for ep in ep_degrees:
+        sent = 2 * routed * Fraction(ep - 1, ep)  # uniform routing keeps 1/ep of the copies local
+        rows.append({"ep": ep, "bytes_per_device": sent, "time_s": sent / link_bandwidth})
+    return {"rows": rows}
+
+
+def zero_memory(n_params, devices, hbm_bytes_per_device, param_bytes, grad_bytes, optimizer_bytes):
+    """Per-device training memory under ZeRO stages (what is sharded over the devices)."""
+    from fractions import Fraction
+
+    n = Fraction(n_params)
+    per_device = {
+        "replicated": n * (param_bytes + grad_bytes + optimizer_bytes),
+        "zero1_optimizer": n * (param_bytes + grad_bytes) + n * optimizer_bytes / devices,
+        "zero2_gradients": n * param_bytes + n * (grad_bytes + optimizer_bytes) / devices,
+        "zero3_parameters": n * (param_bytes + grad_bytes + optimizer_bytes) / devices,
+    }
+    rows = []
+    for stage, size in per_device.items():
+        rows.append({"stage": stage, "gib_per_device": size / 2**30, "fits": size <= hbm_bytes_per_device})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def data_parallel_step_float(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops,
+                             mfu, mistake=None):
+    known_mistake(mistake, "allreduce_once")
+    passes = 1 if mistake == "allreduce_once" else 2
+    allreduce = grad_bytes * n_params / link_bandwidth * (1 - 1 / devices) * passes
+    rows = []
+    for t in tokens_per_device:
+        compute = 6.0 * t / mfu * (n_params / peak_flops)
+        rows.append({"tokens_per_device": t, "compute_s": compute, "allreduce_s": allreduce,
+                     "allreduce_exceeds_compute": allreduce > compute})
+    return {"rows": rows}
+
+
+def fsdp_step_communication_float(n_params, param_bytes, device_counts, link_bandwidth, mistake=None):
+    known_mistake(mistake, "drop_ring_factor")
+    rows = []
+    for d in device_counts:
+        ring = 1.0 if mistake == "drop_ring_factor" else (d - 1) / d
+        sent = ring * 3 * param_bytes * n_params
+        rows.append({"devices": d, "params_gib_per_device": param_bytes * (n_params / d) / 1024**3,
+                     "comm_bytes_per_device": sent,
+                     "comm_s": ring * (3.0 * param_bytes / link_bandwidth) * n_params})
+    return {"rows": rows}
+
+
+def tensor_parallel_layer_float(tokens, d_model, d_ff, bytes_per_value, tp_degrees, peak_flops,
+                                link_bandwidth, mistake=None):
+    known_mistake(mistake, "allreduce_once")
+    passes = 1 if mistake == "allreduce_once" else 2
+    rows = []
+    for tp in tp_degrees:
+        compute = tokens * d_model * (8.0 * d_model + 4.0 * d_ff) / peak_flops / tp
+        comm = passes * 2.0 * (tp - 1) / tp * bytes_per_value * d_model * tokens / link_bandwidth
+        rows.append({"tp": tp, "compute_s": compute, "comm_s": comm, "comm_bound": comm > compute})
+    return {"rows": rows}
+
+
+def pipeline_bubble_float(stages, microbatch_counts, microbatch_stage_time_s, mistake=None):
+    known_mistake(mistake, "bubble_over_microbatches")
+    rows = []
+    for m in microbatch_counts:
+        idle = stages - 1.0
+        bubble = idle / m if mistake == "bubble_over_microbatches" else 1.0 - m / (m + idle)
+        step = microbatch_stage_time_s * m + microbatch_stage_time_s * idle
+        rows.append({"microbatches": m, "step_time_s": step, "bubble_fraction": bubble})
+    return {"rows": rows}
+
+
+def min_microbatches_float(stage_counts, max_bubble_fraction, mistake=None):
+    known_mistake(mistake, "bubble_over_microbatches")
+    rows = []
+    for p in stage_counts:
+        if mistake == "bubble_over_microbatches":
+            m = math.ceil((p - 1) / max_bubble_fraction)
+        else:  # scan instead of solving
+            m = 1
+            while (p - 1) / (m + p - 1) > max_bubble_fraction:
+                m += 1
+        rows.append({"stages": p, "min_microbatches": m})
+    return {"rows": rows}
+
+
+def expert_parallel_all_to_all_float(tokens_per_device, d_model, bytes_per_value, top_k, ep_degrees,
+                                     link_bandwidth, mistake=None):
+    known_mistake(mistake, "dispatch_only")
+    collectives = 1 if mistake == "dispatch_only" else 2
+    rows = []
+    for ep in ep_degrees:
+        sent = (1 - 1 / ep) * collectives * d_model * top_k * tokens_per_device * bytes_per_value
+        rows.append({"ep": ep, "bytes_per_device": sent, "time_s": sent / link_bandwidth})
+    return {"rows": rows}
+
+
+def zero_memory_float(n_params, devices, hbm_bytes_per_device, param_bytes, grad_bytes, optimizer_bytes,
+                      mistake=None):
+    known_mistake(mistake, "optimizer_without_master")
+    opt = optimizer_bytes - 4 if mistake == "optimizer_without_master" else optimizer_bytes
+    p, g = param_bytes, grad_bytes
+    sizes = (("replicated", (p + g + opt) * float(n_params)),
+             ("zero1_optimizer", (p + g + opt / devices) * float(n_params)),
+             ("zero2_gradients", (p + (g + opt) / devices) * float(n_params)),
+             ("zero3_parameters", float(n_params) / devices * (opt + g + p)))
+    return {"rows": [{"stage": name, "gib_per_device": size / 2**30, "fits": size <= hbm_bytes_per_device}
+                     for name, size in sizes]}
+
+
+# ---------------------------------------------------------------- tasks
+
+TASKS = (
+    scaling_task(
+        "sc-021", "sharding", data_parallel_step,
+        {"n_params": 8 * 10**9, "grad_bytes": 2, "devices": 256, "link_bandwidth": 50 * 10**9,
+         "tokens_per_device": [1024, 2048, 4096], "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
+        """\
+Pure data parallelism over `devices` devices: every device holds the whole model of `n_params`
+parameters, computes on `tokens_per_device` tokens per step (6*N FLOPs per token, at `peak_flops`
+FLOP/s and utilization `mfu`), then all-reduces the bf16 gradients (`grad_bytes` bytes per
+parameter) with a ring all-reduce over links of `link_bandwidth` bytes/s per device. For each
+per-device batch in `tokens_per_device`, give the compute time of the step, the all-reduce time
+(both in seconds) and whether the all-reduce takes strictly longer than the compute it could
+overlap.""",
+        '{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
+        '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
+        data_parallel_step_float, "allreduce_once",
+        tags=("headline:allreduce_exceeds_compute",),
+    ),
+    scaling_task(
+        "sc-022", "sharding", fsdp_step_communication,
+        {"n_params": 70 * 10**9, "param_bytes": 2, "device_counts": [8, 64, 512],
+         "link_bandwidth": 100 * 10**9},
+        """\
+Fully sharded data parallelism (FSDP / ZeRO-3) shards a model of `n_params` parameters, stored at
+`param_bytes` bytes each, evenly over the devices. Each training step all-gathers the full weights
+once for the forward pass and once more for the backward pass, and reduce-scatters the gradients
+(same size as the weights) once, all with ring collectives over links of `link_bandwidth` bytes/s
+per device. For each device count in `device_counts`, give the weights each device stores in GiB,
+the bytes each device sends per step and that communication time in seconds.""",
+        '{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": <number>, '
+        '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
+        fsdp_step_communication_float, "drop_ring_factor",
+    ),
+    scaling_task(
+        "sc-023", "sharding", tensor_parallel_layer,
+        {"tokens": 8192, "d_model": 8192, "d_ff": 32768, "bytes_per_value": 2, "tp_degrees": [2, 4, 8, 16],
+         "peak_flops": 400 * 10**12, "link_bandwidth": 100 * 10**9},
+        """\
+Megatron-style tensor parallelism splits one transformer layer over `tp` devices. The layer's
+forward pass on `tokens` tokens costs 2*tokens*(4*d_model**2 + 2*d_model*d_ff) FLOPs (attention
+projections and a 2-matrix MLP), split evenly over the tp devices at `peak_flops` FLOP/s each. It
+needs two ring all-reduces of the activations (tokens x d_model values, `bytes_per_value` bytes
+each), one after attention and one after the MLP, over links of `link_bandwidth` bytes/s per
+device. For each degree in `tp_degrees`, give the per-device compute time, the communication time
+(seconds, no overlap assumed) and whether communication takes strictly longer than compute.""",
+        '{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
+        "  # one row per entry of `tp_degrees`, in order",
+        tensor_parallel_layer_float, "allreduce_once",
+    ),
+    scaling_task(
+        "sc-024", "sharding", pipeline_bubble,
+        {"stages": 8, "microbatch_counts": [1, 8, 32, 128], "microbatch_stage_time_s": Fraction(3, 100)},
+        """\
+A GPipe-style pipeline has `stages` stages. One microbatch occupies one stage for
+`microbatch_stage_time_s` seconds (forward and backward together), and a step of M microbatches
+takes M + stages - 1 such time slots; the bubble fraction is the share of a stage's slots spent
+idle, (stages - 1) / (M + stages - 1). For each M in `microbatch_counts`, give the step time in
+seconds and the bubble fraction.""",
+        '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, ...]}'
+        "  # one row per entry of `microbatch_counts`, in order",
+        pipeline_bubble_float, "bubble_over_microbatches",
+        tags=("headline:pipeline_bubble",),
+    ),
+    scaling_task(
+        "sc-025", "sharding", min_microbatches,
+        {"stage_counts": [2, 4, 8, 16, 64], "max_bubble_fraction": Fraction(2, 25)},
+        """\
+In a GPipe-style pipeline of P stages running M microbatches per step, the bubble fraction (idle
+share of each stage) is (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the
+smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fraction`.""",
+        '{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
+        "  # one row per entry of `stage_counts`, in order",
+        min_microbatches_float, "bubble_over_microbatches",
+    ),
+    scaling_task(
+        "sc-026", "sharding", expert_parallel_all_to_all,
+        {"tokens_per_device": 16384, "d_model": 4096, "bytes_per_value": 2, "top_k": 2,
+         "ep_degrees": [2, 8, 64], "link_bandwidth": 100 * 10**9},
+        """\
+Expert parallelism spreads a mixture-of-experts layer's experts over `ep` devices. Each device holds
+`tokens_per_device` tokens of d_model values (`bytes_per_value` bytes each) and sends a copy of
+each token to each of its `top_k` experts; with uniform routing, a fraction 1/ep of those copies
+stays on the device and the rest is sent. The forward pass of one MoE layer needs two all-to-alls
+of that size: dispatch (tokens to experts) and combine (results back). For each degree in
+`ep_degrees`, give the bytes each device sends per MoE layer forward pass and the time in seconds
+over links of `link_bandwidth` bytes/s per device.""",
+        '{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
+        "  # one row per entry of `ep_degrees`, in order",
+        expert_parallel_all_to_all_float, "dispatch_only",
+    ),
+    scaling_task(
+        "sc-027", "sharding", zero_memory,
+        {"n_params": 30 * 10**9, "devices": 64, "hbm_bytes_per_device": 80 * 10**9, "param_bytes": 2,
+         "grad_bytes": 2, "optimizer_bytes": 12},
+        """\
+Data-parallel training of a model of `n_params` parameters over `devices` devices keeps bf16
+weights (`param_bytes` per parameter), bf16 gradients (`grad_bytes`) and Adam optimizer state
+(`optimizer_bytes`: fp32 master copy and two fp32 moments). ZeRO shards parts of this evenly over
+the devices: "replicated" shards nothing, "zero1_optimizer" shards the optimizer state,
+"zero2_gradients" the optimizer state and gradients, "zero3_parameters" all three. For each stage,
+in that order, give the bytes per device in GiB and whether they fit in `hbm_bytes_per_device`
+bytes (80 GB, decimal), ignoring activations.""",
+        '{"rows": [{"stage": "replicated", "gib_per_device": <number>, "fits": <bool>}, '
+        '{"stage": "zero1_optimizer", ...}, {"stage": "zero2_gradients", ...}, '
+        '{"stage": "zero3_parameters", ...}]}',
+        zero_memory_float, "optimizer_without_master",
+    ),
+)
