@@ -1,0 +1,182 @@
+"""Shared pieces of the pytorch domain: the policy, the conventions text, answer schemas,
+input tensors and the task builder.
+
+Nothing here imports torch at module level: the core and the other domains must import
+without it, and the task list (TASKS) must exist even where torch is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from exactgrade.domains.pytorch.exact import shape_and_flat
+from exactgrade.policy import AllClose
+from exactgrade.task import TaskDef
+from exactgrade.values import TensorValue, dtype_family
+
+TORCH_VERSION = "2.13.0"
+INSTALL_HINT = (f"the pytorch domain needs torch: pip install torch=={TORCH_VERSION} (the CPU build), "
+                "then install this project")
+POLICY = AllClose(rtol=1e-5, atol=1e-7)
+PROFILE = "torch"  # the sandbox profile the references need
+CATEGORIES = ("tensor_ops", "nn_modules", "autograd", "losses", "optim")
+
+
+class TorchMissing(ImportError):
+    """Raised when a pytorch task is materialised or checked on a machine without torch."""
+
+
+def require_torch() -> ModuleType:
+    """The torch module, or TorchMissing saying how to install it."""
+    try:
+        import torch
+    except ImportError as error:
+        raise TorchMissing(INSTALL_HINT) from error
+    return torch
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """A tensor in the answer: its dtype name and exact shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        dtype_family(self.dtype)
+
+    def render(self) -> str:
+        shape = "(" + ", ".join(map(str, self.shape)) + ("," if len(self.shape) == 1 else "") + ")"
+        return f"<{self.dtype} tensor of shape {shape}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSpec:
+    """A Python number in the answer: 'int' or 'float'."""
+
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("int", "float"):
+            raise ValueError(f"kind={self.kind!r} must be 'int' or 'float'")
+
+    def render(self) -> str:
+        return f"<Python {self.kind}>"
+
+
+Spec = TensorSpec | ScalarSpec
+Answer = tuple[Mapping[str, Spec], ...]
+
+
+PY_INT = ScalarSpec("int")
+PY_FLOAT = ScalarSpec("float")
+
+
+def f32(*shape: int) -> TensorSpec:
+    return TensorSpec("float32", tuple(shape))
+
+
+def i64(*shape: int) -> TensorSpec:
+    return TensorSpec("int64", tuple(shape))
+
+
+def render_answer(answer: Answer) -> str:
+    """result = {"rows": [{"y": <float32 tensor of shape (2, 3)>}]}"""
+    rows = ", ".join("{" + ", ".join(f'"{k}": {s.render()}' for k, s in row.items()) + "}" for row in answer)
+    return f'result = {{"rows": [{rows}]}}'
+
+
+def _is_float32(x: float) -> bool:
+    return struct.unpack("<f", struct.pack("<f", x))[0] == x
+
+
+def tensor(dtype: str, nested: Any) -> TensorValue:
+    """An input tensor from a nested list. float32 elements must be exactly representable in
+    float32, so that torch and the independent Fraction arithmetic start from the same numbers."""
+    shape, flat = shape_and_flat(nested)
+    if not flat:
+        raise ValueError("empty tensors are not valid inputs")
+    family = dtype_family(dtype)
+    if family == "float":
+        flat = [float(x) for x in flat]
+        bad = [x for x in flat if not math.isfinite(x) or (dtype == "float32" and not _is_float32(x))]
+        if bad:
+            raise ValueError(f"{bad[:3]} are not finite {dtype} values")
+    elif family == "int":
+        if any(type(x) is not int for x in flat):
+            raise ValueError("integer tensors need int elements")
+    else:
+        raise ValueError("bool input tensors are not used in this domain")
+    return TensorValue(dtype, shape, tuple(flat))
+
+
+def _describe_input(name: str, value: Any) -> str:
+    if isinstance(value, TensorValue):
+        return f"- `{name}`: torch.Tensor, dtype torch.{value.dtype}, shape {tuple(value.shape)}"
+    return f"- `{name}`: Python {type(value).__name__} = {value!r}"
+
+
+API_DESCRIPTION = f"""\
+Environment: a Python sandbox with the standard library, sympy and PyTorch {TORCH_VERSION} (CPU build; no \
+numpy). Run code with the execute_code tool. The task's inputs are already defined as variables: tensors as \
+torch.Tensor with the stated dtype and shape, numbers as Python int/float.
+
+Conventions: PyTorch defaults apply unless the question says otherwise (default dtype float32, \
+reduction='mean', biased/unbiased statistics as torch defines them, and so on). Do not change the inputs in \
+place. Leave the answer in the variable `result` as a dict {{"rows": [...]}} with exactly the keys and the \
+kinds of value the question shows: a `<float32 tensor of shape (2, 3)>` is a torch.Tensor of that shape \
+(shape () is a 0-d tensor, e.g. a loss), a `<Python float>` or `<Python int>` is a plain number (use .item()).
+
+Grading (AllClose, rtol=1e-05, atol=1e-07): each element a of a floating-point tensor passes iff \
+|a - e| <= 1e-07 + 1e-05 * |e|, where e is the reference computed with torch {TORCH_VERSION} on CPU in \
+float32; a Python float likewise. Shapes must match exactly (no broadcasting; a one-element tensor never \
+matches a 0-d tensor or a Python number). Integer results (indices, counts, integer arithmetic) must be \
+integer-dtype tensors or Python ints and match exactly; a float tensor never matches an integer one. Float \
+tensors may be float32 or float64. NaN and infinity never pass. Every key of every row must be right for \
+the reward."""
+
+
+def _render(question: str, answer: Answer, inputs: Mapping[str, Any]) -> str:
+    require_torch()  # materialising a task runs its torch reference next: fail here, with the install hint
+    lines = [" ".join(question.split()), "", "Inputs (already defined in the sandbox):"]
+    lines += [_describe_input(name, value) for name, value in inputs.items()]
+    lines += ["", "Leave the answer in the variable `result`, exactly in this form:", render_answer(answer)]
+    return "\n".join(lines)
+
+
+def make_task(
+    id: str,
+    category: str,
+    *,
+    reference: Callable[..., Any],
+    inputs: Mapping[str, Any],
+    question: str,
+    answer: Answer,
+    independent: Callable[..., Any],
+    zero_reason: str | None = None,
+    tags: tuple[str, ...] = (),
+) -> TaskDef:
+    """A TaskDef whose prompt shows the question, the inputs and the exact answer form.
+
+    ``independent(**inputs)`` recomputes the rows without torch (exact Fractions or mpmath);
+    the domain check requires it to agree with the key under POLICY.
+    """
+    if category not in CATEGORIES:
+        raise ValueError(f"category={category!r} must be one of {CATEGORIES}")
+    return TaskDef(
+        id=id,
+        category=category,
+        inputs=dict(inputs),
+        reference=reference,
+        render=lambda task_inputs: _render(question, answer, task_inputs),
+        api_description=API_DESCRIPTION,
+        policy=POLICY,
+        tags=tags,
+        zero_reason=zero_reason,
+        meta={"answer": answer, "independent": independent},
+    )
