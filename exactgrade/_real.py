@@ -1,0 +1,303 @@
+"""Certain decisions about exact real numbers: equality and tolerance tests.
+
+Exact values are int, Fraction and sympy expressions built from Integer/Rational, pi, E with
+Add, Mul, Pow, log and exp. Rationals are decided with Fraction arithmetic. Anything irrational is
+evaluated with interval arithmetic (mpmath's iv context, outward rounding) at rising precision
+until the interval decides the question; an interval is a proof, a rounded float is not. Only an
+equality whose sides stay together at 256 bits goes to sympy, in a worker process under a hard
+time limit (exactgrade._timeout), because sympy's simplification can run for ever.
+
+Untrusted sympy trees (decoded, unevaluated) are only walked here, never handed to sympy
+methods in this process: sympy's automatic evaluation is what can run for ever.
+
+Everything here raises Undecidable (with a one-line reason) rather than guessing.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from fractions import Fraction
+from typing import Any
+
+# Working precisions in bits. 64 settles nearly every tolerance test; the rest are for values
+# that agree to many digits (genuinely equal values never separate, and go to the worker).
+PRECISIONS = (64, 256, 1024, 4096)
+
+# exp(x) needs about log2|x| extra working bits and |x| bits of exponent; refuse absurd sizes
+# (exp(exp(exp(10))) and beyond) rather than run out of memory.
+_MAX_EXP_ARGUMENT = 1 << 24
+
+
+class Undecidable(Exception):
+    """A question about exact values that this module could not settle with certainty."""
+
+
+class _NeedMorePrecision(Exception):
+    """An interval straddles a point where an operation is undefined; retry at higher precision."""
+
+
+_local = threading.local()
+
+
+def _context(prec: int) -> Any:
+    """A per-thread mpmath interval context (the global mpmath.iv is shared mutable state)."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        from mpmath.ctx_iv import MPIntervalContext
+
+        ctx = _local.ctx = MPIntervalContext()
+    ctx.prec = prec
+    return ctx
+
+
+def _sympy() -> Any:
+    """sympy, imported only when an expression is already present (it costs ~0.3 s to import)."""
+    import sympy
+
+    return sympy
+
+
+def is_sympy(x: object) -> bool:
+    """True for a sympy Expr, without importing sympy when nobody has."""
+    sympy = sys.modules.get("sympy")
+    return sympy is not None and isinstance(x, sympy.Expr)
+
+
+def as_fraction(x: object) -> Fraction | None:
+    """x as a Fraction when x is an int, Fraction, finite float or sympy Rational; else None."""
+    t = type(x)
+    if t is int or t is Fraction:
+        return Fraction(x)  # type: ignore[arg-type]
+    if t is float:
+        return Fraction(x) if x - x == 0 else None  # type: ignore[operator]
+    if is_sympy(x) and x.is_Rational:  # type: ignore[attr-defined]
+        return Fraction(int(x.p), int(x.q))  # type: ignore[attr-defined]
+    return None
+
+
+def _interval(x: object, ctx: Any) -> Any:
+    """An interval enclosing the exact value of x at ctx's precision."""
+    q = as_fraction(x)
+    if q is not None:
+        if q.denominator == 1:
+            return ctx.mpf(q.numerator)
+        return ctx.mpf(q.numerator) / ctx.mpf(q.denominator)
+    if not is_sympy(x):
+        raise Undecidable(f"cannot evaluate a value of type {type(x).__name__}")
+    return _sympy_interval(x, ctx)
+
+
+def _sympy_interval(expr: Any, ctx: Any) -> Any:
+    sympy = _sympy()
+    if expr.is_Rational:
+        return _interval(as_fraction(expr), ctx)
+    if expr is sympy.pi:
+        return ctx.pi
+    if expr is sympy.E:
+        return ctx.e
+    if expr.is_Add:
+        total = ctx.mpf(0)
+        for arg in expr.args:
+            total = total + _sympy_interval(arg, ctx)
+        return total
+    if expr.is_Mul:
+        product = ctx.mpf(1)
+        for arg in expr.args:
+            product = product * _sympy_interval(arg, ctx)
+        return product
+    if expr.is_Pow:
+        return _power(expr.base, expr.exp, ctx)
+    if isinstance(expr, sympy.exp):
+        return _exp(_sympy_interval(expr.args[0], ctx), ctx)
+    if isinstance(expr, sympy.log) and len(expr.args) == 1:
+        return _log(_sympy_interval(expr.args[0], ctx), ctx)
+    raise Undecidable(f"unsupported sympy node {type(expr).__name__} (only rationals, pi, E, +, *, **, "
+                      f"log and exp are evaluated)")
+
+
+def _power(base: Any, exponent: Any, ctx: Any) -> Any:
+    b = _sympy_interval(base, ctx)
+    if exponent.is_Integer:
+        n = int(exponent)
+        if n < 0 and b.a == 0 and b.b == 0:
+            raise Undecidable("division by zero")
+        if n < 0 and b.a <= 0 <= b.b:
+            raise _NeedMorePrecision
+        return b ** n if n >= 0 else 1 / (b ** (-n))
+    # A non-integer power is real only for a positive base (sympy's principal root of a negative
+    # number is complex).
+    if b.b < 0:
+        raise Undecidable("a non-integer power of a negative number is not a real number")
+    if b.a <= 0:
+        raise _NeedMorePrecision
+    if exponent == _sympy().Rational(1, 2):
+        return ctx.sqrt(b)
+    return _exp(_sympy_interval(exponent, ctx) * ctx.log(b), ctx)
+
+
+def _exp(x: Any, ctx: Any) -> Any:
+    if abs(x.a) > _MAX_EXP_ARGUMENT or abs(x.b) > _MAX_EXP_ARGUMENT:
+        raise Undecidable("an exponential is too large to evaluate")
+    return ctx.exp(x)
+
+
+def _log(x: Any, ctx: Any) -> Any:
+    if x.b <= 0:
+        raise Undecidable("the logarithm of a non-positive number is not a real number")
+    if x.a <= 0:
+        raise _NeedMorePrecision
+    return ctx.log(x)
+
+
+class _Together(Undecidable):
+    """The interval still contains zero; bits is the highest precision tried."""
+
+    def __init__(self, message: str, bits: int) -> None:
+        super().__init__(message)
+        self.bits = bits
+
+
+def _sign(build: Any, precisions: tuple[int, ...], deadline: float) -> int:
+    """The sign (-1 or +1) of build(ctx), certain once its interval excludes zero.
+
+    build(ctx) returns an interval. Raises _Together if the interval still contains zero at the
+    last precision, or when the deadline (time.monotonic()) passes before the next precision.
+    """
+    tried = 0
+    for prec in precisions:
+        if tried and time.monotonic() > deadline:
+            raise _Together(f"could not separate the value from zero in time ({tried} bits)", tried)
+        tried = prec
+        ctx = _context(prec)
+        try:
+            value = build(ctx)
+        except _NeedMorePrecision:
+            continue
+        if value.a > 0:
+            return 1
+        if value.b < 0:
+            return -1
+    raise _Together(f"could not separate the value from zero at {tried} bits", tried)
+
+
+def approx(x: object) -> float:
+    """A float near x, for messages only (never for decisions)."""
+    q = as_fraction(x)
+    try:
+        if q is not None:
+            return float(q)
+        interval = _sympy_interval(x, _context(64))
+        return float(interval.mid)
+    except (Undecidable, _NeedMorePrecision, OverflowError, ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+def within(expected: object, actual: object, rtol: float, atol: float, time_limit: float) -> bool:
+    """|actual - expected| <= atol + rtol * |expected|, decided exactly.
+
+    Both sides are finite floats or exact values. Rationals use Fraction arithmetic (floats
+    converted exactly); anything irrational uses intervals of rising precision, for at most
+    about time_limit seconds.
+    """
+    e, a = as_fraction(expected), as_fraction(actual)
+    rtol_q, atol_q = Fraction(rtol), Fraction(atol)
+    if e is not None and a is not None:
+        return abs(a - e) <= atol_q + rtol_q * abs(e)
+
+    def excess(ctx: Any) -> Any:
+        ev, av = _interval(expected, ctx), _interval(actual, ctx)
+        return abs(av - ev) - (_interval(atol_q, ctx) + _interval(rtol_q, ctx) * abs(ev))
+
+    try:
+        return _sign(excess, PRECISIONS, time.monotonic() + time_limit) < 0
+    except Undecidable as error:
+        # The difference sits exactly on the tolerance boundary only for a rational reference,
+        # which Fraction arithmetic would have caught; say so rather than guess.
+        raise Undecidable(f"could not decide the tolerance test: {error}") from None
+
+
+def equal(expected: object, actual: object, time_limit: float) -> bool:
+    """expected == actual as real numbers, decided exactly.
+
+    Fast paths: Fraction equality; sympy structural equality; intervals at 64 and 256 bits that
+    separate (a proof of inequality). Values still together go to sympy in a worker process with
+    a hard time limit: "equal" only when sympy proves the difference is zero. If it cannot, higher
+    precision may still separate them; otherwise the question is Undecidable.
+    """
+    e, a = as_fraction(expected), as_fraction(actual)
+    if e is not None and a is not None:
+        return e == a
+    deadline = time.monotonic() + time_limit
+    sympy = _sympy()
+    se, sa = _to_sympy(expected, sympy), _to_sympy(actual, sympy)
+    if se == sa:
+        return True
+
+    def difference(ctx: Any) -> Any:
+        return _interval(se, ctx) - _interval(sa, ctx)
+
+    quick, slow = PRECISIONS[:2], PRECISIONS[2:]
+    bits = _agreement(difference, quick, deadline)
+    if bits is None:
+        return False
+    why_unproven = _prove_equal(se, sa, deadline - time.monotonic())
+    if why_unproven is None:
+        return True
+    bits = _agreement(difference, slow, deadline) if time.monotonic() < deadline else bits
+    if bits is None:
+        return False
+    raise Undecidable(f"the values agree to {bits} bits but {why_unproven}")
+
+
+def _agreement(difference: Any, precisions: tuple[int, ...], deadline: float) -> int | None:
+    """None if the two values are proven different; else the bits to which they agree."""
+    try:
+        _sign(difference, precisions, deadline)
+        return None
+    except _Together as together:
+        return together.bits
+
+
+def _to_sympy(x: object, sympy: Any) -> Any:
+    q = as_fraction(x)
+    return sympy.Rational(q.numerator, q.denominator) if q is not None else x
+
+
+def _prove_equal(expected: Any, actual: Any, time_limit: float) -> str | None:
+    """None if sympy proves expected == actual within time_limit, else why not."""
+    from exactgrade import _timeout, wire
+
+    try:
+        payload = [wire.encode(expected), wire.encode(actual)]
+    except wire.WireError as error:
+        return f"they cannot be sent to the prover: {error}"
+    try:
+        answer = _timeout.call("exactgrade._real:prove_zero_difference", payload, max(time_limit, 0.0))
+    except _timeout.DeadlineExceeded:
+        return "sympy could not decide equality in time"
+    except _timeout.WorkerError as error:
+        return f"the prover failed: {error}"
+    return None if answer == "zero" else "sympy could not prove them equal"
+
+
+def prove_zero_difference(expected_wire: str, actual_wire: str) -> str:
+    """Worker side: 'zero' iff sympy proves expected - actual == 0, else 'unproven'.
+
+    Runs only in the _timeout worker process (it may take unbounded time). Cheapest proofs first.
+    logcombine(force=True) assumes log arguments are positive: true here, because the caller has
+    already evaluated both values with intervals, which refuses the log of a non-positive number.
+    """
+    from exactgrade import wire
+
+    sympy = _sympy()
+    difference = _to_sympy(wire.decode(expected_wire) - wire.decode(actual_wire), sympy)
+    if difference == 0:
+        return "zero"
+    combined = sympy.logcombine(difference, force=True)
+    if combined == 0 or combined.doit() == 0:
+        return "zero"
+    if sympy.simplify(difference) == 0 or difference.equals(0) is True:
+        return "zero"
+    return "unproven"

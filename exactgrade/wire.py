@@ -1,0 +1,412 @@
+"""The wire format: tagged JSON for graded values, the only door from a sandbox into the host.
+
+encode(value) -> str is canonical (sorted keys, no spaces, ASCII): equal values built the same
+way give identical bytes, so dataset builds are reproducible. decode(text) -> value is strict:
+it never evals, unpickles or sympifies; it checks size and nesting before parsing and every tag
+after; and it raises only WireError (a ValueError with a one-line reason), whatever the input.
+
+    null, true, false, "text", 12, 2.5     None, bool, str, int, finite float (2.0 is a float, 2 an int)
+    [v, ...]                               list (tuples encode as lists)
+    {"key": v, ...}                        dict with str keys; a key starting with "$" gets one extra "$"
+    {"$float": "nan" | "inf" | "-inf"}     non-finite float
+    {"$frac": "-7/4"}                      Fraction, in lowest terms, denominator >= 1
+    {"$sym": node}                         sympy expression; node is ["Integer", n] | ["Rational", p, q]
+                                           | ["pi"] | ["E"] | ["Add", node...] | ["Mul", node...]
+                                           | ["Pow", base, exp] | ["log", node] | ["exp", node]
+    {"$tensor": {"dtype": d, "shape": [..], "data": [..]}}   TensorValue (flat row-major data)
+
+Sympy whitelist: exactly what exact answers in this project are made of (rationals, pi, e, sums,
+products, powers incl. roots, log, exp). No Symbol (answers are numbers), no Float (inexact).
+Nodes are rebuilt as sent, without evaluation (so decoding does no arithmetic: `Pow(10, 10000)`
+stays a power); integer sizes, node count and rational exponents are capped.
+
+This module imports only the standard library, `.values` (relatively: the sandbox ships wire.py
+and values.py as a standalone package), sympy lazily and torch only if already imported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from .values import DTYPES, TensorValue, dtype_family
+
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 64  # JSON nesting levels, checked before json.loads
+MAX_INT_DIGITS = 1000
+MAX_STR_CHARS = 1 << 16
+MAX_ELEMENTS = 1 << 20  # values of any kind, tensor elements included
+MAX_SYMPY_NODES = 1000
+MAX_EXPONENT = 10_000  # |p| and q of a rational exponent: bounds the work of evaluating a power
+_INT_LIMIT = 10**MAX_INT_DIGITS  # an int has more than MAX_INT_DIGITS digits iff abs(n) >= this
+
+_INT_RANGES = {
+    "uint8": (0, 255), "int8": (-128, 127), "int16": (-(1 << 15), (1 << 15) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
+}
+_FRACTION = re.compile(r"(-?(?:0|[1-9][0-9]*))/([1-9][0-9]*)")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_TAGS = ("$float", "$frac", "$sym", "$tensor")
+
+
+class WireError(ValueError):
+    """A value that cannot be encoded, or a payload that is not a valid encoding (one-line reason)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# encode
+
+def encode(value: Any) -> str:
+    """The canonical tagged-JSON text of value; WireError for anything outside the value model."""
+    counter = [0]
+    tree = _to_json(value, 0, counter)
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    _check_depth(text)  # tags add JSON levels: refuse what decode would refuse
+    return text
+
+
+def _count(counter: list[int], n: int = 1) -> None:
+    counter[0] += n
+    if counter[0] > MAX_ELEMENTS:
+        raise WireError(f"more than {MAX_ELEMENTS} elements")
+
+
+def _to_json(x: Any, depth: int, counter: list[int]) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels (or a cycle)")
+    _count(counter)
+    t = type(x)
+    if x is None or t is bool:
+        return x
+    if t is int:
+        _check_int(x)
+        return x
+    if t is float:
+        return x if math.isfinite(x) else {"$float": _float_tag(x)}
+    if t is str:
+        _check_str(x)
+        return x
+    if t is Fraction:
+        _check_int(x.numerator)
+        _check_int(x.denominator)
+        return {"$frac": f"{x.numerator}/{x.denominator}"}
+    if t is list or t is tuple:
+        return [_to_json(item, depth + 1, counter) for item in x]
+    if t is dict:
+        return _dict_to_json(x, depth, counter)
+    if t is TensorValue:
+        return _tensor_to_json(x, counter)
+    torch = sys.modules.get("torch")
+    if torch is not None and (t is torch.Tensor or t is torch.nn.Parameter):
+        return _tensor_to_json(_from_torch(x), counter)
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(x, sympy.Basic):
+        nodes = [0]
+        return {"$sym": _sympy_to_json(x, sympy, depth + 2, nodes)}
+    raise WireError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
+
+
+def _float_tag(x: float) -> str:
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def _dict_to_json(x: dict, depth: int, counter: list[int]) -> dict[str, Any]:
+    out = {}
+    for key, item in x.items():
+        if type(key) is not str:
+            raise WireError(f"dict keys must be str, got {type(key).__name__}")
+        _check_str(key)
+        out["$" + key if key.startswith("$") else key] = _to_json(item, depth + 1, counter)
+    return out
+
+
+def _tensor_to_json(x: TensorValue, counter: list[int]) -> dict[str, Any]:
+    _count(counter, len(x.data))
+    family = dtype_family(x.dtype)
+    if family == "float":
+        data = [v if math.isfinite(v) else {"$float": _float_tag(v)} for v in x.data]
+    else:
+        data = list(x.data)
+        _check_int_range(x.dtype, data)
+    return {"$tensor": {"dtype": x.dtype, "shape": list(x.shape), "data": data}}
+
+
+def _from_torch(tensor: Any) -> TensorValue:
+    try:
+        return TensorValue.from_torch(tensor)
+    except Exception as error:  # unsupported dtype, sparse/meta tensors, ...
+        raise WireError(f"cannot encode torch tensor: {str(error)[:200]}") from None
+
+
+def _sympy_to_json(node: Any, sympy: Any, depth: int, nodes: list[int]) -> list[Any]:
+    nodes[0] += 1
+    if nodes[0] > MAX_SYMPY_NODES:
+        raise WireError(f"sympy expression has more than {MAX_SYMPY_NODES} nodes")
+    if depth > MAX_DEPTH:
+        raise WireError(f"sympy expression nested deeper than {MAX_DEPTH} levels")
+    name = _sympy_names(sympy).get(type(node))
+    if name is None:
+        raise WireError(f"sympy node {type(node).__name__} is not allowed in the wire format")
+    if name == "Integer":
+        _check_int(int(node.p))
+        return ["Integer", int(node.p)]
+    if name == "Rational":
+        _check_int(int(node.p))
+        _check_int(int(node.q))
+        return ["Rational", int(node.p), int(node.q)]
+    if name in ("pi", "E"):
+        return [name]
+    return [name, *(_sympy_to_json(arg, sympy, depth + 1, nodes) for arg in node.args)]
+
+
+_SYMPY_NAMES: dict[type, str] = {}
+
+
+def _sympy_names(sympy: Any) -> dict[type, str]:
+    """Exact sympy classes allowed -> wire node name (subclasses are not allowed)."""
+    if not _SYMPY_NAMES:
+        numbers = sympy.core.numbers
+        _SYMPY_NAMES.update({
+            sympy.Integer: "Integer", numbers.Zero: "Integer", numbers.One: "Integer",
+            numbers.NegativeOne: "Integer", sympy.Rational: "Rational", numbers.Half: "Rational",
+            numbers.Pi: "pi", numbers.Exp1: "E", sympy.Add: "Add", sympy.Mul: "Mul", sympy.Pow: "Pow",
+            sympy.log: "log", sympy.exp: "exp",
+        })
+    return _SYMPY_NAMES
+
+
+def _check_int(n: int) -> None:
+    if abs(n) >= _INT_LIMIT:
+        raise WireError(f"integer with more than {MAX_INT_DIGITS} digits")
+
+
+def _check_str(s: str) -> None:
+    if len(s) > MAX_STR_CHARS:
+        raise WireError(f"string longer than {MAX_STR_CHARS} characters")
+
+
+def _check_int_range(dtype: str, data: list[Any]) -> None:
+    low, high = _INT_RANGES.get(dtype, (0, 1))
+    if dtype != "bool" and any(not low <= v <= high for v in data):
+        raise WireError(f"{dtype} tensor element out of range [{low}, {high}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# decode
+
+def decode(text: str, *, max_bytes: int = MAX_BYTES) -> Any:
+    """The value encoded by text; WireError (and no other exception) for anything invalid."""
+    try:
+        return _decode(text, max_bytes)
+    except WireError:
+        raise
+    except RecursionError:
+        raise WireError("nested too deeply") from None
+    except (ValueError, TypeError, ArithmeticError, MemoryError) as error:
+        raise WireError(f"invalid payload: {type(error).__name__}: {str(error)[:200]}") from None
+
+
+def _decode(text: Any, max_bytes: int) -> Any:
+    if type(text) is bytes:
+        raw = text
+    elif type(text) is str:
+        if len(text) > max_bytes:
+            raise WireError(f"payload larger than {max_bytes} bytes")
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WireError("payload is not valid Unicode text") from None
+    else:
+        raise WireError(f"payload must be str, got {type(text).__name__}")
+    if len(raw) > max_bytes:
+        raise WireError(f"payload larger than {max_bytes} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("payload is not valid UTF-8") from None
+    _check_depth(text)
+    try:
+        tree = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int,
+                          parse_float=_parse_float, parse_constant=_parse_constant)
+    except json.JSONDecodeError as error:
+        raise WireError(f"not JSON: {error.msg} at position {error.pos}") from None
+    return _from_json(tree, [0])
+
+
+def _check_depth(text: str) -> None:
+    """Maximum bracket nesting outside strings, without recursion (before json.loads recurses)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise WireError(f"duplicate key {key[:40]!r}")
+        out[key] = value
+    return out
+
+
+def _parse_int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_INT_DIGITS:
+        raise WireError(f"integer with more than {MAX_INT_DIGITS} digits")
+    return int(token)
+
+
+def _parse_float(token: str) -> float:
+    if len(token) > 64 + MAX_INT_DIGITS:
+        raise WireError("number literal too long")
+    value = float(token)
+    if not math.isfinite(value):
+        raise WireError(f"float literal {token[:40]} is out of range")
+    return value
+
+
+def _parse_constant(token: str) -> Any:
+    raise WireError(f"bare {token} is not allowed; use {{\"$float\": ...}}")
+
+
+def _from_json(x: Any, counter: list[int]) -> Any:
+    _count(counter)
+    t = type(x)
+    if x is None or t in (bool, int, float):
+        return x
+    if t is str:
+        _check_str(x)
+        return x
+    if t is list:
+        return [_from_json(item, counter) for item in x]
+    tag = next((key for key in x if key.startswith("$") and not key.startswith("$$")), None)
+    if tag is None:
+        for key in x:
+            _check_str(key)
+        return {key[1:] if key.startswith("$$") else key: _from_json(v, counter) for key, v in x.items()}
+    if len(x) != 1:
+        raise WireError(f"tag {tag[:40]!r} must be the only key of its object")
+    decoder = _TAG_DECODERS.get(tag)
+    if decoder is None:
+        raise WireError(f"unknown tag {tag[:40]!r}")
+    return decoder(x[tag], counter)
+
+
+def _decode_float(body: Any, counter: list[int]) -> float:
+    if type(body) is not str or body not in _NONFINITE:
+        raise WireError('$float must be "nan", "inf" or "-inf"')
+    return _NONFINITE[body]
+
+
+def _decode_fraction(body: Any, counter: list[int]) -> Fraction:
+    match = _FRACTION.fullmatch(body) if type(body) is str else None
+    if match is None:
+        raise WireError('$frac must be a string "n/d" with integer n and d >= 1')
+    numerator, denominator = (_parse_int(group) for group in match.groups())
+    if math.gcd(numerator, denominator) != 1:
+        raise WireError(f"$frac {body[:40]} is not in lowest terms")
+    return Fraction(numerator, denominator)
+
+
+def _decode_tensor(body: Any, counter: list[int]) -> TensorValue:
+    if type(body) is not dict or set(body) != {"dtype", "shape", "data"}:
+        raise WireError('$tensor must be {"dtype": ..., "shape": [...], "data": [...]}')
+    dtype, shape, data = body["dtype"], body["shape"], body["data"]
+    if type(dtype) is not str or dtype not in DTYPES:
+        raise WireError(f"unknown tensor dtype {str(dtype)[:40]!r}")
+    if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape):
+        raise WireError("tensor shape must be a list of non-negative ints")
+    if type(data) is not list or len(data) != math.prod(shape):
+        raise WireError(f"tensor data length does not match shape {shape}")
+    _count(counter, len(data))
+    family = dtype_family(dtype)
+    if family == "float":
+        elements = [_float_element(v) for v in data]
+    else:
+        element_type = int if family == "int" else bool
+        if any(type(v) is not element_type for v in data):
+            raise WireError(f"{dtype} tensor data must be {element_type.__name__}s")
+        _check_int_range(dtype, data)
+        elements = data
+    return TensorValue(dtype, tuple(shape), tuple(elements))
+
+
+def _float_element(v: Any) -> float:
+    if type(v) is float:
+        return v
+    if type(v) is dict and len(v) == 1 and "$float" in v:
+        return _decode_float(v["$float"], [0])
+    raise WireError("float tensor data must be floats (non-finite ones tagged with $float)")
+
+
+def _decode_sympy(body: Any, counter: list[int]) -> Any:
+    import sympy
+
+    return _build_sympy(body, sympy, [0])
+
+
+def _build_sympy(node: Any, sympy: Any, nodes: list[int]) -> Any:
+    nodes[0] += 1
+    if nodes[0] > MAX_SYMPY_NODES:
+        raise WireError(f"sympy expression has more than {MAX_SYMPY_NODES} nodes")
+    if type(node) is not list or not node or type(node[0]) is not str:
+        raise WireError('a $sym node must be a list ["Name", ...]')
+    name, args = node[0], node[1:]
+    builder = _SYMPY_BUILDERS.get(name)
+    if builder is None:
+        raise WireError(f"sympy node {name[:40]!r} is not allowed")
+    arity, build = builder
+    if arity is not None and len(args) != arity:
+        raise WireError(f"sympy node {name} takes {arity} arguments, got {len(args)}")
+    if name in ("Integer", "Rational"):
+        if any(type(a) is not int for a in args):
+            raise WireError(f"{name} arguments must be JSON integers")
+        for a in args:
+            _check_int(a)
+        if name == "Rational" and (args[1] < 2 or math.gcd(args[0], args[1]) != 1):
+            raise WireError("Rational must be in lowest terms with denominator >= 2")
+        return build(sympy, *args)
+    if name in ("Add", "Mul") and len(args) < 2:
+        raise WireError(f"{name} needs at least two arguments")
+    built = [_build_sympy(arg, sympy, nodes) for arg in args]
+    if name == "Pow" and built[1].is_Rational and max(abs(built[1].p), built[1].q) > MAX_EXPONENT:
+        raise WireError(f"exponent {built[1]} is larger than {MAX_EXPONENT}")
+    try:
+        return build(sympy, *built)
+    except Exception as error:  # sympy's own argument checks; nothing else may escape decode
+        raise WireError(f"sympy refused to build {name}: {type(error).__name__}") from None
+
+
+# Nodes are rebuilt exactly as sent, with evaluate=False: decoding does no arithmetic at all, so
+# no payload can make it slow (with evaluation, a product of a few hundred square roots of large
+# primes makes sympy factor a huge integer for minutes). encode() writes the args of an
+# already-evaluated expression, so the round trip gives a structurally identical expression.
+_SYMPY_BUILDERS: dict[str, tuple[int | None, Callable[..., Any]]] = {
+    "Integer": (1, lambda sympy, n: sympy.Integer(n)),
+    "Rational": (2, lambda sympy, p, q: sympy.Rational(p, q)),
+    "pi": (0, lambda sympy: sympy.pi),
+    "E": (0, lambda sympy: sympy.E),
+    "Add": (None, lambda sympy, *args: sympy.Add(*args, evaluate=False)),
+    "Mul": (None, lambda sympy, *args: sympy.Mul(*args, evaluate=False)),
+    "Pow": (2, lambda sympy, base, exponent: sympy.Pow(base, exponent, evaluate=False)),
+    "log": (1, lambda sympy, x: sympy.log(x, evaluate=False)),
+    "exp": (1, lambda sympy, x: sympy.exp(x, evaluate=False)),
+}
+
+
+_TAG_DECODERS: dict[str, Callable[[Any, list[int]], Any]] = {
+    "$float": _decode_float,
+    "$frac": _decode_fraction,
+    "$sym": _decode_sympy,
+    "$tensor": _decode_tensor,
+}
+assert set(_TAG_DECODERS) == set(_TAGS)

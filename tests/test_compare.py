@@ -1,0 +1,253 @@
+"""The comparator's rule book as tables: every case asserts ok, a reason fragment, and types."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction as F
+
+import pytest
+import sympy
+
+from exactgrade import AllClose, Exact, RelTol, TensorValue, Verdict, compare
+
+RTOL = RelTol(1e-9)
+CLOSE = AllClose(1e-5, 1e-7)
+LOG2 = sympy.log(2)
+
+# Ring all-reduce of M bytes over N ranks at bandwidth B: each rank sends 2 (N-1)/N M bytes.
+N, M, B = 8, 2**30, 100 * 10**9
+RING_SECONDS = 2 * F(N - 1, N) * M / B
+# Training FLOPs / (peak * MFU), with a float answer computed in another association order.
+PARAMS, TOKENS, PEAK, MFU = 7 * 10**9, 14 * 10**11, 312 * 10**12, F(2, 5)
+TRAIN_SECONDS = 6 * PARAMS * TOKENS / (PEAK * MFU)
+TRAIN_FLOAT = 6.0 * (float(PARAMS) * (float(TOKENS) / (float(PEAK) * 0.4)))
+
+
+def t(dtype: str, shape: tuple[int, ...], *data: object) -> TensorValue:
+    return TensorValue(dtype, shape, tuple(data))
+
+
+# (id, expected, actual, policy, ok, fragment of the reason when not ok)
+CASES = [
+    # numbers: exact references, float answers
+    ("reassociated-passes", TRAIN_SECONDS, TRAIN_FLOAT, RTOL, True, ""),
+    ("reassociated-exact-policy-refuses-float", TRAIN_SECONDS, TRAIN_FLOAT, Exact(), False,
+     "a float was given where an exact value is required"),
+    ("ring-allreduce-correct", RING_SECONDS, 2 * 7 / 8 * 2**30 / 1e11, RTOL, True, ""),
+    ("ring-allreduce-missing-(N-1)/N", RING_SECONDS, 2 * 2**30 / 1e11, RTOL, False,
+     "relative difference 0.143"),
+    ("factor-of-2", F(7, 4), 3.5, RTOL, False, "relative difference 1 > rtol 1e-09"),
+    ("factor-of-1/2", F(7, 4), 0.875, RTOL, False, "relative difference 0.5"),
+    ("one-part-in-a-million", F(7, 4), 1.75 * (1 + 1e-6), RTOL, False, "relative difference 1e-06"),
+    ("one-part-in-ten-billion", F(7, 4), 1.75 * (1 + 1e-10), RTOL, True, ""),
+    ("issue-example-reltol", F(7, 4), 1.75, RTOL, True, ""),
+    ("issue-example-exact", F(7, 4), 1.75, None, False, "a float was given where an exact value is required"),
+    ("exact-vs-exact-equal", F(7, 4), F(14, 8), None, True, ""),
+    ("exact-vs-exact-under-reltol-still-exact", F(7, 4), F(1750000001, 10**9), RTOL, False,
+     "exact values differ"),
+    ("nan-for-exact", F(1, 3), math.nan, RTOL, False, "got float nan"),
+    ("inf-for-exact", F(1, 3), math.inf, RTOL, False, "got float inf"),
+    ("zero-reference-needs-zero", F(0), 1e-300, RTOL, False, "not close"),
+    ("zero-reference-zero-float", F(0), -0.0, RTOL, True, ""),
+    # integer references
+    ("int-given-float", 11, 11.0, RTOL, False, "an integer reference needs an exact integer answer"),
+    ("int-given-float-allclose", 11, 11.0, CLOSE, False,
+     "an integer reference needs an exact integer answer"),
+    ("int-given-fraction-equal", 11, F(22, 2), None, True, ""),
+    ("int-given-sympy-integer", 11, sympy.Integer(11), None, True, ""),
+    ("int-given-other-int", 11, 12, None, False, "exact values differ"),
+    ("int-given-log-ratio", 3, sympy.log(8) / LOG2, None, True, ""),
+    ("integral-fraction-reference-is-not-an-int", F(4), 4.0, RTOL, True, ""),
+    ("sympy-integer-reference-is-not-an-int", sympy.Integer(4), 4.0, RTOL, True, ""),
+    ("sympy-integer-reference-under-exact", sympy.Integer(4), 4.0, None, False, "a float was given"),
+    # categorical: exact and only with their own kind
+    ("compute-vs-memory", "compute", "memory", None, False, "expected str 'compute', got str 'memory'"),
+    ("string-for-float", 250.0, "250.0", RTOL, False, "a str only equals a str"),
+    ("float-for-string", "250.0", 250.0, RTOL, False, "a str only equals a str"),
+    ("true-for-1", 1, True, RTOL, False, "a bool only equals a bool"),
+    ("1-for-true", True, 1, RTOL, False, "a bool only equals a bool"),
+    ("false-for-0", 0, False, None, False, "a bool only equals a bool"),
+    ("none-for-0", 0, None, None, False, "None only equals None"),
+    ("0-for-none", None, 0, None, False, "None only equals None"),
+    ("same-bool", False, False, None, True, ""),
+    ("same-str", "compute", "compute", None, True, ""),
+    # bits vs nats
+    ("nats-given-for-bits-float", F(3, 2), 1.5 * math.log(2), RTOL, False, "relative difference 0.307"),
+    ("nats-given-for-bits-exact", F(3, 2), 3 * LOG2 / 2, None, False, "exact values differ"),
+    ("bits-given-for-nats-float", 3 * LOG2 / 2, 1.5, RTOL, False, "relative difference 0.443"),
+    ("nats-correct-float", 3 * LOG2 / 2, 1.5 * math.log(2), RTOL, True, ""),
+    ("nats-correct-exact", 3 * LOG2 / 2, sympy.log(8) / 2, None, True, ""),
+    ("irrational-one-part-in-a-million", sympy.sqrt(2) / 2, math.sqrt(2) / 2 * (1 + 1e-6), RTOL, False,
+     "relative difference 1e-06"),
+    ("irrational-float-under-exact", sympy.sqrt(2) / 2, math.sqrt(2) / 2, None, False,
+     "a float was given where an exact value is required"),
+    ("irrational-allclose", sympy.pi, 3.14159, CLOSE, True, ""),
+    ("irrational-allclose-too-far", sympy.pi, 3.1415, CLOSE, False, "absolute difference 9.27e-05"),
+    # float references (torch kernel outputs)
+    ("float-ref-reltol", 0.1 + 0.2, 0.3, RTOL, True, ""),
+    ("float-ref-exact-policy", 0.1 + 0.2, 0.3, None, False, "values differ (policy Exact())"),
+    ("float-ref-exact-answer", 0.5, F(1, 2), None, True, ""),
+    ("float-ref-allclose-atol", 0.0, 5e-8, CLOSE, True, ""),
+    ("float-ref-allclose-outside", 0.0, 2e-7, CLOSE, False, "absolute difference 2e-07"),
+    ("nan-ref-nan", math.nan, math.nan, CLOSE, True, ""),
+    ("inf-ref-inf", math.inf, math.inf, CLOSE, True, ""),
+    ("inf-ref-minus-inf", math.inf, -math.inf, CLOSE, False, "non-finite"),
+    ("nan-for-float", 1.0, math.nan, CLOSE, False, "non-finite"),
+    # tensors
+    ("tensor-close", t("float32", (2,), 1.0, 2.0), t("float32", (2,), 1.0, 2.00001), CLOSE, True, ""),
+    ("tensor-float-widths-may-differ", t("float32", (2,), 1.0, 2.0), t("float64", (2,), 1.0, 2.0), CLOSE,
+     True, ""),
+    ("tensor-broadcastable-shape", t("float32", (2, 3), *[1.0] * 6), t("float32", (3,), 1.0, 1.0, 1.0), CLOSE,
+     False, "shape differs: expected (2, 3), got (3,) (no broadcasting)"),
+    ("tensor-extra-unit-dim", t("float32", (3,), 1.0, 1.0, 1.0), t("float32", (1, 3), 1.0, 1.0, 1.0), CLOSE,
+     False, "shape differs"),
+    ("tensor-values", t("float32", (2, 2), 1.0, 2.0, 3.0, 4.0), t("float32", (2, 2), 1.0, 2.5, 3.0, 4.1),
+     CLOSE, False, "2 / 4 elements differ (50.0%); greatest absolute difference 0.5 at index (0, 1)"),
+    ("tensor-int-ref-float-answer", t("int64", (1,), 3), t("float32", (1,), 3.0), CLOSE, False,
+     "dtype family differs: expected int64 (int), got float32 (float)"),
+    ("tensor-float-ref-int-answer", t("float32", (1,), 3.0), t("int64", (1,), 3), CLOSE, False,
+     "dtype family differs"),
+    ("tensor-int-widths", t("int64", (2,), 3, 4), t("int32", (2,), 3, 4), CLOSE, True, ""),
+    ("tensor-int-exact", t("int64", (2,), 3, 4), t("int64", (2,), 3, 5), CLOSE, False,
+     "int64 tensors are not equal: 1 / 2 elements differ (50.0%); first at index (1,)"),
+    ("tensor-bool-vs-int", t("bool", (1,), True), t("int64", (1,), 1), CLOSE, False, "dtype family differs"),
+    ("tensor-nan-matches-nan", t("float32", (1,), math.nan), t("float32", (1,), math.nan), CLOSE, True, ""),
+    ("tensor-nan-for-number", t("float32", (1,), 1.0), t("float32", (1,), math.nan), CLOSE, False,
+     "greatest absolute difference inf"),
+    ("tensor-exact-policy-says-equal", t("float32", (1,), 1.0), t("float32", (1,), 1.0000001), None, False,
+     "tensors are not equal under Exact()"),
+    ("tensor-reltol-no-atol", t("float64", (1,), 0.0), t("float64", (1,), 1e-300), RTOL, False,
+     "tensors are not close under RelTol(rtol=1e-09)"),
+    ("scalar-ref-tensor-answer", 3.0, t("float32", (), 3.0), CLOSE, False, "a tensor only equals a tensor"),
+    ("tensor-ref-scalar-answer", t("float32", (), 3.0), 3.0, CLOSE, False, "a tensor only equals a tensor"),
+    ("zero-d-tensor", t("float32", (), 3.0), t("float64", (), 3.0), CLOSE, True, ""),
+    # containers and paths
+    ("nested-path", {"rows": [{"grad": F(1)}, {"grad": F(1)}, {"grad": F(1, 2)}]},
+     {"rows": [{"grad": F(1)}, {"grad": F(1)}, {"grad": 0.5}]}, None, False,
+     "rows[2]['grad']: expected Fraction 1/2, got float 0.5"),
+    ("first-difference-wins", [1, 2, 3], [1, 5, 6], None, False, "[1]: expected int 2, got int 5"),
+    ("list-length", [1, 2, 3], [1, 2], None, False, "expected a list of length 3, got length 2"),
+    ("missing-key", {"a": 1, "b": 2}, {"a": 1}, None, False, "missing key 'b'"),
+    ("extra-key", {"a": 1}, {"a": 1, "b": 2}, None, False, "unexpected key 'b'"),
+    ("list-for-dict", {"a": 1}, [1], None, False, "expected dict"),
+    ("dict-equal-any-order", {"a": 1, "b": [F(1, 2), "x"]}, {"b": [F(1, 2), "x"], "a": 1}, None, True, ""),
+    ("rows-allclose", {"rows": [{"y": t("float32", (2,), 0.5, 0.25)}]},
+     {"rows": [{"y": t("float32", (2,), 0.5, 0.2500001)}]}, CLOSE, True, ""),
+    # unsupported kinds fail instead of raising
+    ("set-answer", {1}, {1}, None, False, "unsupported type set"),
+    ("object-answer", 1, object(), None, False, "the answer has an unsupported type object"),
+    ("int-subclass-answer", 1, type("Sneaky", (int,), {"__eq__": lambda s, o: True})(2), None, False,
+     "unsupported type Sneaky"),
+    ("float-subclass-reference", type("F", (float,), {})(1.0), 1.0, None, False, "unsupported type F"),
+    ("symbol-answer", 1, sympy.Symbol("x"), None, False, "unsupported sympy node Symbol"),
+    ("complex-sympy-answer", 1, sympy.I, None, False, "unsupported sympy node ImaginaryUnit"),
+]
+
+
+@pytest.mark.parametrize(("expected", "actual", "policy", "ok", "fragment"),
+                         [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_comparator_table(expected: object, actual: object, policy: object, ok: bool, fragment: str) -> None:
+    verdict = compare(expected, actual, policy)
+    assert type(verdict) is Verdict and type(verdict.ok) is bool and type(verdict.reason) is str
+    assert verdict.ok is ok, verdict.reason
+    if ok:
+        assert verdict.reason == ""
+    else:
+        assert fragment in verdict.reason, verdict.reason
+
+
+def test_case_ids_are_unique() -> None:
+    assert len({case[0] for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("value", [case[1] for case in CASES], ids=[case[0] for case in CASES])
+def test_every_reference_in_the_table_equals_itself(value: object) -> None:
+    for policy in (None, RTOL, CLOSE):
+        verdict = compare(value, value, policy)
+        if "unsupported" in compare(value, value).reason:
+            assert not verdict.ok
+        else:
+            assert verdict.ok, verdict.reason
+
+
+def test_failed_verdict_names_path_and_policy() -> None:
+    verdict = compare({"rows": [{"t": F(1, 3)}]}, {"rows": [{"t": 0.3}]}, RTOL)
+    assert not verdict.ok
+    assert verdict.path == ("rows", 0, "t")
+    assert verdict.reason.startswith("rows[0]['t']: ")
+    assert "policy RelTol(rtol=1e-09)" in verdict.reason
+
+
+def test_tolerance_is_decided_exactly_at_the_boundary() -> None:
+    # |a - 1| == rtol exactly in rationals: the boundary is inclusive.
+    rtol = 2.0**-30
+    assert compare(F(1), 1 + rtol, RelTol(rtol)).ok
+    assert not compare(F(1), 1 + 2 * rtol, RelTol(rtol)).ok
+    ref = t("float64", (1,), 1.0)
+    assert compare(ref, t("float64", (1,), 1 + rtol), AllClose(rtol, 0.0)).ok
+    assert not compare(ref, t("float64", (1,), 1 + 2 * rtol), AllClose(rtol, 0.0)).ok
+
+
+def test_irrational_reference_decided_near_the_boundary() -> None:
+    # math.sqrt(2) is within half an ulp (~1.1e-16 relative) of sqrt(2).
+    assert compare(sympy.sqrt(2), math.sqrt(2), RelTol(2e-16)).ok
+    assert not compare(sympy.sqrt(2), math.sqrt(2), RelTol(1e-17)).ok
+
+
+def test_equality_needing_a_proof_passes_with_time_and_fails_without() -> None:
+    hard = (sympy.log(8) / LOG2, 3)  # agree to every digit; only sympy can prove it
+    assert compare(*hard).ok
+    verdict = compare(*hard, time_limit=1e-4)
+    assert not verdict.ok
+    assert "could not decide equality in time" in verdict.reason
+
+
+def test_not_a_real_number_fails_with_reason() -> None:
+    verdict = compare(1, sympy.Pow(sympy.Integer(-2), sympy.Rational(1, 2), evaluate=False))
+    assert not verdict.ok and "not a real number" in verdict.reason
+
+
+def test_too_deep_values_become_a_failed_verdict() -> None:
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    verdict = compare(deep, deep)
+    assert not verdict.ok and "internal error" in verdict.reason
+
+
+def test_not_a_policy() -> None:
+    verdict = compare(1, 1, "RelTol")  # type: ignore[arg-type]
+    assert not verdict.ok and "not a policy" in verdict.reason
+
+
+# Cases whose outcome must not depend on which side is the reference. (The rules are otherwise
+# deliberately asymmetric: a float reference accepts an exact answer under RelTol, an int
+# reference does not accept a float.)
+SYMMETRIC = [
+    "reassociated-passes", "ring-allreduce-correct", "ring-allreduce-missing-(N-1)/N", "factor-of-2",
+    "one-part-in-a-million", "one-part-in-ten-billion", "compute-vs-memory", "string-for-float",
+    "true-for-1", "false-for-0", "none-for-0", "nats-given-for-bits-float", "nats-given-for-bits-exact",
+    "nats-correct-float", "nats-correct-exact", "tensor-close", "tensor-broadcastable-shape",
+    "tensor-extra-unit-dim", "tensor-values", "tensor-int-ref-float-answer", "tensor-int-exact",
+    "tensor-bool-vs-int", "scalar-ref-tensor-answer", "list-length", "list-for-dict", "dict-equal-any-order",
+    "exact-vs-exact-equal", "int-given-log-ratio", "nan-ref-nan", "inf-ref-minus-inf", "nan-for-float",
+]
+BY_ID = {case[0]: case[1:] for case in CASES}
+
+
+@pytest.mark.parametrize("case_id", SYMMETRIC)
+def test_swapping_reference_and_answer_gives_the_same_outcome(case_id: str) -> None:
+    expected, actual, policy, ok, _ = BY_ID[case_id]
+    verdict = compare(actual, expected, policy)
+    assert verdict.ok is ok, verdict.reason
+    assert verdict.ok or verdict.reason
+
+
+def test_compare_is_safe_from_several_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(sympy.log(2**k) / LOG2, k) for k in range(2, 10)]  # each needs the prover process
+    pairs += [(sympy.sqrt(2) * k, math.sqrt(2) * k) for k in range(1, 9)]  # intervals, per thread
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        verdicts = list(pool.map(lambda pair: compare(*pair, RTOL, time_limit=60), pairs * 2))
+    assert all(verdict.ok for verdict in verdicts), [v.reason for v in verdicts if not v.ok]

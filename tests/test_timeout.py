@@ -1,0 +1,59 @@
+"""The worker process that puts a hard time limit on work that may never finish."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from exactgrade import _timeout
+
+
+def test_call_returns_the_result() -> None:
+    assert _timeout.call("math:factorial", [20], 30.0) == 2432902008176640000
+
+
+def test_deadline_kills_the_worker_and_the_next_call_works() -> None:
+    _timeout.call("math:factorial", [1], 30.0)  # worker started: startup is not part of a deadline
+    started = time.monotonic()
+    with pytest.raises(_timeout.DeadlineExceeded):
+        _timeout.call("time:sleep", [60], 0.5)
+    assert time.monotonic() - started < 30  # killed, not waited for (generous bound: shared box)
+    assert _timeout.call("math:gcd", [12, 18], 30.0) == 6
+
+
+def test_exceptions_in_the_worker_become_worker_error() -> None:
+    with pytest.raises(_timeout.WorkerError, match="ValueError: invalid literal"):
+        _timeout.call("builtins:int", ["not a number"], 30.0)
+    assert _timeout.call("builtins:abs", [-3], 30.0) == 3
+
+
+def test_a_crashed_worker_is_replaced() -> None:
+    with pytest.raises(_timeout.WorkerError, match="worker exited"):
+        _timeout.call("os:_exit", [3], 30.0)
+    assert _timeout.call("builtins:len", ["abc"], 30.0) == 3
+
+
+def test_shutdown_then_call_starts_a_new_worker() -> None:
+    _timeout.call("builtins:len", [""], 30.0)
+    _timeout.shutdown()
+    assert _timeout._worker is None
+    assert _timeout.call("builtins:len", ["ab"], 30.0) == 2
+
+
+def test_a_forked_child_starts_its_own_worker() -> None:
+    _timeout.call("builtins:len", [""], 30.0)
+    parent_worker = _timeout._worker
+    pid = os.fork()
+    if pid == 0:  # child: must not touch the parent's worker
+        code = 3
+        try:
+            fresh = _timeout._worker is None
+            code = 0 if fresh and _timeout.call("builtins:len", ["abc"], 30.0) == 3 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _timeout._worker is parent_worker and parent_worker.process.poll() is None
+    assert _timeout.call("builtins:len", ["ab"], 30.0) == 2

@@ -1,0 +1,300 @@
+"""The wire format: exact round trips, canonical text, and strict rejection with WireError."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+from fractions import Fraction as F
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+
+from exactgrade import TensorValue, wire
+
+# (id, value, canonical text)
+ROUND_TRIPS = [
+    ("none", None, "null"),
+    ("true", True, "true"),
+    ("int", 2, "2"),
+    ("float-is-not-int", 2.0, "2.0"),
+    ("negative-zero", -0.0, "-0.0"),
+    ("float-repr-round-trips", 0.1 + 0.2, "0.30000000000000004"),
+    ("tiny-float", 5e-324, "5e-324"),
+    ("nan", math.nan, '{"$float":"nan"}'),
+    ("minus-inf", -math.inf, '{"$float":"-inf"}'),
+    ("str", "compute", '"compute"'),
+    ("non-ascii-str", "é∑", '"\\u00e9\\u2211"'),
+    ("fraction", F(-7, 4), '{"$frac":"-7/4"}'),
+    ("integral-fraction-stays-fraction", F(2), '{"$frac":"2/1"}'),
+    ("big-int", 10**999, str(10**999)),
+    ("list", [1, [2.5, "x"]], '[1,[2.5,"x"]]'),
+    ("dict-sorted-keys", {"b": 1, "a": 2}, '{"a":2,"b":1}'),
+    ("dollar-keys-escaped", {"$frac": 1, "$$": 2}, '{"$$$":2,"$$frac":1}'),
+    ("sympy-log", 7 * sympy.log(2) / 4, '{"$sym":["Mul",["Rational",7,4],["log",["Integer",2]]]}'),
+    ("sympy-sqrt", sympy.sqrt(2) / 2,
+     '{"$sym":["Mul",["Rational",1,2],["Pow",["Integer",2],["Rational",1,2]]]}'),
+    ("sympy-integer", sympy.Integer(3), '{"$sym":["Integer",3]}'),
+    ("sympy-constants", sympy.pi + sympy.E, '{"$sym":["Add",["E"],["pi"]]}'),
+    ("sympy-exp", sympy.exp(sympy.Rational(1, 3)), '{"$sym":["exp",["Rational",1,3]]}'),
+    ("sympy-unevaluated", sympy.Mul(2, 3, evaluate=False), '{"$sym":["Mul",["Integer",2],["Integer",3]]}'),
+    ("tensor", TensorValue("float32", (2, 2), (1.0, math.nan, -0.0, math.inf)),
+     '{"$tensor":{"data":[1.0,{"$float":"nan"},-0.0,{"$float":"inf"}],"dtype":"float32","shape":[2,2]}}'),
+    ("int-tensor", TensorValue("int8", (3,), (-128, 0, 127)),
+     '{"$tensor":{"data":[-128,0,127],"dtype":"int8","shape":[3]}}'),
+    ("bool-tensor-0d", TensorValue("bool", (), (True,)),
+     '{"$tensor":{"data":[true],"dtype":"bool","shape":[]}}'),
+    ("empty-tensor", TensorValue("float64", (0, 3), ()),
+     '{"$tensor":{"data":[],"dtype":"float64","shape":[0,3]}}'),
+    ("answer", {"rows": [{"loss": F(1, 3), "grad": [0.5]}]},
+     '{"rows":[{"grad":[0.5],"loss":{"$frac":"1/3"}}]}'),
+]
+
+
+@pytest.mark.parametrize(("value", "text"), [c[1:] for c in ROUND_TRIPS], ids=[c[0] for c in ROUND_TRIPS])
+def test_round_trip_and_canonical_text(value: object, text: str, typed_equal) -> None:
+    assert wire.encode(value) == text
+    decoded = wire.decode(text)
+    assert typed_equal(decoded, value), decoded
+    assert wire.encode(decoded) == text
+
+
+def test_tuples_encode_as_lists(typed_equal) -> None:
+    assert wire.encode((1, (2, 3))) == "[1,[2,3]]"
+    assert typed_equal(wire.decode(wire.encode((1, (2, 3)))), [1, [2, 3]])
+
+
+def test_encoding_is_independent_of_dict_insertion_order() -> None:
+    assert wire.encode({"x": 1, "y": [F(1, 2)]}) == wire.encode({"y": [F(1, 2)], "x": 1})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.uint8, torch.bool])
+def test_torch_tensors_encode_as_tensor_values(dtype: torch.dtype) -> None:
+    tensor = torch.tensor([[0, 1, 2], [3, 4, 5]]).to(dtype)
+    decoded = wire.decode(wire.encode(tensor))
+    assert type(decoded) is TensorValue
+    assert decoded.dtype == str(dtype).removeprefix("torch.") and decoded.shape == (2, 3)
+    assert torch.equal(decoded.to_torch(), tensor)
+
+
+def test_torch_parameter_and_grad_tensor_encode() -> None:
+    parameter = torch.nn.Parameter(torch.ones(2))
+    assert wire.decode(wire.encode(parameter)) == TensorValue("float32", (2,), (1.0, 1.0))
+    assert wire.decode(wire.encode(parameter * 2)) == TensorValue("float32", (2,), (2.0, 2.0))
+
+
+class SneakyTensor(torch.Tensor):
+    def tolist(self):  # a subclass could lie; encode must not ask it
+        return [42.0]
+
+
+class SneakyInt(int):
+    pass
+
+
+class SneakyFloat(float):
+    def __repr__(self) -> str:
+        return "1.0"
+
+
+class SneakyStr(str):
+    pass
+
+
+class SneakyDict(dict):
+    pass
+
+
+class SneakyAdd(sympy.Add):
+    pass
+
+
+# (id, value, fragment of the WireError)
+ENCODE_REJECTS = [
+    ("int-subclass", SneakyInt(3), "cannot encode a value of type"),
+    ("float-subclass", SneakyFloat(2.0), "SneakyFloat"),
+    ("str-subclass", SneakyStr("x"), "SneakyStr"),
+    ("dict-subclass", SneakyDict(a=1), "SneakyDict"),
+    ("tensor-subclass", torch.ones(1).as_subclass(SneakyTensor), "SneakyTensor"),
+    ("complex-tensor", torch.ones(1, dtype=torch.complex64), "cannot encode torch tensor"),
+    ("set", {1}, "set"),
+    ("bytes", b"x", "bytes"),
+    ("complex", 1j, "complex"),
+    ("object", object(), "object"),
+    ("sympy-float", sympy.Float(1.5), "sympy node Float is not allowed"),
+    ("sympy-symbol", sympy.Symbol("x") + 1, "is not allowed"),
+    ("sympy-sin", sympy.sin(1), "sympy node sin is not allowed"),
+    ("sympy-imaginary", sympy.I, "ImaginaryUnit"),
+    ("sympy-subclass", SneakyAdd(sympy.pi, 1), "SneakyAdd"),
+    ("non-str-key", {1: 2}, "dict keys must be str"),
+    ("huge-int", 10**1000, "more than 1000 digits"),
+    ("huge-fraction", F(1, 10**1000), "more than 1000 digits"),
+    ("long-str", "x" * (wire.MAX_STR_CHARS + 1), "string longer than"),
+    ("int8-out-of-range", TensorValue("int8", (1,), (128,)), "out of range"),
+]
+
+
+@pytest.mark.parametrize(("value", "fragment"), [c[1:] for c in ENCODE_REJECTS],
+                         ids=[c[0] for c in ENCODE_REJECTS])
+def test_encode_rejects(value: object, fragment: str) -> None:
+    with pytest.raises(wire.WireError) as error:
+        wire.encode(value)
+    assert fragment in str(error.value)
+
+
+def test_encode_rejects_cycles() -> None:
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(wire.WireError, match="nested deeper"):
+        wire.encode(cycle)
+
+
+def _sym(tree: object) -> str:
+    return json.dumps({"$sym": tree})
+
+
+def _tensor(dtype: object, shape: object, data: object) -> str:
+    return json.dumps({"$tensor": {"dtype": dtype, "shape": shape, "data": data}})
+
+
+PRIMES = list(sympy.primerange(2**255, 2**255 + 20_000))[:50]
+
+# (id, payload, fragment of the WireError)
+DECODE_REJECTS = [
+    ("oversized", "[" + "1," * (1 << 19) + "1]", "larger than 1048576 bytes"),
+    ("deep", "[" * 65 + "]" * 65, "nested deeper than 64 levels"),
+    ("deep-objects", '{"a":' * 65 + "1" + "}" * 65, "nested deeper than 64 levels"),
+    ("long-int", "1" * 1001, "more than 1000 digits"),
+    ("long-negative-int", "-" + "1" * 1001, "more than 1000 digits"),
+    ("bare-nan", "NaN", "bare NaN is not allowed"),
+    ("bare-infinity", "[-Infinity]", "bare -Infinity is not allowed"),
+    ("float-overflow", "1e400", "out of range"),
+    ("not-json", "{'a': 1}", "not JSON"),
+    ("trailing-garbage", "1 2", "not JSON"),
+    ("empty", "", "not JSON"),
+    ("unknown-tag", '{"$pickle": "x"}', "unknown tag '$pickle'"),
+    ("tag-with-extra-key", '{"$frac": "1/2", "a": 1}', "must be the only key"),
+    ("duplicate-key", '{"a": 1, "a": 2}', "duplicate key 'a'"),
+    ("duplicate-tag", '{"$frac": "1/2", "$frac": "1/3"}', "duplicate key"),
+    ("zero-denominator", '{"$frac": "1/0"}', '"n/d"'),
+    ("negative-denominator", '{"$frac": "1/-2"}', '"n/d"'),
+    ("unreduced-fraction", '{"$frac": "2/4"}', "not in lowest terms"),
+    ("fraction-not-string", '{"$frac": [1, 2]}', '"n/d"'),
+    ("fraction-float-parts", '{"$frac": "1.5/2"}', '"n/d"'),
+    ("fraction-huge", json.dumps({"$frac": "1/" + "1" * 1001}), "more than 1000 digits"),
+    ("float-tag-value", '{"$float": "NaN"}', '"nan", "inf" or "-inf"'),
+    ("tensor-length", _tensor("float32", [2, 2], [1.0, 2.0, 3.0]), "does not match shape [2, 2]"),
+    ("tensor-int-in-float", _tensor("float32", [2], [1.0, 2]), "float tensor data must be floats"),
+    ("tensor-bool-in-int", _tensor("int64", [1], [True]), "int64 tensor data must be ints"),
+    ("tensor-int-in-bool", _tensor("bool", [1], [1]), "bool tensor data must be bools"),
+    ("tensor-uint8-range", _tensor("uint8", [1], [256]), "out of range"),
+    ("tensor-dtype", _tensor("complex64", [1], [1.0]), "unknown tensor dtype 'complex64'"),
+    ("tensor-shape-negative", _tensor("float32", [-1], []), "non-negative ints"),
+    ("tensor-shape-float", _tensor("float32", [1.0], [1.0]), "non-negative ints"),
+    ("tensor-nested-data", _tensor("float32", [1], [[1.0]]), "float tensor data must be floats"),
+    ("tensor-missing-key", json.dumps({"$tensor": {"dtype": "float32", "data": []}}), '"dtype": ...'),
+    ("sympy-symbol", _sym(["Symbol", "x"]), "sympy node 'Symbol' is not allowed"),
+    ("sympy-float", _sym(["Float", "1.5"]), "sympy node 'Float' is not allowed"),
+    ("sympy-function-call", _sym(["__import__", "os"]), "is not allowed"),
+    ("sympy-string-payload", _sym("log(2)"), 'a $sym node must be a list'),
+    ("sympy-arity", _sym(["Pow", ["Integer", 2]]), "takes 2 arguments, got 1"),
+    ("sympy-integer-as-string", _sym(["Integer", "2"]), "must be JSON integers"),
+    ("sympy-unreduced-rational", _sym(["Rational", 2, 4]), "lowest terms"),
+    ("sympy-rational-denominator-1", _sym(["Rational", 2, 1]), "lowest terms"),
+    ("sympy-huge-integer", _sym(["Integer", 10**1000]), "more than 1000 digits"),
+    ("sympy-huge-exponent", _sym(["Pow", ["Integer", 10], ["Integer", 10**6]]), "larger than 10000"),
+    ("sympy-huge-root", _sym(["Pow", ["Integer", 10], ["Rational", 1, 10**6]]), "larger than 10000"),
+    ("sympy-one-term-add", _sym(["Add", ["Integer", 1]]), "at least two arguments"),
+    ("sympy-too-many-nodes", _sym(["Add"] + [["pi"]] * 1001), "more than 1000 nodes"),
+    ("not-text", 3, "payload must be str"),
+    ("invalid-utf8", b"\xff\xfe", "not valid UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("payload", "fragment"), [c[1:] for c in DECODE_REJECTS],
+                         ids=[c[0] for c in DECODE_REJECTS])
+def test_decode_rejects(payload: str, fragment: str) -> None:
+    with pytest.raises(wire.WireError) as error:
+        wire.decode(payload)
+    message = str(error.value)
+    assert fragment in message
+    assert "\n" not in message and len(message) < 300
+
+
+def test_max_bytes_is_adjustable() -> None:
+    assert wire.decode("[1, 2]", max_bytes=6) == [1, 2]
+    with pytest.raises(wire.WireError, match="larger than 5 bytes"):
+        wire.decode("[1, 2]", max_bytes=5)
+
+
+def test_decode_does_no_sympy_arithmetic() -> None:
+    # With sympy's evaluation this product of roots of large primes makes sympy factor a
+    # 12,800-bit integer (minutes); decoded as sent, it is just a tree.
+    payload = _sym(["Mul"] + [["Pow", ["Integer", p], ["Rational", 1, 2]] for p in PRIMES])
+    value = wire.decode(payload)
+    assert type(value) is sympy.Mul and len(value.args) == len(PRIMES)
+    assert wire.encode(value) == payload.replace(" ", "")
+
+
+def test_decoded_sympy_is_rebuilt_as_sent() -> None:
+    value = wire.decode(_sym(["log", ["Integer", -2]]))  # sympy would rewrite this as log(2) + I*pi
+    assert type(value) is sympy.log and value.args == (sympy.Integer(-2),)
+
+
+def test_wire_source_names_no_unsafe_function() -> None:
+    tree = ast.parse(Path(wire.__file__).read_text())
+    bare_names, all_names = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            bare_names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            all_names.add(node.attr)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            all_names.update(alias.name for alias in node.names)
+            all_names.add(getattr(node, "module", None) or "")
+    all_names |= bare_names
+    assert bare_names.isdisjoint({"eval", "exec", "compile", "__import__"})
+    assert all_names.isdisjoint({"pickle", "marshal", "sympify", "parse_expr", "literal_eval", "S"})
+
+
+def test_wire_and_values_work_as_a_standalone_package(tmp_path: Path) -> None:
+    package = tmp_path / "shipped"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("wire.py", "values.py"):
+        (package / name).write_text((Path(wire.__file__).parent / name).read_text())
+    script = (
+        "import sys\n"
+        "sys.modules['exactgrade'] = None  # importing exactgrade now fails\n"
+        "from fractions import Fraction\n"
+        "from shipped import wire\n"
+        "value = {'rows': [Fraction(1, 3), 2.0, {'$x': None}]}\n"
+        "text = wire.encode(value)\n"
+        "assert wire.decode(text) == value, text\n"
+        "assert 'sympy' not in sys.modules and 'torch' not in sys.modules\n"
+        "print(text)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '{"rows":[{"$frac":"1/3"},2.0,{"$$x":null}]}'
+
+
+@pytest.mark.parametrize("leaf", [1, F(1, 2), TensorValue("float32", (1,), (math.nan,)), sympy.sqrt(2) / 2])
+def test_encode_refuses_what_decode_would_refuse_for_depth(leaf: object, typed_equal) -> None:
+    value: object = leaf
+    depth = 0
+    while True:  # the deepest nesting of this leaf that still encodes
+        try:
+            wire.encode([value])
+        except wire.WireError as error:
+            assert "nested deeper than 64 levels" in str(error)
+            break
+        value, depth = [value], depth + 1
+    assert depth >= 58
+    assert typed_equal(wire.decode(wire.encode(value)), value)
