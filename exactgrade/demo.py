@@ -1,0 +1,367 @@
+"""`python -m exactgrade demo`: run the three environments under real `vf-eval`, offline.
+
+By default it plays the embedded scripted policies through the policy server: reference
+(every task must score 1.0), then mutant and adversarial (nothing may pass, no escape, every
+harness failure flagged). With --model/--base-url it evaluates a real model instead. Prints a
+per-environment, per-category table and writes report.json plus a bar chart per policy
+(pass rate per category) beside the vf-eval outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HELP = "Run vf-eval on the three environments against the scripted policies (or a real model)."
+
+ENVS = {"scaling-env": "scaling", "pytorch-env": "pytorch", "deeplearning-env": "deeplearning"}
+POLICIES = ("reference", "mutant", "adversarial")
+MUST_BE_FLAGGED = ("crash", "correct_then_kill")
+"""Adversarial attacks that always kill the sandbox: their rollouts must be harness errors."""
+
+
+EPILOG = """\
+Without --model: starts `python -m exactgrade policy-server` for each policy, runs
+`vf-eval <env> -m <policy> --client.base-url <server> --env.agent.runtime.type subprocess
+--no-push` on each environment, prints a table per environment and category, and writes
+report.json and <policy>/pass_rate_by_category.png into --out beside the vf-eval runs
+(<policy>/<env>/traces.jsonl). Exit status 1 unless reference scores 1.0 on every selected
+task (116/116 on a full run) and mutant and adversarial pass nothing, with no escape and
+every sandbox kill flagged as a harness failure.
+
+With --model and --base-url (and --api-key-var NAME if the endpoint needs a key): the same
+runs against that model; the exit status is 0 once every run completed."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS),
+                        help="environments to run (default: all three)")
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
+                        help="scripted policies to play, in order (default: reference mutant adversarial)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="only the first N tasks of each environment (a quick run)")
+    parser.add_argument("--concurrency", type=int, default=8, help="rollouts in flight per vf-eval run (8)")
+    parser.add_argument("--out", type=Path, default=Path("outputs/exactgrade-demo"),
+                        help="output directory (vf-eval runs, report.json, charts)")
+    parser.add_argument("--model", default=None,
+                        help="evaluate this real model instead of the scripted policies (needs --base-url)")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
+    parser.add_argument("--api-key-var", default=None,
+                        help="name of the environment variable holding the API key for --base-url")
+    parser.add_argument("--max-turns", type=int, default=None, help="model turns per rollout (env default 5)")
+
+
+@dataclass
+class Tally:
+    rollouts: int = 0
+    passed: int = 0
+    wrong: int = 0
+    flagged: int = 0
+    reasons: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class RunResult:
+    label: str
+    env: str
+    run_dir: str
+    seconds: float
+    by_category: dict[str, Tally]
+    by_attack: dict[str, Tally]
+    escapes: list[dict[str, str]]
+    unflagged_kills: list[str]
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.model is None) != (args.base_url is None):
+        print("error: --model and --base-url go together", file=sys.stderr)
+        return 2
+    if shutil.which("vf-eval") is None:
+        print("error: vf-eval is not on PATH (pip install verifiers)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        results = _run_all(args)
+    except (RuntimeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    _print_table(results)
+    verdicts = [] if args.model is not None else _verdicts(results)
+    _write_report(args.out, results, verdicts)
+    for line in verdicts:
+        print(line)
+    return 1 if any(line.startswith("FAIL") for line in verdicts) else 0
+
+
+def _run_all(args: argparse.Namespace) -> list[RunResult]:
+    results: list[RunResult] = []
+    if args.model is not None:
+        for env in args.envs:
+            results.append(_eval(args, env, args.model, args.model, args.base_url, args.api_key_var, {}))
+    else:
+        with tempfile.TemporaryDirectory(prefix="exactgrade-canary-") as tmp:
+            canary = secrets.token_hex(16)
+            canary_file = Path(tmp) / "canary.txt"
+            canary_file.write_text(canary)
+            for policy in args.policies:
+                with _policy_server(policy, canary_file, args.out / policy / "policy-server.jsonl") as url:
+                    for env in args.envs:
+                        result = _eval(args, env, policy, policy, url, None, {"EXACTGRADE_CANARY": canary})
+                        result.escapes = _stats(url)["escapes"]
+                        results.append(result)
+    return results
+
+
+class _policy_server:
+    """Context manager: a policy server subprocess; yields its base URL."""
+
+    def __init__(self, policy: str, canary_file: Path, log: Path) -> None:
+        self.policy, self.canary_file, self.log = policy, canary_file, log
+
+    def __enter__(self) -> str:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.log.unlink(missing_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "exactgrade", "policy-server", "--policy", self.policy, "--port", "0",
+             "--canary-file", str(self.canary_file), "--log", str(self.log)],
+            stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if " on http://" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"policy server did not start: {line!r}")
+        print(line.strip(), file=sys.stderr)
+        return line.rsplit(" on ", 1)[1].strip()
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _stats(url: str) -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def vf_eval_command(env: str, model: str, base_url: str, out_dir: Path, run_dir: str, *,
+                    limit: int | None = None, concurrency: int = 8, api_key_var: str | None = None,
+                    max_turns: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The documented offline vf-eval invocation for one environment."""
+    command = ["vf-eval", env, "-m", model, "-r", "1", "-c", str(concurrency),
+               "--client.base-url", base_url, "--env.agent.runtime.type", "subprocess",
+               "--no-push", "--no-rich", "-o", str(out_dir), "--run.dir", run_dir]
+    if limit is not None:
+        command += ["-n", str(limit)]
+    if api_key_var is not None:
+        command += ["--client.api-key-var", api_key_var]
+    if max_turns is not None:
+        command += ["--env.taskset.max-turns", str(max_turns)]
+    return command + list(extra)
+
+
+def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: str,
+          api_key_var: str | None, extra_env: dict[str, str]) -> RunResult:
+    out_dir = args.out / _safe(label)
+    run_dir = out_dir / env
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # this demo's own previous output for the same run
+    expected = _task_count(env, args.limit)
+    command = vf_eval_command(env, model, base_url, out_dir, env, limit=args.limit,
+                              concurrency=args.concurrency, api_key_var=api_key_var, max_turns=args.max_turns)
+    log_path = out_dir / f"{env}.vf-eval.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **extra_env})
+        shown = -1
+        while proc.poll() is None:
+            done = _count_lines(run_dir / "traces.jsonl")
+            if sys.stderr.isatty() or done != shown:  # a log file gets one line per finished rollout
+                _progress(label, env, done, expected, started)
+                shown = done
+            time.sleep(0.5)
+    seconds = time.monotonic() - started
+    done = _count_lines(run_dir / "traces.jsonl")
+    _progress(label, env, done, expected, started, final=True)
+    if proc.returncode != 0 or done == 0:
+        tail = log_path.read_text()[-3000:]
+        raise RuntimeError(f"vf-eval {env} ({label}) exited {proc.returncode} with {done} traces; "
+                           f"see {log_path}:\n{tail}")
+    return summarize(label, env, run_dir, seconds)
+
+
+def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunResult:
+    """Tally one vf-eval run's traces.jsonl per category (and per adversarial attack)."""
+    from exactgrade.scripted.policies import adversarial_script
+
+    by_category: dict[str, Tally] = defaultdict(Tally)
+    by_attack: dict[str, Tally] = defaultdict(Tally)
+    unflagged_kills = []
+    for trace in read_traces(run_dir / "traces.jsonl"):
+        data = trace["task"]["data"]
+        outcome, reason = classify(trace)
+        kind = adversarial_script("", _task_index(data["id"]), "", 0).kind if label == "adversarial" else ""
+        for tally in (by_category[data["category"]], *( (by_attack[kind],) if kind else ())):
+            tally.rollouts += 1
+            setattr(tally, outcome, getattr(tally, outcome) + 1)
+            tally.reasons[reason[:80]] += 1
+        if kind in MUST_BE_FLAGGED and outcome != "flagged":
+            unflagged_kills.append(data["id"])
+    return RunResult(label, env, str(run_dir), seconds, dict(by_category), dict(by_attack), [],
+                     unflagged_kills)
+
+
+def read_traces(path: Path) -> list[dict[str, Any]]:
+    traces = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            traces.extend(json.loads(line)["traces"])
+    return traces
+
+
+def classify(trace: dict[str, Any]) -> tuple[str, str]:
+    """("passed" | "wrong" | "flagged", reason) for one trace from traces.jsonl."""
+    info = trace.get("info") or {}
+    if not trace.get("ok", False) or trace.get("errors"):
+        errors = trace.get("errors") or [{}]
+        return "flagged", str(info.get("scoring_error") or errors[-1].get("type") or "error")
+    rewards = trace.get("rewards") or {}
+    score = sum((r.get("score") or 0.0) * r.get("weight", 1.0) for r in rewards.values())
+    if score == 1.0:
+        return "passed", "passed"
+    return "wrong", str(info.get("reason") or "no reason recorded")
+
+
+def _task_index(task_id: str) -> int:
+    return int(task_id.rsplit("-", 1)[1])
+
+
+def _task_count(env: str, limit: int | None) -> int:
+    import datasets
+
+    from exactgrade.dataset import load_split
+
+    datasets.disable_progress_bars()
+
+    count = len(load_split(ENVS[env]))
+    return min(count, limit) if limit is not None else count
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return sum(len(json.loads(line)["traces"]) for line in path.read_text().splitlines() if line.strip())
+    except (OSError, json.JSONDecodeError, KeyError):
+        return 0
+
+
+def _progress(label: str, env: str, done: int, total: int, started: float, final: bool = False) -> None:
+    width = 30
+    filled = int(width * done / total) if total else width
+    line = (f"\r[{label}] {env:<17} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+            f"{time.monotonic() - started:6.1f}s")
+    print(line, end="\n" if final or not sys.stderr.isatty() else "", file=sys.stderr, flush=True)
+
+
+def _safe(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+
+
+def _print_table(results: list[RunResult]) -> None:
+    print(f"\n{'policy/model':<12} {'environment':<17} {'category':<14} {'passed':>10} {'wrong':>6} "
+          f"{'flagged':>8}")
+    for result in results:
+        rows = sorted(result.by_category.items())
+        total = Tally()
+        for category, tally in rows:
+            print(f"{result.label:<12} {result.env:<17} {category:<14} "
+                  f"{tally.passed:>4}/{tally.rollouts:<5} {tally.wrong:>6} {tally.flagged:>8}")
+            total.rollouts += tally.rollouts
+            total.passed += tally.passed
+            total.wrong += tally.wrong
+            total.flagged += tally.flagged
+        print(f"{result.label:<12} {result.env:<17} {'TOTAL':<14} {total.passed:>4}/{total.rollouts:<5} "
+              f"{total.wrong:>6} {total.flagged:>8}   ({result.seconds:.0f}s, {result.run_dir})")
+        for attack, tally in sorted(result.by_attack.items()):
+            print(f"{'':<12} {'':<17} attack {attack:<18} passed {tally.passed}/{tally.rollouts}, "
+                  f"flagged {tally.flagged}")
+
+
+def _verdicts(results: list[RunResult]) -> list[str]:
+    """One PASS/FAIL line per policy: the demo's acceptance criteria."""
+    lines = []
+    by_policy: dict[str, list[RunResult]] = defaultdict(list)
+    for result in results:
+        by_policy[result.label].append(result)
+    for policy, runs in by_policy.items():
+        tallies = [t for r in runs for t in r.by_category.values()]
+        n, passed = sum(t.rollouts for t in tallies), sum(t.passed for t in tallies)
+        if policy == "reference":
+            ok = passed == n
+            note = "" if n == 116 else f" (116 expected for the full run; {n} selected)"
+            lines.append(f"{'PASS' if ok else 'FAIL'} reference: {passed}/{n} scored 1.0{note}")
+        else:
+            escapes = sum(len(r.escapes) for r in runs)
+            unflagged = [t for r in runs for t in r.unflagged_kills]
+            flagged = sum(t.flagged for t in tallies)
+            ok = passed == 0 and escapes == 0 and not unflagged
+            lines.append(f"{'PASS' if ok else 'FAIL'} {policy}: {passed}/{n} passed, {escapes} escapes, "
+                         f"{flagged} harness failures flagged"
+                         + (f", sandbox kills NOT flagged: {unflagged}" if unflagged else ""))
+    return lines
+
+
+def _write_report(out: Path, results: list[RunResult], verdicts: list[str]) -> None:
+    report = {"verdicts": verdicts, "runs": [
+        {**asdict(r), "by_category": {c: _tally_dict(t) for c, t in r.by_category.items()},
+         "by_attack": {a: _tally_dict(t) for a, t in r.by_attack.items()}} for r in results]}
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    for label in dict.fromkeys(r.label for r in results):
+        runs = [r for r in results if r.label == label]
+        _chart(out / _safe(label) / "pass_rate_by_category.png", label, runs)
+    print(f"\nreport: {out / 'report.json'}")
+
+
+def _tally_dict(tally: Tally) -> dict[str, Any]:
+    return {**asdict(tally), "reasons": dict(tally.reasons)}
+
+
+def _chart(path: Path, label: str, runs: list[RunResult]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [f"{r.env.removesuffix('-env')}/{c}" for r in runs for c in sorted(r.by_category)]
+    tallies = [r.by_category[c] for r in runs for c in sorted(r.by_category)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) + 2), 4))
+    ax.bar(names, [t.passed / t.rollouts for t in tallies], color="tab:green", label="passed")
+    ax.bar(names, [t.flagged / t.rollouts for t in tallies],
+           bottom=[t.passed / t.rollouts for t in tallies], color="tab:orange",
+           label="harness failure (flagged)")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("fraction of rollouts")
+    ax.set_title(f"{label}: pass rate per category")
+    ax.tick_params(axis="x", labelrotation=60)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,196 @@
+"""The verifiers adapter shared by scaling-env, pytorch-env and deeplearning-env.
+
+Rows come from the shipped Hugging Face dataset of a domain (or a local path / hub id).
+TaskData carries what the model may see (prompt, inputs); the answer key stays on the host
+(`exactgrade.env.keys`). The model's two tools run in an exactgrade Sandbox behind the shared
+tool server (`exactgrade.env.toolset`); `correctness` reads `result` back from the rollout
+state after the rollout, decodes it strictly and grades it with `exactgrade.compare`.
+A harness failure (dead sandbox, refused read-back, tool calls the server never handled)
+scores 0.0, is recorded in `trace.info["scoring_error"]` and raises, so verifiers marks the
+rollout as an error (`ok: false`) instead of a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+import verifiers.v1 as vf
+from pydantic import model_validator
+
+from exactgrade.env import keys
+from exactgrade.env.state import SandboxState
+from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
+
+SYSTEM_PROMPT = """\
+You solve quantitative deep-learning problems whose answers are graded exactly.
+
+You have two tools, both running in the same isolated sandbox (no network):
+- execute_code(code): runs Python in a persistent interpreter. The task's inputs are already \
+defined as variables with the names the task gives, and every variable persists across calls.
+- bash(command): runs a shell command in the sandbox.
+
+Put your final answer in the Python variable `result` with execute_code. Give exact values \
+(int, fractions.Fraction, sympy expressions) wherever the task asks for an exact value; a float \
+is accepted only where the task says so; give tensors as torch tensors of the stated shape and \
+dtype. Once `result` holds your answer, reply with one short sentence and no tool call."""
+
+TOOL_ARGUMENT = {"execute_code": "code", "bash": "command"}
+
+
+class HarnessFailure(RuntimeError):
+    """The rollout cannot be graded because the harness, not the model, failed."""
+
+
+class ExactgradeData(vf.TaskData):
+    category: str
+    domain: str
+    inputs: str
+    """wire.encode of the inputs dict, preloaded by name into the sandbox."""
+    split: str = "train"
+    dataset_name: str | None = None
+    """Where the row came from (None = the dataset shipped in the package)."""
+
+
+class ExactgradeTaskConfig(vf.TaskConfig):
+    max_turns: int = 5
+    """Set from the taskset's `max_turns` (`--env.taskset.max-turns`)."""
+
+    @model_validator(mode="after")
+    def _fixed_grading(self) -> ExactgradeTaskConfig:
+        if self.rewards or self.judges:
+            raise ValueError("exactgrade environments grade with `correctness` only; "
+                             "plugged rewards and judges are not accepted")
+        return self
+
+
+class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]):
+    @property
+    def key(self) -> str:
+        return self.data.id or self.hash
+
+    @property
+    def source(self) -> keys.Source:
+        return (self.data.domain, self.data.split, self.data.dataset_name)
+
+    async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        from exactgrade.task import domain_module
+
+        trace.state.inputs_wire = self.data.inputs
+        trace.state.profile = domain_module(self.data.domain).PROFILE
+
+    @vf.stop
+    async def max_turns_reached(self, trace: vf.Trace) -> bool:
+        return trace.num_turns >= self.config.max_turns
+
+    @vf.metric
+    async def tool_calls(self, trace: vf.Trace) -> float:
+        return float(trace.state.tool_calls)
+
+    @vf.metric
+    async def turns(self, trace: vf.Trace) -> float:
+        return float(trace.num_turns)
+
+    @vf.metric
+    async def sandbox_seconds(self, trace: vf.Trace) -> float:
+        return float(trace.state.sandbox_seconds)
+
+    @vf.reward(weight=1.0)
+    async def correctness(self, trace: vf.Trace) -> float:
+        from exactgrade import wire
+        from exactgrade.compare import compare
+        from exactgrade.verdict import render_path
+
+        state: SandboxState = trace.state
+        failure = harness_failure(trace, state)
+        if failure is None and state.result_wire is not None:
+            try:
+                actual = wire.decode(state.result_wire)
+            except wire.WireError as e:
+                failure = f"read-back refused on the host: {e}"
+        if failure is not None:
+            trace.info["scoring_error"] = failure
+            raise HarnessFailure(failure)
+        if state.result_wire is None:
+            trace.info["reason"] = (f"`result` is not a gradeable value: {state.result_error}"
+                                    if state.result_error else "`result` was never set")
+            trace.info["path"] = "value"
+            return 0.0
+        answer = keys.lookup(self.source, self.data.id)
+        verdict = compare(answer.expected, actual, answer.policy)
+        trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
+        trace.info["path"] = render_path(verdict.path)
+        return 1.0 if verdict.ok else 0.0
+
+
+def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:
+    """Why the rollout cannot be graded, or None: a dead sandbox, a refused read-back, or
+    well-formed tool calls the tool server never handled (it crashed or was unreachable)."""
+    if state.sandbox_error is not None:
+        return state.sandbox_error
+    issued = sum(1 for message in trace.assistant_messages for call in message.tool_calls or ()
+                 if _well_formed(call))
+    if issued > state.tool_calls:
+        return f"the tool server handled {state.tool_calls} of {issued} tool calls"
+    return None
+
+
+def _well_formed(call: vf.ToolCall) -> bool:
+    argument = TOOL_ARGUMENT.get(call.name)
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return False
+    return argument is not None and isinstance(arguments, dict) and isinstance(arguments.get(argument), str)
+
+
+class ExactgradeTasksetConfig(vf.TasksetConfig):
+    split: str = "train"
+    dataset_name: str | None = None
+    """None = the dataset shipped in the package; else a local path or a Hugging Face hub id."""
+    max_turns: int = 5
+    """Model turns before the rollout is stopped (and graded as it stands)."""
+    task: ExactgradeTaskConfig = ExactgradeTaskConfig()
+    tools: SandboxToolsetConfig = SandboxToolsetConfig()
+    """Where the shared sandbox tool server runs (default: a subprocess on this host)."""
+
+    @model_validator(mode="after")
+    def _fixed_prompts(self) -> ExactgradeTasksetConfig:
+        if self.system_prompt is not None:
+            raise ValueError("exactgrade environments have one system prompt; it is not configurable")
+        if "max_turns" not in self.model_fields_set and "max_turns" in self.task.model_fields_set:
+            self.max_turns = self.task.max_turns  # --env.taskset.task.max-turns alone also works
+        if self.task.max_turns != self.max_turns:
+            self.task = self.task.model_copy(update={"max_turns": self.max_turns})
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        return self
+
+
+class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
+    """One domain's tasks. Subclasses set DOMAIN."""
+
+    DOMAIN: ClassVar[str] = ""
+
+    @classmethod
+    def toolsets(cls, config: ExactgradeTasksetConfig) -> list[vf.Toolset]:
+        return [SandboxToolset(config.tools)]  # one server for the whole eval
+
+    def load(self) -> list[ExactgradeTask]:
+        from exactgrade.dataset import load_split
+
+        split, dataset_name = self.config.split, self.config.dataset_name
+        rows = load_split(self.DOMAIN, split, dataset_name)
+        keys.record((self.DOMAIN, split, dataset_name),
+                    {row["task_id"]: keys.key_from_row(row) for row in rows})
+        return [ExactgradeTask(ExactgradeData(
+            id=row["task_id"], name=row["task_id"], category=row["category"], domain=self.DOMAIN,
+            prompt=user_prompt(row), system_prompt=SYSTEM_PROMPT, inputs=row["inputs"],
+            split=split, dataset_name=dataset_name,
+        ), self.config.task) for row in rows]  # fmt: skip
+
+
+def user_prompt(row) -> str:
+    """The task's question followed by its stated conventions."""
+    conventions = (row.get("api_description") or "").strip()
+    return f"{row['prompt'].strip()}\n\n{conventions}" if conventions else row["prompt"].strip()

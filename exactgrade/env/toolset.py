@@ -1,0 +1,204 @@
+"""The shared sandbox tool server: `execute_code(code)` and `bash(command)`.
+
+One server per eval (a taskset-scoped `vf.SharedToolsetConfig` toolset), launched by
+verifiers as `python -m exactgrade.env.toolset`. It keeps one exactgrade Sandbox per
+rollout, keyed by the rollout's state route (which verifiers signs into every call), so
+`result` persists across turns while the ~4 s `import verifiers.v1` of a tool server is
+paid once per eval instead of once per rollout. Model code runs only in the Sandbox,
+never in this process (which holds the state-channel secret).
+
+The sandbox is built on the first call from the rollout state (inputs as wire text and
+the profile, written there by the host); after every call the sandbox's `result` is
+pushed back into the state as wire text. A sandbox is closed once its rollout is over
+(its state route stops answering), and every sandbox is closed when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import verifiers.v1 as vf
+from verifiers.v1.mcp.server import _channel_request
+
+from exactgrade.env.state import SandboxState
+
+NOT_A_WIRE_VALUE = "the sandbox could not encode `result`"
+"""How Sandbox.result() words a WireError raised INSIDE the sandbox (the model's value is not
+gradeable), as opposed to a reply the host refused to decode (hostile: a harness failure)."""
+REAP_INTERVAL = 2.0
+"""Seconds between checks for rollouts that are over."""
+MAX_IDLE = 3600.0
+"""A sandbox untouched this long is closed even if its rollout still answers."""
+
+
+class SandboxToolsetConfig(vf.SharedToolsetConfig):
+    """Where the shared tool server runs (`runtime`) or an external one (`url`)."""
+
+
+@dataclass
+class _Session:
+    """One rollout's sandbox and the state coordinates that tell when the rollout is over."""
+
+    sandbox: Any
+    channel: tuple[str | None, str, str | None]
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
+    TOOL_PREFIX = None  # the model sees the bare names `execute_code` and `bash`
+
+    def __init__(self, config: SandboxToolsetConfig) -> None:
+        super().__init__(config)
+        self._sessions: dict[str, _Session] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._creating = asyncio.Lock()  # sandbox creation (zygote start-up) one at a time
+        # Sandbox calls block (up to the sandbox's own timeout): give every rollout a thread.
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox")
+        self._reaper: asyncio.Task | None = None
+
+    async def setup(self) -> None:
+        self._reaper = asyncio.create_task(self._reap_finished_rollouts())
+        self._exit_stack.push_async_callback(self._close_all)
+
+    @vf.tool
+    async def execute_code(self, code: str) -> str:
+        """Run Python code in the task's sandbox: a persistent interpreter in which the task's
+        inputs are preloaded as variables and every variable, including `result`, survives
+        across calls. Returns the captured stdout and stderr."""
+        return await self._call("execute_code", code)
+
+    @vf.tool
+    async def bash(self, command: str) -> str:
+        """Run a shell command inside the same sandbox (no network; files written in the
+        working directory persist across calls). Returns the combined stdout and stderr."""
+        return await self._call("bash", command)
+
+    async def _call(self, method: str, text: str) -> str:
+        from exactgrade.sandbox import SandboxDied
+
+        state: SandboxState = self.state
+        state.tool_calls += 1
+        if state.sandbox_error is not None:
+            return f"error: the sandbox is gone ({state.sandbox_error})"
+        started = time.monotonic()
+        try:
+            session = await self._session_for(state)
+        except Exception as e:  # noqa: BLE001 - any failure to build the sandbox is a harness failure
+            state.sandbox_error = f"sandbox could not start: {type(e).__name__}: {e}"
+            state.sandbox_seconds += time.monotonic() - started
+            return f"error: {state.sandbox_error}"
+        async with session.lock:
+            session.last_used = time.monotonic()
+            try:
+                output = await self._run(getattr(session.sandbox, method), text)
+                state.result_wire, state.result_error = await self._read_result(session.sandbox)
+            except SandboxDied as e:
+                state.sandbox_error = f"sandbox died: {e}"
+                output = f"error: the sandbox died ({e})"
+            except ReadBackRefused as e:
+                state.sandbox_error = f"read-back refused: {e}"
+                output = f"error: `result` could not be read back ({e})"
+            except Exception as e:  # noqa: BLE001 - anything else from the sandbox also fails closed
+                state.sandbox_error = f"sandbox failed: {type(e).__name__}: {e}"
+                output = f"error: the sandbox failed ({type(e).__name__})"
+            finally:
+                state.sandbox_seconds += time.monotonic() - started
+        return output
+
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _read_result(self, sandbox) -> tuple[str | None, str | None]:
+        """(the sandbox's `result` as wire text, None) once set; (None, why) when the sandbox
+        reports that `result` is not a wire value (a wrong answer, not a harness failure);
+        (None, None) while it was never set. Anything else read back is refused."""
+        from exactgrade import wire
+        from exactgrade.sandbox import NoResult, SandboxDied
+
+        try:
+            value = await self._run(sandbox.result)
+        except NoResult:
+            return None, None
+        except SandboxDied:
+            raise
+        except wire.WireError as e:
+            if str(e).startswith(NOT_A_WIRE_VALUE):
+                return None, str(e)
+            raise ReadBackRefused(f"WireError: {e}") from e
+        except Exception as e:  # noqa: BLE001 - hostile or undecodable read-back fails closed
+            raise ReadBackRefused(f"{type(e).__name__}: {e}") from e
+        return wire.encode(value), None
+
+    async def _session_for(self, state: SandboxState) -> _Session:
+        channel = self._state_channel()
+        key = channel[2] or "rollout"  # the signed route is the rollout's trace id
+        session = self._sessions.get(key)
+        if session is not None:
+            return session
+        async with self._opening.setdefault(key, asyncio.Lock()):
+            session = self._sessions.get(key)
+            if session is None:
+                async with self._creating:
+                    sandbox = await self._run(_open_sandbox, state.inputs_wire, state.profile)
+                session = self._sessions[key] = _Session(sandbox, channel)
+        self._opening.pop(key, None)
+        return session
+
+    async def _reap_finished_rollouts(self) -> None:
+        """Close the sandboxes of rollouts whose state route no longer answers."""
+        import httpx
+
+        while True:
+            await asyncio.sleep(REAP_INTERVAL)
+            for key, session in list(self._sessions.items()):
+                url, secret, route = session.channel
+                over = time.monotonic() - session.last_used > MAX_IDLE
+                if url and not over and not session.lock.locked():
+                    try:
+                        await asyncio.wait_for(
+                            _channel_request("GET", url, secret, route=route, client=self._state_client), 10
+                        )
+                    except httpx.HTTPStatusError as e:
+                        over = e.response.status_code < 500
+                    except Exception:  # noqa: BLE001 - unreachable now; retry at the next sweep
+                        pass
+                if over:
+                    await self._close(key)
+
+    async def _close(self, key: str) -> None:
+        session = self._sessions.pop(key, None)
+        if session is not None:
+            async with session.lock:
+                with contextlib.suppress(Exception):
+                    await self._run(session.sandbox.close)
+
+    async def _close_all(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for key in list(self._sessions):
+            await self._close(key)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ReadBackRefused(Exception):
+    """`result` exists but could not be read back safely (hostile or undecodable)."""
+
+
+def _open_sandbox(inputs_wire: str, profile: str):
+    from exactgrade import wire
+    from exactgrade.sandbox import Sandbox
+
+    inputs = wire.decode(inputs_wire) if inputs_wire else {}
+    if not isinstance(inputs, dict):
+        raise ValueError(f"task inputs must decode to a dict, got {type(inputs).__name__}")
+    return Sandbox(inputs=inputs, profile=profile)
+
+
+if __name__ == "__main__":
+    SandboxToolset.run()

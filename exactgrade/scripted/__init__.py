@@ -1,0 +1,1 @@
+"""The embedded scripted policies and their OpenAI-compatible server (host-side only)."""

@@ -1,0 +1,230 @@
+"""`python -m exactgrade policy-server`: a scripted OpenAI-compatible chat-completions server.
+
+Serves POST /v1/chat/completions (SSE streaming and plain JSON, with tool calls), GET
+/v1/models and GET /stats on 127.0.0.1. The "model" identifies the task from the prompt
+text, then plays its policy's script (exactgrade.scripted.policies): one tool call per
+turn, then a short final message. It also watches every tool output it is sent for the
+host canary or answer-key text and reports such escapes in /stats and the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+HELP = "Run the scripted policy server (reference, mutant or adversarial) that the demo evaluates."
+
+MAX_BODY = 64 << 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", choices=("reference", "mutant", "adversarial"), default="reference",
+                        help="which scripted policy answers (default: reference)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port; "
+                        "the URL is printed on the first stdout line)")
+    parser.add_argument("--log", type=Path, default=None, help="append one JSON line per request here")
+    parser.add_argument("--canary-file", type=Path, default=None,
+                        help="host file holding the escape canary token (adversarial probes try to read it)")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    task_id: str
+    index: int
+    prompt: str
+    program: str
+    policy: Any
+
+
+def load_catalog() -> list[CatalogEntry]:
+    """Every registered task's prompt and reference program (host-side; no answer keys)."""
+    from exactgrade.task import DOMAINS, task_defs
+
+    entries = []
+    for domain in DOMAINS:
+        try:
+            definitions = task_defs(domain)
+        except (ImportError, AttributeError):  # a domain not written yet
+            continue
+        for index, d in enumerate(definitions):
+            entries.append(CatalogEntry(d.id, index, d.render(d.inputs).strip(), d.program, d.policy))
+    return entries
+
+
+def find_task(catalog: list[CatalogEntry], user_text: str) -> CatalogEntry | None:
+    matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
+    return max(matches, key=lambda entry: len(entry.prompt)) if matches else None
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+class PolicyModel:
+    """The scripted model: which message to send next, given the conversation so far."""
+
+    def __init__(self, policy: str, catalog: list[CatalogEntry], canary: str, canary_file: str,
+                 port: int, log: Path | None) -> None:
+        self.policy, self.catalog, self.canary = policy, catalog, canary
+        self.canary_file, self.port, self.log = canary_file, port, log
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.unknown = 0
+        self.escapes: list[dict[str, str]] = []
+        self._seen_tool_ids: set[str] = set()
+
+    def script(self, entry: CatalogEntry):
+        from exactgrade.scripted import policies
+
+        if self.policy == "reference":
+            return policies.reference_script(entry.program)
+        if self.policy == "mutant":
+            return policies.mutant_script(entry.program, entry.index, entry.policy)
+        return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
+
+    def reply(self, body: dict) -> tuple[dict, str]:
+        from exactgrade.scripted.policies import escaped
+
+        messages = body.get("messages") or []
+        user_text = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "user")
+        entry = find_task(self.catalog, user_text)
+        tool_messages = [m for m in messages if m.get("role") == "tool"]
+        with self.lock:
+            self.requests += 1
+            for m in tool_messages:
+                call_id = str(m.get("tool_call_id"))
+                why = escaped(text_of(m.get("content")), self.canary)
+                if why and call_id not in self._seen_tool_ids:
+                    self.escapes.append({"task_id": entry.task_id if entry else "?", "why": why})
+                self._seen_tool_ids.add(call_id)
+            if entry is None:
+                self.unknown += 1
+        if entry is None:
+            return {"role": "assistant", "content": "I cannot identify this task."}, "stop"
+        script = self.script(entry)
+        offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+        if len(tool_messages) < len(script.steps):
+            step = script.steps[len(tool_messages)]
+            if step.tool not in offered:
+                return {"role": "assistant", "content": f"tool {step.tool!r} is not offered"}, "stop"
+            call = {"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+                    "function": {"name": step.tool, "arguments": json.dumps(step.arguments)}}
+            return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        return {"role": "assistant", "content": f"Done ({self.policy}: {script.kind})."}, "stop"
+
+    def stats(self) -> dict:
+        with self.lock:
+            return {"policy": self.policy, "requests": self.requests, "unknown_prompts": self.unknown,
+                    "escapes": list(self.escapes), "tasks": len(self.catalog)}
+
+    def record(self, entry: dict) -> None:
+        if self.log is not None:
+            with self.lock, self.log.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+
+def make_handler(model: PolicyModel) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # requests are logged as JSON instead
+            pass
+
+        def _json(self, obj: Any, status: int = 200) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = self.path.rstrip("/")
+            if path.endswith("/models"):
+                return self._json({"object": "list", "data": [
+                    {"id": model.policy, "object": "model", "created": 0, "owned_by": "exactgrade"}]})
+            if path.endswith("/stats"):
+                return self._json(model.stats())
+            self._json({"error": {"message": f"no route {self.path}"}}, 404)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                return self._json({"error": {"message": f"no route {self.path}"}}, 404)
+            if length > MAX_BODY:
+                return self._json({"error": {"message": "request too large"}}, 413)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError as e:
+                return self._json({"error": {"message": f"invalid JSON: {e}"}}, 400)
+            message, finish = model.reply(body)
+            model.record({"time": time.time(), "reply": message, "messages": len(body.get("messages") or [])})
+            cid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+            name = body.get("model", model.policy)
+            usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            if not body.get("stream"):
+                return self._json({"id": cid, "object": "chat.completion", "created": created, "model": name,
+                                   "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                                   "usage": usage})
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+            def event(choices: list, **extra: Any) -> None:
+                chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                         "choices": choices, **extra}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+            delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+            if message.get("tool_calls"):
+                delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+            event([{"index": 0, "delta": delta, "finish_reason": None}])
+            event([{"index": 0, "delta": {}, "finish_reason": finish}])
+            if (body.get("stream_options") or {}).get("include_usage"):
+                event([], usage=usage)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+def serve(policy: str, port: int = 0, log: Path | None = None,
+          canary_file: Path | None = None) -> ThreadingHTTPServer:
+    """Build (not start) the server; its `model` attribute holds the PolicyModel."""
+    canary = canary_file.read_text().strip() if canary_file is not None else ""
+    server = ThreadingHTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)
+    server.daemon_threads = True
+    model = PolicyModel(policy, load_catalog(), canary, str(canary_file or "/nonexistent"),
+                        server.server_address[1], log)
+    server.RequestHandlerClass = make_handler(model)
+    server.model = model  # type: ignore[attr-defined]
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
+    server = serve(args.policy, args.port, args.log, args.canary_file)
+    host, port = server.server_address[:2]
+    print(f"policy server ({args.policy}, {len(server.model.catalog)} tasks) on http://{host}:{port}/v1",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+

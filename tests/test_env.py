@@ -1,0 +1,207 @@
+"""The verifiers adapter without vf-eval: taskset loading, the key staying on the host, the
+reward on real traces, and the shared tool server's tools on a real exactgrade Sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import verifiers.v1 as vf
+from verifiers.v1.configs.agent import AgentConfig
+from verifiers.v1.graph import MessageNode
+from verifiers.v1.mcp.server import _call_state
+from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+
+import deeplearning_env
+import pytorch_env
+import scaling_env
+from exactgrade import wire
+from exactgrade.dataset import build_domain, load_split
+from exactgrade.env.keys import lookup
+from exactgrade.env.state import SandboxState
+from exactgrade.env.taskset import (
+    SYSTEM_PROMPT,
+    ExactgradeTaskConfig,
+    ExactgradeTasksetConfig,
+    HarnessFailure,
+)
+from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
+
+TASKSETS = {"scaling": scaling_env.ScalingTaskset, "pytorch": pytorch_env.PytorchTaskset,
+            "deeplearning": deeplearning_env.DeeplearningTaskset}
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh build of the three datasets (a local path is a supported dataset_name)."""
+    out = tmp_path_factory.mktemp("datasets")
+    for domain in TASKSETS:
+        build_domain(domain, out)
+    return out
+
+
+def load(domain: str, dataset_dir: Path, **config) -> list:
+    return list(TASKSETS[domain](ExactgradeTasksetConfig(dataset_name=str(dataset_dir), **config)))
+
+
+def trace_for(task, state: SandboxState, tool_calls: list[tuple[str, str]] = ()) -> Trace:
+    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+                  state=state, agent=AgentInfo(config=AgentConfig()))
+    for i, (name, arguments) in enumerate(tool_calls):
+        call = vf.ToolCall(id=f"call_{i}", name=name, arguments=arguments)
+        trace.nodes.append(MessageNode(message=vf.AssistantMessage(tool_calls=[call]), sampled=True))
+    return trace
+
+
+def score(task, trace: Trace) -> float:
+    return asyncio.run(task.correctness(trace))
+
+
+@pytest.mark.parametrize("domain", list(TASKSETS))
+def test_taskset_loads_every_row_and_keeps_the_key_off_taskdata(domain: str, dataset_dir: Path) -> None:
+    rows = load_split(domain, dataset_name=str(dataset_dir))
+    tasks = load(domain, dataset_dir)
+    assert [t.data.id for t in tasks] == list(rows["task_id"])
+    fields = set(type(tasks[0].data).model_fields)
+    assert not fields & {"expected", "expected_output", "policy", "answer"}
+    for task, row in zip(tasks, rows, strict=True):
+        assert task.key == row["task_id"]
+        assert task.data.system_prompt == SYSTEM_PROMPT
+        assert row["prompt"].strip() in task.data.prompt
+        assert task.data.inputs == row["inputs"]
+        dumped = task.data.model_dump_json()
+        if len(row["expected_output"]) > 24:  # short keys like {"rows":[1]} can occur by coincidence
+            assert json.dumps(row["expected_output"])[1:-1] not in dumped
+
+
+def test_the_key_is_found_on_the_host_from_taskdata_alone(dataset_dir: Path) -> None:
+    task = load("scaling", dataset_dir)[3]
+    row = load_split("scaling", dataset_name=str(dataset_dir))[3]
+    rebuilt = type(task)(type(task.data).model_validate(task.data.model_dump()), task.config)
+    assert lookup(rebuilt.source, rebuilt.data.id).expected == wire.decode(row["expected_output"])
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"system_prompt": "/tmp/other.txt"}, "one system prompt"),
+    ({"max_turns": 0}, "max_turns must be >= 1"),
+    ({"task": {"rewards": {"correctness": {"fn": "builtins:len"}}}}, "grade with `correctness` only"),
+])  # fmt: skip
+def test_grading_and_prompts_are_not_configurable(config: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ExactgradeTasksetConfig.model_validate(config)
+
+
+def test_max_turns_reaches_the_task_config() -> None:
+    assert ExactgradeTasksetConfig(max_turns=3).task.max_turns == 3
+    assert ExactgradeTasksetConfig.model_validate({"task": {"max_turns": 2}}).max_turns == 2
+    both = ExactgradeTasksetConfig.model_validate({"max_turns": 4, "task": {"max_turns": 2}})
+    assert both.task.max_turns == 4
+    assert ExactgradeTaskConfig().max_turns == 5
+
+
+def test_reward_grades_the_read_back_result(dataset_dir: Path) -> None:
+    task = load("deeplearning", dataset_dir)[0]
+    expected = lookup(task.source, task.data.id).expected
+    code = [("execute_code", json.dumps({"code": "result = 1"}))]
+
+    right = trace_for(task, SandboxState(result_wire=wire.encode(expected), tool_calls=1), code)
+    assert score(task, right) == 1.0
+    assert right.info["reason"] == "passed"
+
+    wrong = trace_for(task, SandboxState(result_wire=wire.encode({"rows": ["nope"]}), tool_calls=1), code)
+    assert score(task, wrong) == 0.0
+    assert wrong.info["path"].startswith("rows")
+    assert wrong.info["reason"] and "scoring_error" not in wrong.info
+
+    unset = trace_for(task, SandboxState())
+    assert score(task, unset) == 0.0
+    assert unset.info["reason"] == "`result` was never set"
+
+    refused = SandboxState(result_error="cannot encode a value of type T", tool_calls=1)
+    ungradeable = trace_for(task, refused, code)
+    assert score(task, ungradeable) == 0.0
+    assert "not a gradeable value" in ungradeable.info["reason"]
+
+
+@pytest.mark.parametrize(("state", "calls", "message"), [
+    (SandboxState(result_wire='{"rows":[1]}', sandbox_error="sandbox died: killed", tool_calls=1),
+     [("execute_code", '{"code": "x"}')], "sandbox died"),
+    (SandboxState(result_wire='{"rows":[1]}', tool_calls=1),
+     [("execute_code", '{"code": "x"}'), ("bash", '{"command": "ls"}')], "handled 1 of 2 tool calls"),
+    (SandboxState(result_wire='{"rows": [1', tool_calls=0), [], "read-back refused on the host"),
+])  # fmt: skip
+def test_harness_failures_raise_and_are_recorded(dataset_dir: Path, state: SandboxState, calls: list,
+                                                 message: str) -> None:
+    task = load("scaling", dataset_dir)[0]
+    trace = trace_for(task, state, calls)
+    with pytest.raises(HarnessFailure, match=message):
+        score(task, trace)
+    assert message in trace.info["scoring_error"]
+
+
+def test_malformed_tool_calls_are_not_counted_as_unhandled(dataset_dir: Path) -> None:
+    task = load("scaling", dataset_dir)[0]
+    calls = [("execute_code", "not json"), ("python", '{"code": "1"}'), ("bash", '{"cmd": "ls"}')]
+    assert score(task, trace_for(task, SandboxState(), calls)) == 0.0
+
+
+class ToolServer:
+    """The shared tool server's tools called directly, one rollout's state at a time."""
+
+    def __init__(self) -> None:
+        self.toolset = SandboxToolset(SandboxToolsetConfig())
+
+    async def call(self, state: SandboxState, tool: str, text: str) -> str:
+        token = _call_state.set(state)
+        try:
+            return await getattr(self.toolset, tool)(text)
+        finally:
+            _call_state.reset(token)
+
+
+def test_tools_share_one_persistent_sandbox_with_inputs_preloaded() -> None:
+    async def scenario() -> tuple[list[str], SandboxState]:
+        server = ToolServer()
+        state = SandboxState(inputs_wire=wire.encode({"n": 6}), profile="python")
+        outputs = [await server.call(state, "execute_code", "result = {'rows': [n * 7]}\nprint('set')"),
+                   await server.call(state, "bash", "echo hello > note.txt && cat note.txt"),
+                   await server.call(state, "execute_code", "print(open('note.txt').read().strip(), result)")]
+        await server.toolset._close_all()
+        return outputs, state
+
+    outputs, state = asyncio.run(scenario())
+    assert outputs[0].strip() == "set"
+    assert outputs[1].strip() == "hello"
+    assert outputs[2].strip() == "hello {'rows': [42]}"
+    assert wire.decode(state.result_wire) == {"rows": [42]}
+    assert state.tool_calls == 3 and state.sandbox_error is None and state.sandbox_seconds > 0
+
+
+@pytest.mark.parametrize(("code", "died", "result_error"), [
+    ("import os\nresult = {'rows': [1]}\nos._exit(0)", True, False),
+    ("class Sly(dict):\n    def __eq__(self, o):\n        return True\nresult = Sly(rows=[1])", False, True),
+])  # fmt: skip
+def test_dead_sandbox_and_ungradeable_result_are_told_apart(code: str, died: bool,
+                                                            result_error: bool) -> None:
+    async def scenario() -> tuple[str, SandboxState]:
+        server = ToolServer()
+        state = SandboxState(inputs_wire=wire.encode({}), profile="python")
+        output = await server.call(state, "execute_code", code)
+        after = await server.call(state, "execute_code", "print('still here')")
+        await server.toolset._close_all()
+        return output + after, state
+
+    output, state = asyncio.run(scenario())
+    assert (state.sandbox_error is not None) == died
+    assert (state.result_error is not None) == result_error
+    assert ("the sandbox is gone" in output) == died
+    assert state.result_wire is None or died
+
+
+@pytest.mark.parametrize(("turns", "stopped"), [(2, False), (3, True)])
+def test_max_turns_stop(dataset_dir: Path, turns: int, stopped: bool) -> None:
+    task = load("scaling", dataset_dir, max_turns=3)[0]
+    trace = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')] * turns)
+    assert asyncio.run(task.max_turns_reached(trace)) is stopped
