@@ -1,0 +1,15 @@
+"""Isolated, persistent execute_code/bash workers for model-written code (issue 6).
+
+    from exactgrade.sandbox import Sandbox, SandboxDied, NoResult
+    with Sandbox(inputs={"x": Fraction(3, 2)}, profile="python") as sb:   # or profile="torch"
+        out = sb.execute_code("result = x * 2\\nprint(result)")
+        out = sb.bash("ls -la && python3 -c 'print(1)'")
+        value = sb.result()   # decoded through exactgrade.wire; NoResult if never set
+
+Backends and their guarantees: see backends.py and `python -m exactgrade doctor`.
+"""
+
+from exactgrade.sandbox.errors import NoResult, SandboxDied, SandboxUnavailable
+from exactgrade.sandbox.sandbox import PROFILES, Limits, Sandbox
+
+__all__ = ["PROFILES", "Limits", "NoResult", "Sandbox", "SandboxDied", "SandboxUnavailable"]

@@ -1,0 +1,1 @@
+"""Code that runs inside the sandbox (shipped as the neutral package `_eginside`)."""

@@ -1,0 +1,355 @@
+"""The host side of a sandbox: one confined, persistent worker per instance.
+
+Everything the worker sends is hostile (model code shares its process). The host sends a random
+id with each request and accepts exactly one reply line with that id, of bounded size, decoded
+strictly; anything else (a timeout, EOF, extra bytes, a malformed or foreign line) kills the
+sandbox and raises SandboxDied, now and on every later call. Values come back only through
+exactgrade.wire.decode.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import secrets
+import select
+import shutil
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from exactgrade import wire
+from exactgrade.sandbox import backends, cgroups, uids
+from exactgrade.sandbox.errors import NoResult, SandboxDied
+from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
+
+PROFILES = ("python", "torch")
+_REPLY_KEYS = frozenset({"id", "ok", "output", "wire", "error"})
+_TRUNCATED = "\n[output truncated by the host]"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes)."""
+
+    call_timeout: float = 30.0  # wall clock per call, enforced by the host killing the sandbox
+    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without cgroups); also the tmpfs size
+    max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
+    cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
+    max_output: int = 16 * 1024  # bytes of stdout+stderr returned per call
+    max_result_bytes: int = 1 << 20  # encoded size of `result`
+    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE
+    max_code_bytes: int = 1 << 20  # size of one code/command string
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if type(value) not in (int, float) or value <= 0:
+                raise ValueError(f"Limits.{name}={value!r} must be a positive number")
+
+
+_live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_swept = threading.Event()
+
+
+def reclaim_stale(state_dir: Path | None = None) -> list[int]:
+    """Clean up after hosts that were killed: for every uid slot nobody holds that still has a
+    cgroup or a work dir, kill its processes (a landlock sandbox's daemons outlive its host; a
+    namespaces sandbox already died with bwrap), remove its groups and its work dir.
+    Runs once per process before its first sandbox; returns the uids cleaned."""
+    state = state_dir or default_state_dir()
+    work = state / "work"
+    with_dirs = {int(d.name) for d in work.iterdir() if d.name.isdigit()} if work.is_dir() else set()
+    cleaned = []
+    for uid in sorted(cgroups.existing_uids() | with_dirs):
+        slot = uids.try_claim(state, uid)
+        if slot is None:
+            continue
+        if not cgroups.SandboxCgroup(f"sb-{uid}").destroy() or uids.processes_of(uid):
+            uids.kill_all(uid)
+        shutil.rmtree(work / str(uid), ignore_errors=True)
+        slot.release()
+        cleaned.append(uid)
+    return cleaned
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_live):
+        sandbox.close()
+    backends.shutdown_zygotes()
+
+
+class Sandbox:
+    """An isolated, persistent Python worker with a shell, preloaded with `inputs`.
+
+    >>> with Sandbox(inputs={"x": Fraction(3, 2)}) as sb:
+    ...     sb.execute_code("result = x * 2")
+    ...     sb.result()
+    Fraction(3, 1)
+
+    Memory and process limits use a per-sandbox cgroup when the host allows it; with
+    use_cgroups=False (or no writable cgroup v1) they fall back to RLIMIT_AS / RLIMIT_NPROC of the
+    sandbox's own uid, and cleanup kills by uid. Not thread-safe: one sandbox serves one rollout;
+    run several sandboxes for concurrency (close() may be called from another thread).
+    """
+
+    def __init__(self, inputs: Mapping[str, Any] | None = None, *, profile: str = "python",
+                 limits: Limits | None = None, backend: str = "auto", unsafe: bool = False,
+                 use_cgroups: bool = True, state_dir: Path | None = None) -> None:
+        started = time.monotonic()
+        if profile not in PROFILES:
+            raise ValueError(f"profile={profile!r} must be one of {PROFILES}")
+        self.profile = profile
+        self.limits = limits or Limits()
+        inputs_text = wire.encode(dict(inputs or {}))  # WireError for values outside the wire model
+        self.backend = backends.resolve(backend, unsafe)
+        self._death: str | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._cgroup: cgroups.SandboxCgroup | None = None
+        self._use_cgroups = use_cgroups
+        self._workdir: Path | None = None
+        self._request_fd = self._reply_fd = -1
+        self._buffer = b""
+        self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
+        state = state_dir or default_state_dir()
+        runtime = ensure_runtime(state)
+        if not _swept.is_set():
+            _swept.set()
+            reclaim_stale(state)
+        self._slot = uids.acquire(state)
+        self.uid = self._slot.uid
+        _live.add(self)
+        try:
+            zygote = backends.zygote_for(self.backend, profile, runtime)
+            self._start_worker(zygote, state)
+            self._call({"op": "init", "inputs": inputs_text})
+        except BaseException:
+            self.close()
+            raise
+        self.ready_seconds = time.monotonic() - started
+
+    # -- public API --------------------------------------------------------------------------------
+    def execute_code(self, code: str) -> str:
+        """Run Python code in the persistent namespace; return its captured stdout+stderr (capped)."""
+        return self._run("exec", "code", code)
+
+    def bash(self, cmd: str) -> str:
+        """Run a bash command in the same sandbox and work dir; return its stdout+stderr (capped)."""
+        return self._run("bash", "cmd", cmd)
+
+    def result(self) -> Any:
+        """The model's `result`, decoded by exactgrade.wire: NoResult if unset, WireError if not a wire
+        value, SandboxDied if the sandbox is gone."""
+        reply = self._call({"op": "result"})
+        if reply["ok"] is not True:
+            raise wire.WireError(f"the sandbox could not encode `result`: {reply['error']}")
+        if "wire" not in reply:
+            self._die("protocol violation: result reply without a wire field")
+        text = reply["wire"]
+        if text is None:
+            raise NoResult("the code never set `result`")
+        return wire.decode(text, max_bytes=self.limits.max_result_bytes)
+
+    def close(self) -> None:
+        """Kill every process of the sandbox and delete its work dir (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._death is None:
+                self._death = "the sandbox was closed"
+            self._teardown()
+            self._slot.release()
+            _live.discard(self)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_slot", None) is not None and not getattr(self, "_closed", True):
+            self.close()
+
+    # -- setup and teardown ------------------------------------------------------------------------
+    def _start_worker(self, zygote: backends.Zygote, state: Path) -> None:
+        if self._use_cgroups and backends.probe().cgroups is None:  # creating it also kills leftovers
+            self._cgroup = cgroups.SandboxCgroup.create(f"sb-{self.uid}", self.limits.memory_bytes,
+                                                        self.limits.max_processes)
+        else:
+            uids.kill_all(self.uid)  # leftovers of a crashed host that held this uid
+        paths = zygote.paths()
+        if self.backend == "namespaces":
+            workdir = "/work"
+        else:
+            self._workdir = backends.work_root(state) / str(self.uid)
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir.mkdir(mode=0o700)
+            os.chown(self._workdir, self.uid, self.uid)
+            workdir = str(self._workdir)
+        env = {"PATH": f"{paths['prefix']}/bin:/usr/bin:/bin", "LD_LIBRARY_PATH": f"{paths['prefix']}/lib",
+               "PYTHONPATH": paths["site"], "PYTHONDONTWRITEBYTECODE": "1", "HOME": workdir,
+               "TMPDIR": "/tmp" if self.backend == "namespaces" else workdir, "LANG": "C.UTF-8",
+               "OMP_NUM_THREADS": "1", "USER": "sandbox", "LOGNAME": "sandbox"}
+        spec = {
+            "mode": self.backend, "uid": self.uid, "gid": self.uid, "profile": self.profile,
+            "workdir": workdir, "env": env, "cgroup": self._cgroup is not None,
+            "cpu_seconds": int(self.limits.cpu_seconds), "memory_bytes": self.limits.memory_bytes,
+            "max_processes": self.limits.max_processes, "max_file_bytes": self.limits.max_file_bytes,
+            "tmpfs_bytes": self.limits.memory_bytes, "max_output": self.limits.max_output,
+            "max_reply": self.limits.max_result_bytes,
+            "runtime_paths": [paths["prefix"], paths["site"], paths["lib"]],
+        }
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        self._request_fd, self._reply_fd = request_w, reply_r
+        child_fds = [request_r, reply_w] + (self._cgroup.procs_fds() if self._cgroup else [])
+        try:
+            zygote.fork(spec, child_fds)
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        os.set_blocking(self._request_fd, False)
+        os.set_blocking(self._reply_fd, False)
+
+    def _teardown(self) -> None:
+        # Kill first, close the pipes after: a call blocked in another thread then wakes on EOF.
+        if self._cgroup is None or not self._cgroup.destroy():
+            uids.kill_all(self.uid)  # no cgroup, or one that could not be emptied: kill by uid
+        for fd in (self._request_fd, self._reply_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._request_fd = self._reply_fd = -1
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _die(self, reason: str) -> NoReturn:
+        with self._lock:
+            if self._death is None:
+                self._death = reason
+                self._teardown()
+        raise SandboxDied(self._death)
+
+    # -- protocol ----------------------------------------------------------------------------------
+    def _run(self, op: str, field: str, text: str) -> str:
+        if type(text) is not str:
+            raise TypeError(f"{field} must be str, got {type(text).__name__}")
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        if size > self.limits.max_code_bytes:  # the model's input, not the caller's bug: say so, stay alive
+            return f"[refused: the {field} has {size} bytes, over the limit of {self.limits.max_code_bytes}]"
+        if self._death is not None:
+            raise SandboxDied(self._death)
+        reply = self._call({"op": op, field: text})
+        if reply["ok"] is not True:
+            self._die(f"the sandbox worker failed: {reply['error']}")
+        output = reply.get("output")
+        if type(output) is not str:
+            self._die("protocol violation: reply without output text")
+        if len(output) > self.limits.max_output + 200:
+            output = output[: self.limits.max_output] + _TRUNCATED
+        return _clean(output)
+
+    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self._death is not None:
+            raise SandboxDied(self._death)
+        deadline = time.monotonic() + self.limits.call_timeout
+        if self._buffer or self._readable(0):  # between calls the channel must be silent
+            try:
+                stray = self._buffer or os.read(self._reply_fd, 1)
+            except BlockingIOError:
+                stray = b"?"
+            except OSError:
+                stray = b""
+            self._die("protocol violation: unsolicited bytes on the reply channel" if stray
+                      else self._exit_reason())
+        request_id = secrets.token_hex(16)
+        line = json.dumps({"id": request_id, **request}) + "\n"
+        self._send(line.encode("utf-8", "surrogatepass"), deadline)
+        line = self._read_line(deadline, request["op"])
+        return self._check_reply(line, request_id)
+
+    def _readable(self, timeout: float) -> bool:
+        return _wait_for(self._reply_fd, select.POLLIN, timeout)
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            if not _wait_for(self._request_fd, select.POLLOUT, deadline - time.monotonic()):
+                self._die(f"timed out after {self.limits.call_timeout:g} s sending a request; "
+                          "the sandbox was killed")
+            try:
+                view = view[os.write(self._request_fd, view):]
+            except BlockingIOError:
+                continue
+            except OSError:  # EPIPE: the worker is gone; EBADF: closed by close() in another thread
+                self._die(self._exit_reason())
+
+    def _read_line(self, deadline: float, op: str) -> bytes:
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > self._max_line:
+                self._die(f"protocol violation: reply longer than {self._max_line} bytes")
+            if not self._readable(deadline - time.monotonic()):
+                self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed")
+            try:
+                chunk = os.read(self._reply_fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:  # EBADF: closed by close() in another thread
+                chunk = b""
+            if not chunk:
+                self._die(self._exit_reason())
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        if len(line) > self._max_line:
+            self._die(f"protocol violation: reply longer than {self._max_line} bytes")
+        return line
+
+    def _exit_reason(self) -> str:
+        if self._death is not None:  # closed (or killed) meanwhile by another thread
+            return self._death
+        if self._cgroup is not None and self._cgroup.oom_killed():
+            return f"the sandbox ran out of memory (limit {self.limits.memory_bytes} bytes) and was killed"
+        return "the sandbox worker exited"
+
+    def _check_reply(self, line: bytes, request_id: str) -> dict[str, Any]:
+        try:
+            reply = json.loads(line.decode("ascii"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            self._die("protocol violation: reply is not a JSON line")
+        if type(reply) is not dict or not set(reply) <= _REPLY_KEYS or type(reply.get("ok")) is not bool:
+            self._die("protocol violation: malformed reply")
+        if reply.get("id") is None and reply["ok"] is False and type(reply.get("error")) is str:
+            self._die(_clean(reply["error"][:500]))
+        if reply.get("id") != request_id or type(reply["id"]) is not str:
+            self._die("protocol violation: reply with a wrong request id")
+        if reply["ok"] is False and type(reply.get("error")) is not str:
+            self._die("protocol violation: failure reply without an error text")
+        if reply["ok"] is False:
+            reply["error"] = _clean(reply["error"][:500])
+        if "wire" in reply and reply["wire"] is not None and type(reply["wire"]) is not str:
+            self._die("protocol violation: result reply without wire text")
+        return reply
+
+
+def _clean(text: str) -> str:
+    """Text from the sandbox made safe to encode anywhere (lone surrogates from a forged reply)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _wait_for(fd: int, event: int, timeout: float) -> bool:
+    """poll() one fd (select() breaks on fd numbers above 1023, common in busy harnesses)."""
+    poller = select.poll()
+    poller.register(fd, event | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(max(timeout, 0) * 1000))
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"bare {name} in a reply")

@@ -1,0 +1,465 @@
+"""One test per attack of issue 6, each asserting the attack failed and the host carries on.
+
+Every test runs against each isolating backend that works on this machine (namespaces = the
+default bubblewrap backend; landlock = the fallback), skipped with the reason where the kernel
+or the privileges are missing. Slow attacks use short call timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+import exactgrade
+from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends, uids
+from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.wire import WireError
+
+BACKENDS = ("namespaces", "landlock")
+FAST = Limits(call_timeout=3.0)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    reason = backends.probe().unavailable(request.param)
+    if reason is not None:
+        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
+    return request.param
+
+
+@pytest.fixture
+def open_dir():
+    """A world-readable, world-writable host dir: only the sandbox can keep the sandbox out."""
+    path = Path(tempfile.mkdtemp(prefix="eg-attack-", dir="/var/tmp"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def token():
+    return f"TOKEN{os.urandom(8).hex()}"
+
+
+def _assert_host_fine(backend):
+    """The host process is alive and can still make a working sandbox on the same backend."""
+    with Sandbox(backend=backend) as sb:
+        assert sb.execute_code("print(6 * 7)") == "42\n"
+
+
+def test_reading_a_secret_host_file(backend, open_dir, token):
+    secret = open_dir / "answer_key.txt"
+    secret.write_text(token)
+    secret.chmod(0o644)
+    with Sandbox(inputs={"path": str(secret)}, backend=backend) as sb:
+        out = sb.execute_code(dedent("""
+            try:
+                print(open(path).read())
+            except OSError as e:
+                print(type(e).__name__)
+        """))
+        out += sb.bash(f"cat {secret}; ls {open_dir}")
+    assert token not in out
+    assert ("FileNotFoundError" in out) if backend == "namespaces" else ("PermissionError" in out)
+
+
+def test_importing_exactgrade_or_reading_its_files(backend):
+    package_dir = Path(exactgrade.__file__).parent
+    targets = [str(package_dir / "values.py"), str(package_dir.parent / "pyproject.toml"),
+               os.path.expanduser("~/.cache/huggingface"), str(package_dir / "domains"),
+               os.path.expanduser("~")]
+    code = dedent("""
+        import os
+        try:
+            import exactgrade
+            print('IMPORTED')
+        except ImportError as e:
+            print(repr(e))
+        for p in targets:
+            try:
+                print(p, len(open(p).read()) if os.path.isfile(p) else os.listdir(p))
+            except OSError as e:
+                print(p, type(e).__name__)
+    """)
+    with Sandbox(inputs={"targets": targets}, backend=backend) as sb:
+        out = sb.execute_code(code)
+        out += sb.bash(f"python3 -c 'import exactgrade' 2>&1; cat {targets[0]} | head -3")
+    assert "IMPORTED" not in out
+    assert "No module named 'exactgrade'" in out
+    assert "TensorValue" not in out and "[project]" not in out
+    assert out.count("Error") >= len(targets)
+
+
+def test_reading_proc_1_environ_and_host_cmdlines(backend, token):
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", token],
+                              env={"EG_SECRET": token})
+    try:
+        code = dedent("""
+            import os
+            found = []
+            for pid in ['1', str(victim)] + [p for p in os.listdir('/proc') if p.isdigit()]:
+                for name in ('environ', 'cmdline'):
+                    try:
+                        found.append(open(f'/proc/{pid}/{name}', 'rb').read().decode(errors='replace'))
+                    except OSError as e:
+                        found.append(type(e).__name__)
+            print(found)
+        """)
+        with Sandbox(inputs={"victim": victim.pid}, backend=backend) as sb:
+            out = sb.execute_code(code)
+            out += sb.bash(f"cat /proc/1/environ /proc/{victim.pid}/cmdline; ps aux")
+    finally:
+        victim.kill()
+        victim.wait()
+    assert token not in out
+    assert "EG_SECRET" not in out
+
+
+def test_tcp_connect_to_a_host_server(backend):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    code = dedent("""
+        import socket
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=2)
+            print('CONNECTED')
+        except OSError as e:
+            print('blocked', type(e).__name__)
+    """)
+    try:
+        with Sandbox(inputs={"port": port}, backend=backend, limits=FAST) as sb:
+            out = sb.execute_code(code)
+            out += sb.bash(f"echo hi > /dev/tcp/127.0.0.1/{port} && echo CONNECTED")
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+    assert "CONNECTED" not in out
+    assert "blocked" in out
+
+
+def test_dns_lookup(backend):
+    code = dedent("""
+        import socket
+        try:
+            print('RESOLVED', socket.getaddrinfo('pypi.org', 443))
+        except OSError as e:
+            print('blocked', type(e).__name__)
+    """)
+    with Sandbox(backend=backend, limits=FAST) as sb:
+        out = sb.execute_code(code)
+    assert "RESOLVED" not in out
+    assert "blocked" in out
+
+
+def test_signalling_the_host(backend):
+    victim = subprocess.Popen(["sleep", "60"])
+    code = dedent("""
+        import os, signal
+        for pid in (victim, host):
+            for sig in (signal.SIGKILL, signal.SIGTERM):
+                try:
+                    os.kill(pid, sig)
+                    print('SENT')
+                except OSError as e:
+                    print(type(e).__name__)
+    """)
+    try:
+        with Sandbox(inputs={"victim": victim.pid, "host": os.getpid()}, backend=backend) as sb:
+            out = sb.execute_code(code)
+            try:
+                sb.bash(f"kill -9 {victim.pid} {os.getpid()}; kill -9 -1")
+            except SandboxDied:
+                pass  # kill -1 may take the sandbox itself down; the host must not notice
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+    assert "SENT" not in out
+    _assert_host_fine(backend)
+
+
+def test_writing_outside_the_work_dir(backend, open_dir, token):
+    runtime_file = Path(exactgrade.wire.__file__)
+    before = runtime_file.read_bytes()
+    targets = [str(open_dir / "pwned"), f"/tmp/pwned-{token}", "/usr/pwned", "/etc/pwned",
+               "/opt/eg/lib/_egwire/wire.py", "/opt/eg/python/bin/python3", str(runtime_file)]
+    code = dedent("""
+        for p in targets:
+            try:
+                open(p, 'a').write('pwned')
+                print('WROTE', p)
+            except OSError as e:
+                print(type(e).__name__, p)
+    """)
+    with Sandbox(inputs={"targets": targets}, backend=backend) as sb:
+        out = sb.execute_code(code)
+        sb.bash(f"echo pwned > {open_dir}/pwned2; touch /pwned")
+    assert not list(open_dir.iterdir())
+    assert not Path(f"/tmp/pwned-{token}").exists()
+    assert not Path("/pwned").exists() and not Path("/usr/pwned").exists()
+    assert runtime_file.read_bytes() == before
+    for line in out.splitlines():
+        if line.startswith("WROTE"):
+            # only the namespaces backend's private /tmp (a tmpfs inside the sandbox) is writable
+            assert backend == "namespaces" and line == f"WROTE /tmp/pwned-{token}", out
+
+
+def test_allocating_8_gib(backend):
+    with Sandbox(backend=backend, limits=Limits(call_timeout=20)) as sb:
+        try:
+            out = sb.execute_code("x = b'x' * (8 << 30)\nprint('ALLOCATED', len(x))")
+        except SandboxDied as died:
+            assert "out of memory" in str(died)
+        else:
+            assert "MemoryError" in out and "ALLOCATED" not in out
+    _assert_host_fine(backend)
+
+
+def test_cpu_spin(backend):
+    started = time.monotonic()
+    with Sandbox(backend=backend, limits=Limits(call_timeout=1.5)) as sb:
+        with pytest.raises(SandboxDied, match="exec timed out after 1.5 s"):
+            sb.execute_code("while True:\n    pass")
+        with pytest.raises(SandboxDied, match="timed out"):
+            sb.result()
+    assert time.monotonic() - started < 10
+    _assert_host_fine(backend)
+
+
+def test_sleep_past_the_call_limit(backend):
+    started = time.monotonic()
+    with Sandbox(backend=backend, limits=Limits(call_timeout=1.0)) as sb:
+        with pytest.raises(SandboxDied, match="bash timed out after 1 s"):
+            sb.bash("sleep 60")
+        with pytest.raises(SandboxDied, match="timed out"):
+            sb.execute_code("print(1)")
+    assert time.monotonic() - started < 10
+
+
+def _assert_no_processes(uid):
+    assert uids.processes_of(uid) == []
+    for controller in ("memory", "pids"):
+        assert not (CGROUP_ROOT / controller / PARENT / f"sb-{uid}").exists()
+
+
+def test_fork_storm(backend):
+    code = dedent("""
+        import os, time
+        n = 0
+        for _ in range(300):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            n += 1
+        print('forked', n)
+    """)
+    with Sandbox(backend=backend, limits=Limits(call_timeout=20, max_processes=64)) as sb:
+        out = sb.execute_code(code)
+        uid = sb.uid
+    forked = int(out.split("forked ")[1])
+    assert forked < 64
+    _assert_no_processes(uid)
+    with Sandbox(backend=backend, limits=Limits(call_timeout=2)) as sb:
+        with pytest.raises(SandboxDied, match="timed out"):
+            sb.execute_code(dedent("""
+                import os
+                while True:
+                    try:
+                        os.fork()
+                    except OSError:
+                        pass
+            """))
+        uid = sb.uid
+    _assert_no_processes(uid)
+
+
+def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
+    """Without cgroups: RLIMIT_AS stops the allocation, RLIMIT_NPROC of the sandbox's own uid stops
+    the fork storm, and close() kills every process of that uid, daemons included."""
+    code = dedent("""
+        import os, subprocess, time
+        try:
+            x = b'x' * (8 << 30)
+        except MemoryError:
+            print('MemoryError')
+        subprocess.Popen(['setsid', 'sleep', '600'])
+        n = 0
+        for _ in range(300):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            n += 1
+        print('forked', n)
+    """)
+    with Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
+        out = sb.execute_code(code)
+        uid = sb.uid
+        for pid in uids.processes_of(uid):  # none of them is in a cgroup of ours
+            assert f"/{PARENT}/" not in Path(f"/proc/{pid}/cgroup").read_text()
+    assert out.startswith("MemoryError\nforked ")
+    assert int(out.split("forked ")[1]) < 64
+    assert uids.processes_of(uid) == []
+
+
+def test_setsid_daemon_does_not_survive_close(backend):
+    code = dedent("""
+        import os, subprocess, time
+        subprocess.Popen(['setsid', 'sleep', '600'])
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(600)
+            os._exit(0)
+    """)
+    with Sandbox(backend=backend) as sb:
+        sb.execute_code(code)
+        sb.bash("nohup setsid sleep 600 >/dev/null 2>&1 &")
+        uid = sb.uid
+        time.sleep(0.2)
+        assert len(uids.processes_of(uid)) >= 4  # worker (+ pid 1) and the three daemons
+    _assert_no_processes(uid)
+
+
+def test_os_exit(backend):
+    with Sandbox(backend=backend) as sb:
+        sb.execute_code("result = 5")
+        with pytest.raises(SandboxDied, match="worker exited"):
+            sb.execute_code("import os; os._exit(0)")
+        with pytest.raises(SandboxDied, match="worker exited"):
+            sb.result()
+    with Sandbox(backend=backend) as sb:  # exiting between calls, from a background thread
+        sb.execute_code("import os, threading\nthreading.Timer(0.1, os._exit, (0,)).start()")
+        time.sleep(0.5)
+        with pytest.raises(SandboxDied, match="worker exited"):
+            sb.execute_code("print(1)")
+    _assert_host_fine(backend)
+
+
+def test_killing_the_parent(backend):
+    code = dedent("""
+        import os, signal
+        for pid in (os.getppid(), 1):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError as e:
+                print(type(e).__name__)
+        result = 1
+    """)
+    with Sandbox(backend=backend) as sb:
+        try:
+            sb.execute_code(code)
+            assert sb.result() == 1  # the signal was refused or ignored
+        except SandboxDied:
+            pass  # or the sandbox took itself down; either way only the sandbox
+    assert os.getpid() > 0
+    _assert_host_fine(backend)
+
+
+FORGE_WITH_LIVE_ID = """
+import sys, os, json
+frame = sys._getframe()
+while frame is not None and 'request' not in frame.f_locals:
+    frame = frame.f_back
+rid = frame.f_locals['request']['id']
+os.write(101, (json.dumps({'id': rid, 'ok': True, 'output': 'forged'}) + '\\n').encode())
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    ("foreign id", "import os\nos.write(101, b'{\"id\": \"0\", \"ok\": true, \"output\": \"forged\"}\\n')"),
+    ("live id", FORGE_WITH_LIVE_ID),
+    ("non-json", "import os\nos.write(101, b'result = 42\\n')"),
+    ("oversized", "import os\nos.write(101, b'x' * (4 << 20))"),
+])
+def test_protocol_forgery(backend, name, code):
+    with Sandbox(backend=backend, limits=FAST) as sb:
+        with pytest.raises(SandboxDied, match="protocol violation"):
+            sb.execute_code(code)  # a forged line is either rejected now ...
+            sb.execute_code("result = 1")  # ... or the real reply behind it is caught on the next call
+        with pytest.raises(SandboxDied, match="protocol violation"):
+            sb.result()
+
+
+def test_forged_result_reply_is_decoded_strictly(backend):
+    code = ("import _eginside.worker as w\n"
+            "w.Worker.encode_result = lambda self: {'ok': True, 'wire': '{\"$frac\": \"1/0\"}'}\n")
+    with Sandbox(backend=backend) as sb:
+        sb.execute_code(code)
+        with pytest.raises(WireError):
+            sb.result()
+
+
+@pytest.mark.parametrize(("patch", "outcome"), [
+    ("import json\njson.dumps = lambda *a, **k: '42'\njson.loads = lambda *a, **k: {}", "value"),
+    ("import _eginside.worker as w\nw._dumps = lambda *a, **k: '42'", "died"),
+    ("import _eginside.worker as w\nw._dumps = lambda m, **k: '{\"id\": \"%s\", \"ok\": true}' % m['id']",
+     "died"),
+])
+def test_monkeypatched_json(backend, patch, outcome):
+    with Sandbox(backend=backend) as sb:
+        sb.execute_code("result = 7")
+        if outcome == "value":  # the worker restores json before encoding: the patch changes nothing
+            sb.execute_code(patch)
+            assert sb.result() == 7
+        else:  # the patched reply of this very call, or of the next, is caught by the host
+            with pytest.raises(SandboxDied, match="protocol violation"):
+                sb.execute_code(patch)
+                sb.result()
+            with pytest.raises(SandboxDied, match="protocol violation"):
+                sb.result()
+
+
+@pytest.mark.parametrize(("name", "code", "error"), [
+    ("AlwaysEqual", "class A:\n    __eq__ = lambda self, other: True\nresult = A()", "cannot encode"),
+    ("int subclass", "class I(int):\n    __eq__ = lambda self, other: True\nresult = I(42)", "cannot encode"),
+    ("float subclass", "class F(float):\n    __float__ = lambda self: 42.0\nresult = F(1)", "cannot encode"),
+    ("huge int", "result = 10**10**6", "digits"),
+    ("deep nesting", "r = []\nfor _ in range(100000):\n    r = [r]\nresult = r", "nested deeper"),
+    ("200 MB string", "result = 'x' * 200_000_000", "char"),
+])
+def test_hostile_result_values(backend, name, code, error):
+    with Sandbox(backend=backend, limits=Limits(call_timeout=20)) as sb:
+        sb.execute_code(code)
+        with pytest.raises(WireError, match=error):
+            sb.result()
+        assert sb.execute_code("print('alive')") == "alive\n"
+
+
+def test_bool_for_an_int_stays_a_bool(backend):
+    with Sandbox(backend=backend) as sb:
+        sb.execute_code("result = [True, 1, False, 0]")
+        value = sb.result()
+    assert [type(v) for v in value] == [bool, int, bool, int]
+
+
+def test_sandbox_processes_cannot_signal_the_zygote_or_each_other(backend):
+    with Sandbox(backend=backend) as a, Sandbox(backend=backend) as b:
+        a.execute_code("import os\nresult = os.getpid()")
+        assert a.uid != b.uid
+        out = b.execute_code(
+            "import os, signal\nfor pid in range(1, 200):\n    try:\n        os.kill(pid, 0)\n"
+            "        print('visible', pid)\n    except OSError:\n        pass\n")
+        assert a.execute_code("print('alive')") == "alive\n"
+    if backend == "namespaces":  # own pid namespace: only itself (pid 1 init, pid 2 worker)
+        assert out.split() == ["visible", "1", "visible", "2"]
