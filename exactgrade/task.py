@@ -77,6 +77,25 @@ class Task:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+TORCH_INSTALL_HINT = "pip install torch==2.13.0 (the CPU build), then pip install -e ."
+
+
+def preload(inputs: Mapping[str, Any], profile: str = "python") -> dict[str, Any]:
+    """The namespace a program starts with, as the sandbox builds it: every input by name,
+    TensorValues as torch tensors under the ``torch`` profile."""
+    if profile not in ("python", "torch"):
+        raise ValueError(f"unknown sandbox profile {profile!r}; expected 'python' or 'torch'")
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    if profile == "torch":
+        try:
+            import torch  # noqa: F401
+        except ImportError as error:
+            raise ImportError(f"the torch profile needs torch: {TORCH_INSTALL_HINT}") from error
+    for name, value in inputs.items():
+        namespace[name] = _tensors_to_torch(value) if profile == "torch" else value
+    return namespace
+
+
 def run_program(program: str, inputs: Mapping[str, Any], profile: str = "python") -> Any:
     """Execute a program with ``inputs`` preloaded by name, as the sandbox does, and return
     ``result`` after a wire round trip (so torch tensors become TensorValues).
@@ -85,11 +104,7 @@ def run_program(program: str, inputs: Mapping[str, Any], profile: str = "python"
     """
     from exactgrade import wire
 
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    for name, value in inputs.items():
-        if profile == "torch":
-            value = _tensors_to_torch(value)
-        namespace[name] = value
+    namespace = preload(inputs, profile)
     exec(compile(program, "<reference>", "exec"), namespace)
     if "result" not in namespace:
         raise ValueError("the program did not set `result`")
@@ -115,10 +130,8 @@ def domain_module(domain: str) -> Any:
     return importlib.import_module(DOMAINS[domain])
 
 
-@cache
-def _materialise(domain: str, task_id: str) -> Task:
-    module = domain_module(domain)
-    definition = next(d for d in module.TASKS if d.id == task_id)
+def materialise(definition: TaskDef, domain: str, profile: str) -> Task:
+    """Render the prompt and compute the answer key by running the reference program."""
     program = definition.program
     return Task(
         id=definition.id,
@@ -127,7 +140,7 @@ def _materialise(domain: str, task_id: str) -> Task:
         prompt=definition.render(definition.inputs),
         api_description=definition.api_description,
         inputs=definition.inputs,
-        expected=run_program(program, definition.inputs, module.PROFILE),
+        expected=run_program(program, definition.inputs, profile),
         policy=definition.policy,
         program=program,
         tags=definition.tags,
@@ -136,7 +149,15 @@ def _materialise(domain: str, task_id: str) -> Task:
     )
 
 
+@cache
+def _materialise(domain: str, task_id: str) -> Task:
+    module = domain_module(domain)
+    definition = next(d for d in module.TASKS if d.id == task_id)
+    return materialise(definition, domain, module.PROFILE)
+
+
 def task_defs(domain: str) -> tuple[TaskDef, ...]:
+    """A domain's task definitions, in id order (nothing is run)."""
     return tuple(domain_module(domain).TASKS)
 
 

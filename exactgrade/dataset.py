@@ -1,0 +1,312 @@
+"""The shipped Hugging Face datasets: `python -m exactgrade build --out DIR`, and their loader.
+
+One dataset per domain, at ``DIR/<domain>/``: ``train.jsonl`` (one task per line, columns
+COLUMNS, the last three wire-encoded because Arrow has no exact types) and ``README.md`` (the
+dataset card). JSON Lines written here with fixed settings (key order, separators, UTF-8, LF)
+make the build byte-for-byte reproducible; ``datasets`` reads it back with string features.
+The built datasets ship inside the package at ``exactgrade/data/<domain>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from exactgrade.policy import Policy, policy_from_value, policy_to_value
+from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task
+
+if TYPE_CHECKING:
+    import datasets
+
+HELP = "build the Hugging Face datasets (one per domain, with dataset cards) into a directory"
+
+COLUMNS = ("task_id", "category", "prompt", "api_description", "inputs", "expected_output", "policy")
+SHIPPED = Path(__file__).parent / "data"
+ENVIRONMENT_NAMES = {"deeplearning": "deeplearning-env", "scaling": "scaling-env", "pytorch": "pytorch-env"}
+GRADING_RULES = {
+    "Exact": ("`Exact()`: every value must equal the key exactly (int, Fraction, exact sympy values, "
+              "strings, booleans, None). A float never matches an exact key, and an int key requires an "
+              "int. Symbolic values (e.g. nats as multiples of `log(2)`) are compared exactly, not "
+              "numerically."),
+    "RelTol": ("`RelTol(rtol)`: a float answer passes when |answer - key| <= rtol * |key|, decided "
+               "exactly against the exact key. Integer keys (counts of chips, devices, steps) require an "
+               "int; strings, booleans and None compare exactly, so a wrong classification is never "
+               "laundered by the tolerance."),
+    "AllClose": ("`AllClose(rtol, atol)`: float tensors are compared elementwise, |a - e| <= atol + "
+                 "rtol * |e|, after the dtype family and the exact shape (no broadcasting). Integer-valued "
+                 "keys (argsort, counts, indices) require an integer dtype and compare exactly; a scalar "
+                 "key is not matched by a one-element tensor."),
+}
+
+
+class DatasetRowError(ValueError):
+    """A dataset row that does not decode to a well-formed task."""
+
+
+# ---------------------------------------------------------------------------- build
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Materialise every task (running its reference solution) and write one Hugging Face "
+        "dataset per domain to OUT/<domain>/: train.jsonl (columns " + ", ".join(COLUMNS) + ") and "
+        "a README.md dataset card. The output is byte-for-byte reproducible. "
+        "`--out exactgrade/data` refreshes the datasets shipped in the package."
+    )
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
+                        help="build only this domain (repeatable; default: all)")
+
+
+def task_row(task: Task) -> dict[str, str]:
+    """A task as a dataset row: plain strings, the last three wire-encoded."""
+    from exactgrade import wire
+
+    return {
+        "task_id": task.id,
+        "category": task.category,
+        "prompt": task.prompt,
+        "api_description": task.api_description,
+        "inputs": wire.encode(dict(task.inputs)),
+        "expected_output": wire.encode(task.expected),
+        "policy": wire.encode(policy_to_value(task.policy)),
+    }
+
+
+def jsonl_text(rows: Iterable[Mapping[str, str]]) -> str:
+    """JSON Lines with fixed settings: column order, compact separators, UTF-8 kept as is."""
+    return "".join(json.dumps({c: row[c] for c in COLUMNS}, ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for row in rows)
+
+
+def dataset_card(domain: str, tasks: list[Task], environment: Mapping[str, str]) -> str:
+    """README.md for one domain's dataset: a YAML header the Hub reads, then the card text."""
+    counts = Counter(t.category for t in tasks)
+    categories = list(dict.fromkeys(t.category for t in tasks))
+    policies = list(dict.fromkeys(t.policy.describe() for t in tasks))
+    kinds = list(dict.fromkeys(type(t.policy).__name__ for t in tasks))
+    q = json.dumps  # a JSON string (ASCII) is a valid YAML double-quoted scalar
+    header = [
+        "---",
+        f"pretty_name: {q(f'exactgrade {domain} tasks')}",
+        "license: apache-2.0",
+        "language:",
+        "- en",
+        "size_categories:",
+        "- n<1K",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        "    path: train.jsonl",
+        "dataset_info:",
+        "  features:",
+        *[line for c in COLUMNS for line in (f"  - name: {c}", "    dtype: string")],
+        "  splits:",
+        "  - name: train",
+        f"    num_examples: {len(tasks)}",
+        "exactgrade:",
+        f"  domain: {domain}",
+        f"  environment: {ENVIRONMENT_NAMES[domain]}",
+        f"  tasks: {len(tasks)}",
+        "  categories:",
+        *[f"    {c}: {counts[c]}" for c in categories],
+        "  policies:",
+        *[f"  - {q(p)}" for p in policies],
+        *(["  software:"] if environment else []),
+        *[f"    {k}: {q(v)}" for k, v in sorted(environment.items())],
+        "---",
+    ]
+    table = ["| category | tasks |", "|---|---|", *[f"| {c} | {counts[c]} |" for c in categories],
+             f"| **total** | **{len(tasks)}** |"]
+    body = [
+        f"# exactgrade {domain} tasks",
+        "",
+        f"The task set of the `{ENVIRONMENT_NAMES[domain]}` environment of exactgrade: {len(tasks)} tasks, "
+        f"ids `{tasks[0].id}` to `{tasks[-1].id}`." if tasks else f"No {domain} tasks.",
+        "",
+        *table,
+        "",
+        "## Columns",
+        "",
+        "- `task_id`, `category`: the task's id and category.",
+        "- `prompt`: the question, its units, the exact shape of the answer, and that the answer is left "
+        "in the variable `result`.",
+        "- `api_description`: the conventions, constants and exactness rules the task states.",
+        "- `inputs`: the values preloaded by name into the sandbox (wire-encoded dict).",
+        "- `expected_output`: the answer key, `{\"rows\": [...]}` (wire-encoded).",
+        "- `policy`: the grading policy (wire-encoded).",
+        "",
+        "The last three columns are `exactgrade.wire` strings because Arrow has no exact types "
+        "(fractions, exact symbolic values, typed tensors). Decode them with "
+        "`exactgrade.dataset.row_to_task_fields(row)`, never with `eval`.",
+        "",
+        "## Grading",
+        "",
+        "Answers are graded by `exactgrade.compare(expected, answer, policy)` with the row's policy "
+        f"({', '.join(f'`{p}`' for p in policies)}):",
+        "",
+        *[f"- {GRADING_RULES[k]}" for k in kinds],
+        "",
+        "## How it was built",
+        "",
+        "Each task is written as parameters (`inputs`) + a reference solution + a prompt renderer. The "
+        "answer key is the executed output of the reference program (the exact code a perfect model "
+        "would send to `execute_code`), pushed through the wire format: no key is hand-written. The "
+        "file was written by `python -m exactgrade build --out DIR` and is byte-for-byte reproducible "
+        "(a test rebuilds it and compares it with the shipped copy).",
+        *(["", "Built with " + ", ".join(f"{k} {v}" for k, v in sorted(environment.items())) + "."]
+          if environment else []),
+        "",
+        "## How it is verified",
+        "",
+        f"`python -m exactgrade verify --domain {domain}` re-checks every task: the reference runs cleanly "
+        "in two fresh processes with byte-identical encoded output equal to the key (determinism); the "
+        "key survives the wire round trip type- and value-identically; no NaN or infinity; no exactly-zero "
+        "number unless the task declares why; the key matches itself under its policy; the prompt names "
+        "`result`; plus this domain's own checks.",
+        "",
+        "## Rebuild",
+        "",
+        "```",
+        f"python -m exactgrade build --out exactgrade/data --domain {domain}",
+        f"python -m exactgrade verify --domain {domain}",
+        "```",
+        "",
+        "Load it with `exactgrade.dataset.load_split(\"" + domain + "\")` (the shipped copy), "
+        "`load_split(\"" + domain + "\", dataset_name=PATH)` (a local build) or a Hub id.",
+    ]
+    return "\n".join(header + [""] + body) + "\n"
+
+
+def build_domain(domain: str, out: Path) -> list[Task]:
+    """Write ``out/<domain>/train.jsonl`` and ``README.md``; return the tasks written."""
+    from exactgrade.task import domain_module, tasks
+
+    module = domain_module(domain)
+    built = tasks(domain)
+    environment = dict(module.environment()) if hasattr(module, "environment") else {}
+    target = out / domain
+    target.mkdir(parents=True, exist_ok=True)
+    rows = jsonl_text(task_row(t) for t in built)
+    (target / "train.jsonl").write_text(rows, encoding="utf-8", newline="\n")
+    card = dataset_card(domain, built, environment)
+    (target / "README.md").write_text(card, encoding="utf-8", newline="\n")
+    return built
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactgrade.task import domain_module
+
+    status = 0
+    for domain in args.domain or list(DOMAINS):
+        try:
+            if domain_module(domain).PROFILE == "torch":
+                import torch  # noqa: F401
+        except ImportError as error:
+            hint = f"; install it with: {TORCH_INSTALL_HINT}" if "torch" in str(error) else ""
+            print(f"{domain}: NOT BUILT: {error}{hint}")
+            status = 1
+            continue
+        built = build_domain(domain, args.out)
+        counts = Counter(t.category for t in built)
+        print(f"{domain}: wrote {len(built)} rows to {args.out / domain} "
+              f"({', '.join(f'{c} {n}' for c, n in counts.items())})")
+    return status
+
+
+# ---------------------------------------------------------------------------- load
+
+
+def features() -> datasets.Features:
+    """Every column is a string."""
+    import datasets
+
+    return datasets.Features({c: datasets.Value("string") for c in COLUMNS})
+
+
+def split_file(domain: str, split: str = "train", dataset_name: str | None = None) -> Path:
+    """The JSON Lines file of a shipped or local dataset (``dataset_name`` None or a path)."""
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {sorted(DOMAINS)}")
+    if dataset_name is None:
+        candidates = [SHIPPED / domain / f"{split}.jsonl"]
+    else:
+        root = Path(dataset_name)
+        candidates = [root] if root.is_file() else [root / domain / f"{split}.jsonl", root / f"{split}.jsonl"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no {split!r} split of the {domain} dataset: looked for "
+                            + ", ".join(str(c) for c in candidates))
+
+
+def load_split(domain: str, split: str = "train", dataset_name: str | None = None) -> datasets.Dataset:
+    """One domain's split as a ``datasets.Dataset``.
+
+    ``dataset_name``: None for the copy shipped in the package; a local path (a build's OUT
+    directory, one domain's directory, or the .jsonl file); otherwise a Hugging Face Hub id of
+    one domain's dataset.
+    """
+    import datasets
+
+    if dataset_name is not None and not Path(dataset_name).exists():
+        loaded = datasets.load_dataset(dataset_name, split=split, features=features())
+    else:
+        path = split_file(domain, split, dataset_name)
+        loaded = datasets.Dataset.from_json(str(path), features=features(), keep_in_memory=True)
+    if tuple(loaded.column_names) != COLUMNS:
+        raise DatasetRowError(f"the {domain} dataset has columns {loaded.column_names}, "
+                              f"expected {list(COLUMNS)}")
+    return loaded
+
+
+@dataclass(frozen=True)
+class TaskFields:
+    """A dataset row decoded: what an environment needs to pose and grade one task."""
+
+    task_id: str
+    category: str
+    prompt: str
+    api_description: str
+    inputs: dict[str, Any]
+    expected: Any
+    policy: Policy
+
+
+def row_to_task_fields(row: Mapping[str, Any]) -> TaskFields:
+    """Decode a dataset row strictly: exact columns, strings only, wire columns through
+    ``wire.decode`` (never eval), inputs a str-keyed dict, the key ``{"rows": [...]}``."""
+    from exactgrade import wire
+
+    if not isinstance(row, Mapping) or set(row) != set(COLUMNS):
+        got = sorted(row) if isinstance(row, Mapping) else type(row).__name__
+        raise DatasetRowError(f"a row needs exactly the columns {list(COLUMNS)}, got {got}")
+    task_id = row["task_id"]
+    for column in COLUMNS:
+        if type(row[column]) is not str:
+            raise DatasetRowError(f"row {task_id!r}: column {column!r} must be a string, "
+                                  f"got {type(row[column]).__name__}")
+    decoded = {}
+    for column in ("inputs", "expected_output", "policy"):
+        try:
+            decoded[column] = wire.decode(row[column])
+        except wire.WireError as error:
+            raise DatasetRowError(f"row {task_id}: column {column!r} is not valid wire data: "
+                                  f"{error}") from None
+    inputs, expected = decoded["inputs"], decoded["expected_output"]
+    if type(inputs) is not dict:
+        raise DatasetRowError(f"row {task_id}: inputs must decode to a dict, got {type(inputs).__name__}")
+    if type(expected) is not dict or list(expected) != ["rows"] or type(expected["rows"]) is not list:
+        raise DatasetRowError(f"row {task_id}: expected_output must decode to {{\"rows\": [...]}}")
+    try:
+        policy = policy_from_value(decoded["policy"])
+    except ValueError as error:
+        raise DatasetRowError(f"row {task_id}: {error}") from None
+    return TaskFields(task_id, row["category"], row["prompt"], row["api_description"], inputs, expected,
+                      policy)
