@@ -3,7 +3,7 @@
 Run with `vf-eval deeplearning-env ...`.
 
 Exports exactly one vf.Taskset (and the default harness, so that no `uv` is needed on the
-subprocess runtime). See docs/environments.md for the flags.
+subprocess runtime). See the README section "The verifiers environments" for the flags.
 """
 
 from exactgrade.env import ExactgradeHarness, ExactgradeTaskset

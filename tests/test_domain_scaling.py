@@ -279,7 +279,7 @@ def test_summary_lists_every_headline_with_its_task():
 
 
 def test_headline_numbers():
-    """The counterintuitive results docs/scaling.md quotes, read from the keys themselves."""
+    """The counterintuitive results the README quotes for scaling-env, read from the keys themselves."""
     rows = {task_id: get_task(task_id).expected["rows"] for task_id in IDS}
     # sc-000: batch 256 is still memory-bound although the critical intensity is 250.
     assert [r["bound"] for r in rows["sc-000"]] == ["memory", "memory", "memory", "compute", "compute"]
