@@ -27,9 +27,6 @@ from verifiers.v1.mcp.server import _channel_request
 
 from exactgrade.env.state import SandboxState
 
-NOT_A_WIRE_VALUE = "the sandbox could not encode `result`"
-"""How Sandbox.result() words a WireError raised INSIDE the sandbox (the model's value is not
-gradeable), as opposed to a reply the host refused to decode (hostile: a harness failure)."""
 REAP_INTERVAL = 2.0
 """Seconds between checks for rollouts that are over."""
 MAX_IDLE = 3600.0
@@ -119,7 +116,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         reports that `result` is not a wire value (a wrong answer, not a harness failure);
         (None, None) while it was never set. Anything else read back is refused."""
         from exactgrade import wire
-        from exactgrade.sandbox import NoResult, SandboxDied
+        from exactgrade.sandbox import NoResult, ResultNotEncodable, SandboxDied
 
         try:
             value = await self._run(sandbox.result)
@@ -127,9 +124,9 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
             return None, None
         except SandboxDied:
             raise
+        except ResultNotEncodable as e:
+            return None, str(e)
         except wire.WireError as e:
-            if str(e).startswith(NOT_A_WIRE_VALUE):
-                return None, str(e)
             raise ReadBackRefused(f"WireError: {e}") from e
         except Exception as e:  # noqa: BLE001 - hostile or undecodable read-back fails closed
             raise ReadBackRefused(f"{type(e).__name__}: {e}") from e

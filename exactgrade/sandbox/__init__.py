@@ -9,7 +9,9 @@
 Backends and their guarantees: see backends.py and `python -m exactgrade doctor`.
 """
 
-from exactgrade.sandbox.errors import NoResult, SandboxDied, SandboxUnavailable
+from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied, SandboxUnavailable
 from exactgrade.sandbox.sandbox import PROFILES, Limits, Sandbox
 
-__all__ = ["PROFILES", "Limits", "NoResult", "Sandbox", "SandboxDied", "SandboxUnavailable"]
+__all__ = [
+    "PROFILES", "Limits", "NoResult", "ResultNotEncodable", "Sandbox", "SandboxDied", "SandboxUnavailable",
+]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from exactgrade.wire import WireError
+
 
 class SandboxDied(RuntimeError):
     """The sandbox is gone (timeout, exit, out of memory, protocol violation, closed); the reason says which.
@@ -16,3 +18,8 @@ class NoResult(LookupError):
 class SandboxUnavailable(RuntimeError):
     """No isolating backend works on this machine (and `unsafe=True` was not given), or a backend
     that was asked for explicitly cannot run here."""
+
+
+class ResultNotEncodable(WireError):
+    """`result` holds something the wire format cannot carry (an arbitrary object, a subclass of a
+    number): the answer is not gradeable, which is a wrong answer, not a harness failure."""

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 from exactgrade import wire
 from exactgrade.sandbox import backends, cgroups, uids
-from exactgrade.sandbox.errors import NoResult, SandboxDied
+from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
 PROFILES = ("python", "torch")
@@ -145,11 +145,12 @@ class Sandbox:
         return self._run("bash", "cmd", cmd)
 
     def result(self) -> Any:
-        """The model's `result`, decoded by exactgrade.wire: NoResult if unset, WireError if not a wire
-        value, SandboxDied if the sandbox is gone."""
+        """The model's `result`, decoded by exactgrade.wire: NoResult if unset, ResultNotEncodable if
+        the sandbox cannot encode it, WireError if its reply does not decode, SandboxDied if the
+        sandbox is gone."""
         reply = self._call({"op": "result"})
         if reply["ok"] is not True:
-            raise wire.WireError(f"the sandbox could not encode `result`: {reply['error']}")
+            raise ResultNotEncodable(f"the sandbox could not encode `result`: {reply['error']}")
         if "wire" not in reply:
             self._die("protocol violation: result reply without a wire field")
         text = reply["wire"]
