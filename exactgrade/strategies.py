@@ -12,13 +12,19 @@ square roots, log and exp of small rationals), so they are canonical and cheap t
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
 from hypothesis import strategies as st
 
-from exactgrade.values import BOOL_DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorValue, dtype_family
+from exactgrade.values import (
+    BOOL_DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    TensorValue,
+    dtype_family,
+    typed_equal,
+)
 
 __all__ = [
     "answers",
@@ -148,24 +154,3 @@ def answers(max_rows: int = 4) -> st.SearchStrategy[dict[str, list[Any]]]:
     """Task answers: {"rows": [row, ...]} with each row a str-keyed dict of values."""
     row = st.dictionaries(st.text(min_size=1, max_size=8), values(max_leaves=4), max_size=4)
     return st.builds(lambda rows: {"rows": rows}, st.lists(row, max_size=max_rows))
-
-
-def typed_equal(a: Any, b: Any) -> bool:
-    """a and b have identical types and values all the way down (the check a round trip needs).
-
-    nan equals nan, -0.0 differs from 0.0, 2 differs from 2.0 and from Fraction(2), and sympy
-    expressions must be structurally equal.
-    """
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    if type(a) is list or type(a) is tuple:
-        return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b, strict=True))
-    if type(a) is dict:
-        return set(a) == set(b) and all(typed_equal(a[key], b[key]) for key in a)
-    if type(a) is TensorValue:
-        return a.dtype == b.dtype and a.shape == b.shape and typed_equal(a.data, b.data)
-    return bool(a == b)  # None, bool, int, str, Fraction; sympy compares structurally

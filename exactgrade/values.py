@@ -76,3 +76,24 @@ class TensorValue:
 
         dtype = getattr(torch, self.dtype)
         return torch.tensor(list(self.data), dtype=dtype).reshape(self.shape)
+
+
+def typed_equal(a: Any, b: Any) -> bool:
+    """a and b have identical types and values all the way down (the check a round trip needs).
+
+    nan equals nan, -0.0 differs from 0.0, 2 differs from 2.0 and from Fraction(2), a tuple is
+    not a list, dict key order does not count, and sympy expressions must be structurally equal.
+    """
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if type(a) is list or type(a) is tuple:
+        return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is dict:
+        return set(a) == set(b) and all(typed_equal(a[key], b[key]) for key in a)
+    if type(a) is TensorValue:
+        return a.dtype == b.dtype and a.shape == b.shape and typed_equal(a.data, b.data)
+    return bool(a == b)  # None, bool, int, str, Fraction; sympy compares structurally

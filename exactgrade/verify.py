@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import Any
 
 from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task, TaskDef
+from exactgrade.values import typed_equal
 
 HELP = ("re-check every task's answer key: two fresh-process runs, wire round trip, no NaN/inf or "
         "unexplained zero, self-comparison, and the domain's own checks")
@@ -147,27 +148,6 @@ def non_finite(value: Any) -> list[tuple[tuple[str | int, ...], str]]:
     return found
 
 
-def identical(a: Any, b: Any) -> bool:
-    """Type- and value-identical, recursively (floats by repr, so -0.0 != 0.0; sympy expressions
-    structurally). Dict key order does not count: the wire sorts keys to be canonical."""
-    from exactgrade.values import TensorValue
-
-    if type(a) is not type(b):
-        return False
-    if type(a) is list:
-        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
-    if type(a) is dict:
-        return set(a) == set(b) and all(identical(a[k], b[k]) for k in a)
-    if type(a) is float:
-        return repr(a) == repr(b)
-    if type(a) is TensorValue:
-        return (a.dtype == b.dtype and a.shape == b.shape
-                and all(identical(x, y) for x, y in zip(a.data, b.data, strict=True)))
-    if _is_sympy(a):
-        return bool(a == b) and a.func == b.func
-    return bool(a == b)
-
-
 def wire_normal_form(value: Any) -> Any:
     """What the wire is documented to turn a raw program output into: torch tensors become
     TensorValues and tuples become lists; everything else must come back unchanged."""
@@ -192,7 +172,7 @@ def round_trip_problem(value: Any) -> str | None:
         back = wire.decode(text)
     except Exception as error:  # a WireError or a bug in the wire: either way the key is unusable
         return f"wire round trip failed: {type(error).__name__}: {error}"
-    if not identical(wire_normal_form(value), back):
+    if not typed_equal(wire_normal_form(value), back):
         return "does not survive the wire round trip: decode(encode(value)) differs in type or value"
     if wire.encode(back) != text:
         return "wire encoding is not canonical: encode(decode(text)) != text"

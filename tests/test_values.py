@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import pytest
 import torch
 
 from exactgrade import TensorValue
-from exactgrade.values import BOOL_DTYPES, DTYPES, FLOAT_DTYPES, INT_DTYPES, dtype_family
+from exactgrade.values import BOOL_DTYPES, DTYPES, FLOAT_DTYPES, INT_DTYPES, dtype_family, typed_equal
 
 
 @pytest.mark.parametrize(("dtype", "family"), [
@@ -90,3 +91,23 @@ def test_from_torch_keeps_special_floats() -> None:
 def test_from_torch_rejects_unsupported_dtype() -> None:
     with pytest.raises(ValueError, match="unknown dtype 'complex64'"):
         TensorValue.from_torch(torch.ones(1, dtype=torch.complex64))
+
+
+TYPED_EQUAL_CASES = [
+    (1, 1, True),
+    (1, True, False),
+    (1, Fraction(1), False),
+    (1, 1.0, False),
+    (0.0, -0.0, False),
+    ([1, 2], (1, 2), False),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
+    ({"a": 1}, {"a": 1, "b": 2}, False),
+    ({"a": [Fraction(1, 2)]}, {"a": [Fraction(2, 4)]}, True),
+    (TensorValue("float32", (1,), (1.0,)), TensorValue("float64", (1,), (1.0,)), False),
+    (TensorValue("int64", (2, 1), (1, 2)), TensorValue("int64", (1, 2), (1, 2)), False),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), TYPED_EQUAL_CASES)
+def test_typed_equal(a, b, same):
+    assert typed_equal(a, b) is same

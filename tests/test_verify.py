@@ -21,7 +21,6 @@ from exactgrade.verify import (
     DomainReport,
     FreshOutcome,
     format_report,
-    identical,
     non_finite,
     round_trip_problem,
     run_fresh,
@@ -250,24 +249,6 @@ def test_non_finite_sympy():
     assert [p for p, _ in non_finite([sympy.oo, sympy.zoo, sympy.nan, sympy.sqrt(2)])] == [(0,), (1,), (2,)]
 
 
-IDENTICAL_CASES = [
-    (1, 1, True),
-    (1, True, False),
-    (1, Fraction(1), False),
-    (1, 1.0, False),
-    (0.0, -0.0, False),
-    ([1, 2], (1, 2), False),
-    ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
-    ({"a": 1}, {"a": 1, "b": 2}, False),
-    ({"a": [Fraction(1, 2)]}, {"a": [Fraction(2, 4)]}, True),
-    (TensorValue("float32", (1,), (1.0,)), TensorValue("float64", (1,), (1.0,)), False),
-    (TensorValue("int64", (2, 1), (1, 2)), TensorValue("int64", (1, 2), (1, 2)), False),
-]
-
-
-@pytest.mark.parametrize(("a", "b", "same"), IDENTICAL_CASES)
-def test_identical(a, b, same):
-    assert identical(a, b) is same
 
 
 def test_round_trip_accepts_documented_normalisations_and_reports_failures():

@@ -2,9 +2,10 @@
 
 check(task) returns one line per problem: the key has the declared structure (rows of real or
 integer tensors and Python numbers, with the dtypes and shapes the prompt promises), is finite
-and non-empty, is not an input passed through, survives the wire exactly, the reference reruns
-cleanly (no exception, no warning, same output), and an independent recomputation without torch
-agrees with the key under the task's policy, with room to spare (HEADROOM).
+and non-empty, is not an input passed through, the reference reruns cleanly (no exception, no
+warning, same output), and an independent recomputation without torch agrees with the key under
+the task's policy, with room to spare (HEADROOM). The exact wire round trip (dtype and shape
+included) is one of verify's generic checks, run for every domain.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from exactgrade.domains.pytorch.common import PROFILE, ScalarSpec, TensorSpec, r
 from exactgrade.domains.pytorch.exact import DIGITS, ExactTensor, to_fraction
 from exactgrade.policy import AllClose
 from exactgrade.task import Task, run_program
-from exactgrade.values import TensorValue, dtype_family
+from exactgrade.values import TensorValue, dtype_family, typed_equal
 from exactgrade.verdict import render_path
 
 # A key may use at most this fraction of the tolerance (|key - exact| <= HEADROOM * (atol + rtol*|exact|)):
@@ -41,7 +42,6 @@ def check(task: Task) -> list[str]:
     problems += _schema(task.expected, task.meta["answer"])
     problems += _finite_and_non_empty(task.expected)
     problems += _not_an_input(task.expected, task.inputs)
-    problems += _wire_round_trip(task.expected)
     problems += _clean_rerun(task)
     problems += independent_check(task).problems
     return problems
@@ -119,32 +119,6 @@ def _not_an_input(expected: Mapping[str, Any], inputs: Mapping[str, Any]) -> lis
     return problems
 
 
-def _identical(a: Any, b: Any) -> bool:
-    """Equal values of identical types; floats bit for bit (so 0.0 and -0.0 differ)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        same_sign = math.copysign(1.0, a) == math.copysign(1.0, b)
-        return same_sign and (a == b or (math.isnan(a) and math.isnan(b)))
-    if type(a) is TensorValue:
-        return (a.dtype, a.shape) == (b.dtype, b.shape) and all(map(_identical, a.data, b.data))
-    if type(a) is list:
-        return len(a) == len(b) and all(map(_identical, a, b))
-    if type(a) is dict:
-        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
-    return a == b
-
-
-def _wire_round_trip(expected: Any) -> list[str]:
-    from exactgrade import wire
-
-    text = wire.encode(expected)
-    back = wire.decode(text)
-    if not _identical(expected, back) or wire.encode(back) != text:
-        return ["the key does not survive the wire round trip identically (dtype, shape and values)"]
-    return []
-
-
 def _clean_rerun(task: Task) -> list[str]:
     """The reference runs again without an exception or a warning and reproduces the key."""
     with warnings.catch_warnings(record=True) as caught:
@@ -154,7 +128,7 @@ def _clean_rerun(task: Task) -> list[str]:
         except Exception as error:
             return [f"the reference raised {type(error).__name__}: {str(error)[:200]}"]
     problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught]
-    if not _identical(again, task.expected):
+    if not typed_equal(again, task.expected):
         problems.append("the reference gave a different output when run again in the same process")
     return problems
 
