@@ -28,7 +28,7 @@ from exactgrade.dataset import (
 )
 from exactgrade.policy import Exact, policy_from_value
 from exactgrade.task import DOMAINS, tasks
-from exactgrade.verify import identical
+from exactgrade.values import typed_equal
 
 COUNTS = {"deeplearning": 36, "scaling": 35, "pytorch": 45}
 FILES = ("README.md", "train.jsonl")
@@ -116,8 +116,8 @@ def test_rows_decode_to_the_registered_tasks(domain):
         assert type(fields) is TaskFields
         assert (fields.task_id, fields.category, fields.prompt, fields.api_description) == \
                (task.id, task.category, task.prompt, task.api_description)
-        assert identical(fields.expected, task.expected)
-        assert identical(fields.inputs, wire.decode(wire.encode(dict(task.inputs))))
+        assert typed_equal(fields.expected, task.expected)
+        assert typed_equal(fields.inputs, wire.decode(wire.encode(dict(task.inputs))))
         assert fields.policy == task.policy
 
 
