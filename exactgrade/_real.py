@@ -163,22 +163,33 @@ def _sign(build: Any, precisions: tuple[int, ...], deadline: float) -> int:
     """The sign (-1 or +1) of build(ctx), certain once its interval excludes zero.
 
     build(ctx) returns an interval. Raises _Together if the interval still contains zero at the
-    last precision, or when the deadline (time.monotonic()) passes before the next precision.
+    last precision, or when the deadline (time.monotonic()) passes before the next precision;
+    Undecidable if build never gave an interval at all (it needed more precision every time).
     """
-    tried = 0
+    tried, evaluated, late = 0, False, False
     for prec in precisions:
         if tried and time.monotonic() > deadline:
-            raise _Together(f"could not separate the value from zero in time ({tried} bits)", tried)
+            late = True
+            break
         tried = prec
         ctx = _context(prec)
         try:
             value = build(ctx)
         except _NeedMorePrecision:
             continue
+        evaluated = True
         if value.a > 0:
             return 1
         if value.b < 0:
             return -1
+    if not evaluated:
+        # A log, root or reciprocal of something indistinguishable from zero, up to the last
+        # precision: perhaps not a real number at all (0/0), so it is not "together" with
+        # anything, and must never reach the prover (whose sympy would happily cancel 0/0 to 1).
+        raise Undecidable(f"cannot evaluate a logarithm, root or reciprocal of a value that may be "
+                          f"zero ({tried} bits{', out of time' if late else ''})")
+    if late:
+        raise _Together(f"could not separate the value from zero in time ({tried} bits)", tried)
     raise _Together(f"could not separate the value from zero at {tried} bits", tried)
 
 

@@ -18,7 +18,9 @@ after; and it raises only WireError (a ValueError with a one-line reason), whate
 Sympy whitelist: exactly what exact answers in this project are made of (rationals, pi, e, sums,
 products, powers incl. roots, log, exp). No Symbol (answers are numbers), no Float (inexact).
 Nodes are rebuilt as sent, without evaluation (so decoding does no arithmetic: `Pow(10, 10000)`
-stays a power); integer sizes, node count and rational exponents are capped.
+stays a power); integer sizes, node count and rational exponents are capped, and so are tensor
+dimensions (at most 64, each below 2**63). encode() refuses every value that decode() would refuse
+to rebuild (the byte size of the text is left to the caller, who may pass a larger max_bytes).
 
 This module imports only the standard library, `.values` (relatively: the sandbox ships wire.py
 and values.py as a standalone package), sympy lazily and torch only if already imported.
@@ -43,6 +45,7 @@ MAX_STR_CHARS = 1 << 16
 MAX_ELEMENTS = 1 << 20  # values of any kind, tensor elements included
 MAX_SYMPY_NODES = 1000
 MAX_EXPONENT = 10_000  # |p| and q of a rational exponent: bounds the work of evaluating a power
+MAX_DIMS = 64  # tensor dimensions, each below 2**63 (torch's own bound): the element count is cheap
 _INT_LIMIT = 10**MAX_INT_DIGITS  # an int has more than MAX_INT_DIGITS digits iff abs(n) >= this
 
 _INT_RANGES = {
@@ -50,8 +53,9 @@ _INT_RANGES = {
     "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
 }
 _FRACTION = re.compile(r"(-?(?:0|[1-9][0-9]*))/([1-9][0-9]*)")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
+# A JSON string (an unterminated one runs to the end of the text: matching it must never be
+# retried from a later quote, which made the scan quadratic) or a bracket outside strings.
+_DEPTH_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _TAGS = ("$float", "$frac", "$sym", "$tensor")
 
@@ -129,6 +133,7 @@ def _dict_to_json(x: dict, depth: int, counter: list[int]) -> dict[str, Any]:
 
 def _tensor_to_json(x: TensorValue, counter: list[int]) -> dict[str, Any]:
     _count(counter, len(x.data))
+    _check_shape(list(x.shape))
     family = dtype_family(x.dtype)
     if family == "float":
         data = [v if math.isfinite(v) else {"$float": _float_tag(v)} for v in x.data]
@@ -163,6 +168,9 @@ def _sympy_to_json(node: Any, sympy: Any, depth: int, nodes: list[int]) -> list[
         return ["Rational", int(node.p), int(node.q)]
     if name in ("pi", "E"):
         return [name]
+    _check_arity(name, len(node.args))  # an unevaluated log(2, 3) exists; decode refuses it
+    if name == "Pow":
+        _check_exponent(node.exp)
     return [name, *(_sympy_to_json(arg, sympy, depth + 1, nodes) for arg in node.args)]
 
 
@@ -190,6 +198,25 @@ def _check_int(n: int) -> None:
 def _check_str(s: str) -> None:
     if len(s) > MAX_STR_CHARS:
         raise WireError(f"string longer than {MAX_STR_CHARS} characters")
+
+
+def _check_shape(shape: list[int]) -> None:
+    """Bound the dimensions before math.prod(shape): [10**999] * 1000 + [0] takes seconds."""
+    if len(shape) > MAX_DIMS or any(n >= 1 << 63 for n in shape):
+        raise WireError(f"tensor shape must have at most {MAX_DIMS} dimensions, each below 2**63")
+
+
+def _check_arity(name: str, count: int) -> None:
+    arity = _SYMPY_BUILDERS[name][0]
+    if arity is not None and count != arity:
+        raise WireError(f"sympy node {name} takes {arity} arguments, got {count}")
+    if arity is None and count < 2:
+        raise WireError(f"{name} needs at least two arguments")
+
+
+def _check_exponent(exponent: Any) -> None:
+    if exponent.is_Rational and max(abs(exponent.p), exponent.q) > MAX_EXPONENT:
+        raise WireError(f"exponent {str(exponent)[:40]} is larger than {MAX_EXPONENT}")
 
 
 def _check_int_range(dtype: str, data: list[Any]) -> None:
@@ -243,8 +270,10 @@ def _decode(text: Any, max_bytes: int) -> Any:
 def _check_depth(text: str) -> None:
     """Maximum bracket nesting outside strings, without recursion (before json.loads recurses)."""
     depth = deepest = 0
-    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
+    for token in _DEPTH_TOKENS.findall(text):
+        if token[0] == '"':
+            continue
+        depth += 1 if token in "[{" else -1
         deepest = max(deepest, depth)
         if deepest > MAX_DEPTH:
             raise WireError(f"nested deeper than {MAX_DEPTH} levels")
@@ -290,15 +319,20 @@ def _from_json(x: Any, counter: list[int]) -> Any:
         return [_from_json(item, counter) for item in x]
     tag = next((key for key in x if key.startswith("$") and not key.startswith("$$")), None)
     if tag is None:
-        for key in x:
-            _check_str(key)
-        return {key[1:] if key.startswith("$$") else key: _from_json(v, counter) for key, v in x.items()}
+        return {_dict_key(key): _from_json(v, counter) for key, v in x.items()}
     if len(x) != 1:
         raise WireError(f"tag {tag[:40]!r} must be the only key of its object")
     decoder = _TAG_DECODERS.get(tag)
     if decoder is None:
         raise WireError(f"unknown tag {tag[:40]!r}")
     return decoder(x[tag], counter)
+
+
+def _dict_key(key: str) -> str:
+    """Unescape a "$$..." key; the length limit applies to the key as encoded from, as in encode."""
+    key = key[1:] if key.startswith("$$") else key
+    _check_str(key)
+    return key
 
 
 def _decode_float(body: Any, counter: list[int]) -> float:
@@ -325,6 +359,7 @@ def _decode_tensor(body: Any, counter: list[int]) -> TensorValue:
         raise WireError(f"unknown tensor dtype {str(dtype)[:40]!r}")
     if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape):
         raise WireError("tensor shape must be a list of non-negative ints")
+    _check_shape(shape)
     if type(data) is not list or len(data) != math.prod(shape):
         raise WireError(f"tensor data length does not match shape {shape}")
     _count(counter, len(data))
@@ -364,9 +399,8 @@ def _build_sympy(node: Any, sympy: Any, nodes: list[int]) -> Any:
     builder = _SYMPY_BUILDERS.get(name)
     if builder is None:
         raise WireError(f"sympy node {name[:40]!r} is not allowed")
-    arity, build = builder
-    if arity is not None and len(args) != arity:
-        raise WireError(f"sympy node {name} takes {arity} arguments, got {len(args)}")
+    _check_arity(name, len(args))
+    build = builder[1]
     if name in ("Integer", "Rational"):
         if any(type(a) is not int for a in args):
             raise WireError(f"{name} arguments must be JSON integers")
@@ -375,11 +409,9 @@ def _build_sympy(node: Any, sympy: Any, nodes: list[int]) -> Any:
         if name == "Rational" and (args[1] < 2 or math.gcd(args[0], args[1]) != 1):
             raise WireError("Rational must be in lowest terms with denominator >= 2")
         return build(sympy, *args)
-    if name in ("Add", "Mul") and len(args) < 2:
-        raise WireError(f"{name} needs at least two arguments")
     built = [_build_sympy(arg, sympy, nodes) for arg in args]
-    if name == "Pow" and built[1].is_Rational and max(abs(built[1].p), built[1].q) > MAX_EXPONENT:
-        raise WireError(f"exponent {built[1]} is larger than {MAX_EXPONENT}")
+    if name == "Pow":
+        _check_exponent(built[1])
     try:
         return build(sympy, *built)
     except Exception as error:  # sympy's own argument checks; nothing else may escape decode

@@ -13,6 +13,8 @@ from exactgrade import AllClose, Exact, RelTol, TensorValue, Verdict, compare
 RTOL = RelTol(1e-9)
 CLOSE = AllClose(1e-5, 1e-7)
 LOG2 = sympy.log(2)
+# sqrt(2)**2 - 2, sent unevaluated: exactly zero, but its interval always straddles zero.
+HIDDEN_ZERO = sympy.Add(sympy.Pow(sympy.sqrt(2), 2, evaluate=False), -2, evaluate=False)
 
 # Ring all-reduce of M bytes over N ranks at bandwidth B: each rank sends 2 (N-1)/N M bytes.
 N, M, B = 8, 2**30, 100 * 10**9
@@ -57,6 +59,14 @@ CASES = [
     ("int-given-sympy-integer", 11, sympy.Integer(11), None, True, ""),
     ("int-given-other-int", 11, 12, None, False, "exact values differ"),
     ("int-given-log-ratio", 3, sympy.log(8) / LOG2, None, True, ""),
+    # 0/0 and log(0) - log(0) are not numbers; sympy's prover would cancel them to 1 and 0
+    ("zero-over-zero-is-not-one", 1, sympy.Mul(HIDDEN_ZERO, sympy.Pow(HIDDEN_ZERO, -1, evaluate=False),
+                                               evaluate=False), None, False,
+     "cannot evaluate a logarithm, root or reciprocal of a value that may be zero"),
+    ("log-zero-minus-log-zero-is-not-zero", LOG2,
+     sympy.Add(LOG2, sympy.log(HIDDEN_ZERO, evaluate=False),
+               sympy.Mul(-1, sympy.log(HIDDEN_ZERO, evaluate=False), evaluate=False), evaluate=False),
+     None, False, "cannot evaluate a logarithm"),
     ("integral-fraction-reference-is-not-an-int", F(4), 4.0, RTOL, True, ""),
     ("sympy-integer-reference-is-not-an-int", sympy.Integer(4), 4.0, RTOL, True, ""),
     ("sympy-integer-reference-under-exact", sympy.Integer(4), 4.0, None, False, "a float was given"),

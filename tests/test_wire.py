@@ -50,6 +50,10 @@ ROUND_TRIPS = [
      '{"$tensor":{"data":[true],"dtype":"bool","shape":[]}}'),
     ("empty-tensor", TensorValue("float64", (0, 3), ()),
      '{"$tensor":{"data":[],"dtype":"float64","shape":[0,3]}}'),
+    ("longest-dollar-key", {"$" + "k" * (wire.MAX_STR_CHARS - 1): 1},
+     '{"$$' + "k" * (wire.MAX_STR_CHARS - 1) + '":1}'),
+    ("tensor-most-dims", TensorValue("bool", (1,) * wire.MAX_DIMS, (True,)),
+     '{"$tensor":{"data":[true],"dtype":"bool","shape":[' + ",".join(["1"] * wire.MAX_DIMS) + "]}}"),
     ("answer", {"rows": [{"loss": F(1, 3), "grad": [0.5]}]},
      '{"rows":[{"grad":[0.5],"loss":{"$frac":"1/3"}}]}'),
 ]
@@ -136,6 +140,11 @@ ENCODE_REJECTS = [
     ("huge-fraction", F(1, 10**1000), "more than 1000 digits"),
     ("long-str", "x" * (wire.MAX_STR_CHARS + 1), "string longer than"),
     ("int8-out-of-range", TensorValue("int8", (1,), (128,)), "out of range"),
+    # decode refuses these, so encode must too (or the value would not round-trip)
+    ("sympy-huge-root", sympy.Pow(2, sympy.Rational(1, 20001)), "exponent 1/20001 is larger than 10000"),
+    ("sympy-huge-power", sympy.pi**20000, "exponent 20000 is larger than 10000"),
+    ("tensor-too-many-dims", TensorValue("bool", (1,) * 65, (True,)), "at most 64 dimensions"),
+    ("sympy-two-argument-log", sympy.log(2, 3, evaluate=False), "sympy node log takes 1 arguments, got 2"),
 ]
 
 
@@ -211,6 +220,15 @@ DECODE_REJECTS = [
     ("sympy-huge-root", _sym(["Pow", ["Integer", 10], ["Rational", 1, 10**6]]), "larger than 10000"),
     ("sympy-one-term-add", _sym(["Add", ["Integer", 1]]), "at least two arguments"),
     ("sympy-too-many-nodes", _sym(["Add"] + [["pi"]] * 1001), "more than 1000 nodes"),
+    # One unterminated string of escaped quotes: a depth pre-scan that retries a string match from
+    # every quote is quadratic here (about an hour for this megabyte).
+    ("unterminated-escaped-quotes", '"' + '\\"' * ((1 << 19) - 1), "Unterminated string"),
+    ("tensor-too-many-dims", _tensor("bool", [1] * 65, [True]), "at most 64 dimensions"),
+    # math.prod of a thousand 1000-digit dimensions (then 0) would take seconds
+    ("tensor-huge-dims-then-zero", _tensor("bool", [10**999] * 1000 + [0], []), "at most 64 dimensions"),
+    ("tensor-dim-beyond-int64", _tensor("bool", [0, 2**63], []), "each below 2**63"),
+    ("sympy-huge-exponent-message-is-short", _sym(["Pow", ["Integer", 2], ["Integer", 10**999]]),
+     "larger than 10000"),
     ("not-text", 3, "payload must be str"),
     ("invalid-utf8", b"\xff\xfe", "not valid UTF-8"),
 ]
