@@ -255,21 +255,24 @@ def _assert_no_processes(uid):
         assert not (CGROUP_ROOT / controller / PARENT / f"sb-{uid}").exists()
 
 
+FORK_300 = dedent("""
+    n = 0
+    for _ in range(300):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    print('forked', n)
+""")
+"""Fork up to 300 sleeping children and print how many forks succeeded."""
+
+
 def test_fork_storm(backend):
-    code = dedent("""
-        import os, time
-        n = 0
-        for _ in range(300):
-            try:
-                pid = os.fork()
-            except OSError:
-                break
-            if pid == 0:
-                time.sleep(60)
-                os._exit(0)
-            n += 1
-        print('forked', n)
-    """)
+    code = "import os, time\n" + FORK_300
     with Sandbox(backend=backend, limits=Limits(call_timeout=20, max_processes=64)) as sb:
         out = sb.execute_code(code)
         uid = sb.uid
@@ -300,18 +303,7 @@ def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
         except MemoryError:
             print('MemoryError')
         subprocess.Popen(['setsid', 'sleep', '600'])
-        n = 0
-        for _ in range(300):
-            try:
-                pid = os.fork()
-            except OSError:
-                break
-            if pid == 0:
-                time.sleep(60)
-                os._exit(0)
-            n += 1
-        print('forked', n)
-    """)
+    """) + FORK_300
     with Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
         out = sb.execute_code(code)
         uid = sb.uid
