@@ -12,6 +12,7 @@ rollout as an error (`ok: false`) instead of a wrong answer.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import ClassVar
 
@@ -117,7 +118,9 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
             trace.info["path"] = "value"
             return 0.0
         answer = keys.lookup(self.source, self.data.id)
-        verdict = compare(answer.expected, actual, answer.policy)
+        # off the event loop: an irrational key may wait seconds for the prover process, and the
+        # other rollouts of the eval must not stall behind it
+        verdict = await asyncio.to_thread(compare, answer.expected, actual, answer.policy)
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
