@@ -18,20 +18,15 @@ from exactgrade.domains.deeplearning import check
 from exactgrade.domains.deeplearning.ieee import outcome
 from exactgrade.policy import Exact
 from exactgrade.task import Task, TaskDef, materialise
+from exactgrade.verify import iter_leaves
 
 TASKS = {task.id: task for task in exactgrade.tasks("deeplearning")}
 DEFINITIONS = {definition.id: definition for definition in deeplearning.TASKS}
 
 
 def leaves(value: Any):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from leaves(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from leaves(v)
-    else:
-        yield value
+    """Every non-container value in a key (the walk verify itself uses)."""
+    return (leaf for _, leaf in iter_leaves(value))
 
 
 def build(definition: TaskDef, **changes: Any) -> Task:
