@@ -7,6 +7,7 @@ verdict (exactgrade.compare) -> reward.
 """
 
 from exactgrade.compare import compare
+from exactgrade.family import Family, GenerationError, families, generate
 from exactgrade.policy import AllClose, Exact, Policy, RelTol
 from exactgrade.task import Task, TaskDef, get_task, tasks
 from exactgrade.values import TensorValue
@@ -15,6 +16,8 @@ from exactgrade.verdict import Verdict
 __all__ = [
     "AllClose",
     "Exact",
+    "Family",
+    "GenerationError",
     "Policy",
     "RelTol",
     "Task",
@@ -22,6 +25,8 @@ __all__ = [
     "TensorValue",
     "Verdict",
     "compare",
+    "families",
+    "generate",
     "get_task",
     "tasks",
 ]

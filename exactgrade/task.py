@@ -50,13 +50,30 @@ class TaskDef:
     tags: tuple[str, ...] = ()
     zero_reason: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    family: str | None = None
+    """The family (exactgrade.family) this task is an instance of."""
+    level: int | None = None
+    """For a generated task: its level 1..5, seed and index in its stream (None: canonical)."""
+    seed: int | None = None
+    index: int | None = None
 
     @property
     def program(self) -> str:
         """The reference's source plus the call that leaves its output in ``result``."""
-        source = textwrap.dedent(inspect.getsource(self.reference))
+        source = reference_source(self.reference)
         args = ", ".join(f"{name}={name}" for name in self.inputs)
         return f"{source.rstrip()}\n\n\nresult = {self.reference.__name__}({args})\n"
+
+
+@cache
+def reference_source(reference: Callable[..., Any]) -> str:
+    """A reference function's source, dedented (read once: generated tasks reuse it)."""
+    return textwrap.dedent(inspect.getsource(reference))
+
+
+@cache
+def _compiled(program: str) -> Any:
+    return compile(program, "<reference>", "exec")
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,11 @@ class Task:
     tags: tuple[str, ...] = ()
     zero_reason: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    family: str | None = None
+    level: int | None = None
+    """None for a canonical task; 1..5 for a generated one (with its ``seed`` and ``index``)."""
+    seed: int | None = None
+    index: int | None = None
 
 
 TORCH_INSTALL_HINT = "pip install torch==2.13.0 (the CPU build), then pip install -e ."
@@ -105,7 +127,7 @@ def run_program(program: str, inputs: Mapping[str, Any], profile: str = "python"
     from exactgrade import wire
 
     namespace = preload(inputs, profile)
-    exec(compile(program, "<reference>", "exec"), namespace)
+    exec(_compiled(program), namespace)
     if "result" not in namespace:
         raise ValueError("the program did not set `result`")
     return wire.decode(wire.encode(namespace["result"]))
@@ -146,6 +168,10 @@ def materialise(definition: TaskDef, domain: str, profile: str) -> Task:
         tags=definition.tags,
         zero_reason=definition.zero_reason,
         meta=definition.meta,
+        family=definition.family,
+        level=definition.level,
+        seed=definition.seed,
+        index=definition.index,
     )
 
 
@@ -169,10 +195,22 @@ def tasks(domain: str | None = None) -> list[Task]:
 
 
 def get_task(task_id: str) -> Task:
-    """The task with this id (``dl-000``, ``sc-012``, ``pt-044`` ...)."""
+    """The task with this id: canonical (``dl-000``, ``sc-012``, ``pt-044`` ...) or generated
+    (``sc-matmul_roofline-L3-s0-i17``, rebuilt from the id alone)."""
+    from exactgrade.family import get_generated
+
+    if not isinstance(task_id, str):
+        raise UnknownTask(f"a task id is a str, got {type(task_id).__name__}")
+    try:
+        generated = get_generated(task_id)
+    except ValueError as error:
+        raise UnknownTask(f"no task {task_id!r}: {error}") from None
+    if generated is not None:
+        return generated
     prefix = task_id.split("-", 1)[0]
     for domain, id_prefix in ID_PREFIX.items():
         if prefix == id_prefix:
             if any(t.id == task_id for t in task_defs(domain)):
                 return _materialise(domain, task_id)
-    raise UnknownTask(f"no task {task_id!r}; ids look like dl-000, sc-000, pt-000")
+    raise UnknownTask(f"no task {task_id!r}; ids look like dl-000, sc-000, pt-000 (canonical) "
+                      "or sc-<family>-L<level>-s<seed>-i<index> (generated)")

@@ -11,6 +11,8 @@ from exactgrade.domains.scaling import flops, inference, memory, roofline, shard
 from exactgrade.domains.scaling.checks import headline_summary, missing_headlines, task_problems
 from exactgrade.task import Task, TaskDef
 
+FAMILIES = roofline.FAMILIES
+
 TASKS: tuple[TaskDef, ...] = (
     roofline.TASKS + flops.TASKS + memory.TASKS + sharding.TASKS + inference.TASKS
 )
@@ -31,4 +33,4 @@ def summary(tasks: list[Task]) -> list[str]:
     return headline_summary(tasks)
 
 
-__all__ = ["PROFILE", "TASKS", "check", "summary"]
+__all__ = ["FAMILIES", "PROFILE", "TASKS", "check", "summary"]

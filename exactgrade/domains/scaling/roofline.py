@@ -8,8 +8,11 @@ the operations reordered, and can reproduce one named mistake; the tests use bot
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_task
+from exactgrade.domains.scaling._task import known_mistake, scaling_family, scaling_task
+from exactgrade.family import Draw
+from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -229,20 +232,61 @@ def weight_streaming_roofline_float(batch, d_model, d_ff, bytes_per_value, peak_
 _ROOFLINE_ROW = '{"rows": [{"batch": <int>, "intensity": <number>, "time_s": <number>, ' \
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `batches`, in order'
 
-TASKS = (
-    scaling_task(
-        "sc-000", "roofline", matmul_roofline,
-        {"batches": [1, 64, 256, 512, 4096], "d_model": 8192, "d_ff": 32768, "weight_bytes": 2,
-         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+def sample_matmul_roofline(draw: Draw, level: int) -> dict:
+    """Level 1: a canonical-sized layer on a round chip; each level adds batches (3 + level),
+    widens the model (d_model up to 2048 * 2**level) and from level 3 on uses non-round chip
+    numbers and int8 or fp32 operands."""
+    d_model = 1024 * draw.integer(2, 2 * 2**level)
+    d_ff = d_model * draw.choice((2, 3, 4, 8) if level >= 2 else (4,))
+    batches = sorted(draw.sample(range(1, 2**(9 + level)), 2 + level))
+    batches = sorted({1, *batches})
+    if level <= 2:
+        peak, bandwidth = 10**12 * 50 * draw.integer(2, 20), 10**9 * 100 * draw.integer(4, 40)
+        weight_bytes = activation_bytes = 2
+    else:
+        peak, bandwidth = 10**9 * draw.integer(100_000, 2_000_000), 10**7 * draw.integer(40_000, 400_000)
+        weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (4, 4), (1, 1)))
+    return {"batches": batches, "d_model": d_model, "d_ff": d_ff, "weight_bytes": weight_bytes,
+            "activation_bytes": activation_bytes, "peak_flops": peak, "hbm_bandwidth": bandwidth}
+
+
+def _bound_not_tied(task: Task) -> str | None:
+    """A row whose compute time equals its memory time is a tie no float method can be sure of."""
+    inputs = task.inputs
+    for row in task.expected["rows"]:
+        batch = row["batch"]
+        flops = 2 * batch * inputs["d_model"] * inputs["d_ff"]
+        traffic = (inputs["activation_bytes"] * batch * (inputs["d_model"] + inputs["d_ff"])
+                   + inputs["weight_bytes"] * inputs["d_model"] * inputs["d_ff"])
+        if Fraction(flops, inputs["peak_flops"]) == Fraction(traffic, inputs["hbm_bandwidth"]):
+            return f"batch {batch} sits exactly on the compute/memory tie"
+    return None
+
+
+MATMUL_ROOFLINE = scaling_family(
+    "matmul_roofline", "roofline", matmul_roofline,
+    """\
 A feed-forward matmul y = x @ W multiplies activations x of shape [batch, d_model] by weights W of
 shape [d_model, d_ff]. Each step reads x and W from HBM once and writes y once; weights take
 `weight_bytes` bytes per value and activations (x and y) `activation_bytes`. The chip peaks at
 `peak_flops` FLOP/s with `hbm_bandwidth` bytes/s of HBM bandwidth. For each batch size in
 `batches`, give the arithmetic intensity (FLOPs per byte moved), the roofline time in seconds and
 whether the matmul is compute- or memory-bound.""",
-        _ROOFLINE_ROW, matmul_roofline_float, "weights_only_traffic",
-        tags=("headline:matmul_roofline_crossover",),
+    _ROOFLINE_ROW, matmul_roofline_float, "weights_only_traffic",
+    sample=sample_matmul_roofline,
+    levels="batches 3+level (always batch 1); d_model up to 2048*2**level, d_ff 2-8x; level 3+: "
+           "non-round chip numbers, int8/fp32 operands",
+    tags=("headline:matmul_roofline_crossover",),
+    reject=_bound_not_tied,
+)
+
+FAMILIES = (MATMUL_ROOFLINE,)
+
+TASKS = (
+    MATMUL_ROOFLINE.task(
+        "sc-000",
+        {"batches": [1, 64, 256, 512, 4096], "d_model": 8192, "d_ff": 32768, "weight_bytes": 2,
+         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
     ),
     scaling_task(
         "sc-001", "roofline", min_compute_bound_batch,

@@ -1,0 +1,296 @@
+"""Task families: unlimited, reproducible, exactly keyed variants of the canonical tasks.
+
+A family is the one task builder its canonical tasks already use (reference + prompt template +
+policy and test metadata, as a ``build(task_id, inputs) -> TaskDef``) plus a parameter sampler
+``sample(draw, level) -> inputs``. A canonical task is a family with fixed inputs; a generated
+task is the same family with sampled inputs, so both share one question text.
+
+Streams: ``generate(domain, seed=S, index=i, level=L, family=F)`` is the i-th task of the stream
+(domain, S, L, F). Every draw of a task comes from SHA-256 of (domain, family, seed, index, level,
+attempt), never from Python's ``random`` or ``hash``: the same arguments give the same task in any
+process, under any PYTHONHASHSEED, on any machine, and the streams of two seeds share nothing
+(unlike ``Random(seed + i)``, where seed 43 is seed 42 shifted by one). ``family=None`` interleaves
+the domain's families round-robin: index i is index i // n of family i % n, so a mixed stream is
+made of the same tasks as the per-family streams and no task appears twice in it.
+
+Rejection sampling: a sampler raises ``Reject`` for an instance it will not pose; every built
+instance must also pass the family's own ``reject`` test (e.g. "the named mistake gives the right
+answer") and the domain's ``check()``, and must not have the inputs of a canonical task. Each
+attempt draws afresh; after MAX_ATTEMPTS the family raises GenerationError naming family, seed,
+index and level. Accepted tasks are cached, so a host holding only an id rebuilds the key once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache, lru_cache
+from typing import Any, TypeVar
+
+from exactgrade.task import DOMAINS, ID_PREFIX, Task, TaskDef, domain_module, materialise
+
+LEVELS = (1, 2, 3, 4, 5)
+MAX_ATTEMPTS = 200
+MAX_SEED = 2**63 - 1
+STREAM_VERSION = "exactgrade-families-v1"
+"""Part of every task's hash: change it only to deliberately re-draw every stream."""
+
+T = TypeVar("T")
+
+
+class Reject(Exception):
+    """Raised by a sampler for an instance it will not pose; the generator draws again."""
+
+
+class GenerationError(RuntimeError):
+    """A family found no valid instance within MAX_ATTEMPTS draws."""
+
+
+class Draw:
+    """Deterministic random choices from a SHA-256 counter stream.
+
+    Python's ``random`` is avoided on purpose: its algorithms are an implementation detail,
+    while this stream is fixed by its definition, so a task id rebuilds the same task anywhere.
+    """
+
+    def __init__(self, key: str) -> None:
+        self._key = key.encode()
+        self._counter = 0
+
+    def _word(self) -> int:
+        digest = hashlib.sha256(self._key + b"#" + str(self._counter).encode()).digest()
+        self._counter += 1
+        return int.from_bytes(digest, "big")
+
+    def below(self, n: int) -> int:
+        """A uniform int in [0, n)."""
+        if type(n) is not int or n <= 0:
+            raise ValueError(f"below(n) needs a positive int, got {n!r}")
+        bits = n.bit_length()
+        while True:
+            value, have = 0, 0
+            while have < bits:
+                value, have = (value << 256) | self._word(), have + 256
+            value >>= have - bits
+            if value < n:
+                return value
+
+    def integer(self, low: int, high: int) -> int:
+        """A uniform int in [low, high], both included."""
+        if high < low:
+            raise ValueError(f"integer({low}, {high}): empty range")
+        return low + self.below(high - low + 1)
+
+    def choice(self, options: Sequence[T]) -> T:
+        if not options:
+            raise ValueError("choice from an empty sequence")
+        return options[self.below(len(options))]
+
+    def shuffled(self, options: Sequence[T]) -> list[T]:
+        """A new list with the options in uniformly random order (Fisher-Yates)."""
+        items = list(options)
+        for i in range(len(items) - 1, 0, -1):
+            j = self.below(i + 1)
+            items[i], items[j] = items[j], items[i]
+        return items
+
+    def sample(self, options: Sequence[T], k: int) -> list[T]:
+        """k distinct options, in random order (a partial Fisher-Yates: O(k) draws, so sampling
+        from a large range is cheap)."""
+        n = len(options)
+        if not 0 <= k <= n:
+            raise ValueError(f"sample of {k} from {n} options")
+        moved: dict[int, int] = {}
+        picked = []
+        for i in range(k):
+            j = i + self.below(n - i)
+            picked.append(options[moved.get(j, j)])
+            moved[j] = moved.get(i, i)
+        return picked
+
+    def chance(self, numerator: int, denominator: int) -> bool:
+        """True with probability numerator/denominator."""
+        return self.below(denominator) < numerator
+
+    def dyadic(self, low: Fraction | int, high: Fraction | int, bits: int) -> Fraction:
+        """A uniform multiple of 2**-bits in [low, high]."""
+        scale = 2**bits
+        lo, hi = Fraction(low) * scale, Fraction(high) * scale
+        first, last = -((-lo.numerator) // lo.denominator), hi.numerator // hi.denominator
+        return Fraction(self.integer(first, last), scale)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kind of task: the builder its canonical tasks use, and a sampler of new inputs.
+
+    ``build(task_id, inputs)`` returns the TaskDef (reference, prompt, policy, metadata);
+    ``sample(draw, level)`` returns inputs for a level 1..5 or raises Reject; ``reject(task)``
+    says why a built, keyed instance must not be posed (None: accept); ``levels`` says what the
+    levels change (it goes into the docs).
+    """
+
+    name: str
+    build: Callable[[str, Mapping[str, Any]], TaskDef]
+    sample: Callable[[Draw, int], Mapping[str, Any]]
+    levels: str
+    reject: Callable[[Task], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"family name {self.name!r} must be lower_snake_case (it is part of task ids)")
+
+    def task(self, task_id: str, inputs: Mapping[str, Any]) -> TaskDef:
+        """The TaskDef of this family with these inputs (a canonical task, or a sampled one)."""
+        return dataclasses.replace(self.build(task_id, inputs), family=self.name)
+
+
+# ---------------------------------------------------------------------------- registry
+
+
+def _family_table(domain: str) -> dict[str, Family]:
+    module = domain_module(domain)
+    return {family.name: family for family in getattr(module, "FAMILIES", ())}
+
+
+def families(domain: str) -> tuple[str, ...]:
+    """The family names of a domain, in their documented order."""
+    return tuple(_family_table(domain))
+
+
+def family_of(domain: str, name: str) -> Family:
+    """The Family object (sampler, builder) called ``name`` in ``domain``."""
+    table = _family_table(domain)
+    if name not in table:
+        known = ", ".join(table) or "none yet"
+        raise ValueError(f"unknown family {name!r} of the {domain} domain; known: {known}")
+    return table[name]
+
+
+def check_level(level: object) -> int:
+    if type(level) is not int or level not in LEVELS:
+        raise ValueError(f"level must be an int from {LEVELS[0]} to {LEVELS[-1]}, got {level!r}")
+    return level
+
+
+def _check_count(name: str, value: object) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{name} must be an int from 0 to 2**63 - 1, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------- ids
+
+_GENERATED_ID = re.compile(r"(?P<prefix>[a-z]+)-(?P<family>[a-z][a-z0-9_]*)-L(?P<level>[1-5])"
+                           r"-s(?P<seed>0|[1-9][0-9]*)-i(?P<index>0|[1-9][0-9]*)")
+
+
+def generated_id(domain: str, family: str, level: int, seed: int, index: int) -> str:
+    """The self-describing id of a generated task: ``sc-matmul_roofline-L3-s0-i17``."""
+    return f"{ID_PREFIX[domain]}-{family}-L{level}-s{seed}-i{index}"
+
+
+def parse_generated_id(task_id: str) -> tuple[str, str, int, int, int] | None:
+    """(domain, family, level, seed, index) of a generated id, or None if it is not one."""
+    match = _GENERATED_ID.fullmatch(task_id)
+    if match is None:
+        return None
+    domain = next((d for d, p in ID_PREFIX.items() if p == match["prefix"]), None)
+    if domain is None:
+        return None
+    return domain, match["family"], int(match["level"]), int(match["seed"]), int(match["index"])
+
+
+# ---------------------------------------------------------------------------- generation
+
+
+def generate(domain: str, *, seed: int, index: int, level: int = 1, family: str | None = None) -> Task:
+    """The ``index``-th task of the stream (domain, seed, level, family).
+
+    ``family=None`` interleaves all of the domain's families round-robin.
+    """
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {sorted(DOMAINS)}")
+    check_level(level)
+    _check_count("seed", seed)
+    _check_count("index", index)
+    if family is None:
+        names = families(domain)
+        if not names:
+            raise ValueError(f"the {domain} domain has no task families yet")
+        family, index = names[index % len(names)], index // len(names)
+    else:
+        family_of(domain, family)
+    return generated_task(domain, family, level, seed, index)
+
+
+def get_generated(task_id: str) -> Task | None:
+    """The generated task with this id, rebuilt from the id alone; None if not a generated id."""
+    parsed = parse_generated_id(task_id)
+    if parsed is None:
+        return None
+    domain, family, level, seed, index = parsed
+    family_of(domain, family)
+    return generated_task(domain, family, level, seed, index)
+
+
+@lru_cache(maxsize=8192)
+def generated_task(domain: str, family: str, level: int, seed: int, index: int) -> Task:
+    """The accepted instance (validated arguments; cached)."""
+    return build_instance(domain, family, level, seed, index)
+
+
+def build_instance(domain: str, family: str, level: int, seed: int, index: int, *,
+                   checked: bool = True) -> Task:
+    """Rejection-sample one instance. ``checked=False`` skips the domain's check() (only for
+    measuring the cost of generation apart from the independent checks)."""
+    module = domain_module(domain)
+    fam = family_of(domain, family)
+    task_id = generated_id(domain, family, level, seed, index)
+    canonical = _canonical_inputs(domain)
+    rejections: Counter[str] = Counter()
+    for attempt in range(MAX_ATTEMPTS):
+        draw = Draw(f"{STREAM_VERSION}|{domain}|{family}|{seed}|{index}|{level}|{attempt}")
+        try:
+            inputs = dict(fam.sample(draw, level))
+        except Reject as reason:
+            rejections[str(reason) or "sampler"] += 1
+            continue
+        if _inputs_text(inputs) in canonical:
+            rejections["the inputs of a canonical task"] += 1
+            continue
+        definition = dataclasses.replace(fam.task(task_id, inputs), level=level, seed=seed, index=index)
+        task = materialise(definition, domain, module.PROFILE)
+        problem = fam.reject(task) if fam.reject is not None else None
+        if problem is None and checked:
+            problems = module.check(task)
+            problem = "; ".join(problems) if problems else None
+        if problem is not None:
+            rejections[problem[:120]] += 1
+            continue
+        return task
+    common = "; ".join(f"{reason} ({count}x)" for reason, count in rejections.most_common(3))
+    raise GenerationError(f"family {family!r} of the {domain} domain found no valid instance in "
+                          f"{MAX_ATTEMPTS} attempts (seed {seed}, index {index}, level {level}); "
+                          f"most common rejections: {common}")
+
+
+def _inputs_text(inputs: Mapping[str, Any]) -> str:
+    from exactgrade import wire
+
+    return wire.encode(dict(inputs))
+
+
+@cache
+def _canonical_inputs(domain: str) -> frozenset[str]:
+    return frozenset(_inputs_text(d.inputs) for d in domain_module(domain).TASKS)
+
+
+def levels_table(domain: str) -> list[tuple[str, str]]:
+    """(family, what its levels change) for the docs."""
+    return [(f.name, f.levels) for f in _family_table(domain).values()]
