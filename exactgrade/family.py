@@ -242,15 +242,18 @@ def get_generated(task_id: str) -> Task | None:
 @lru_cache(maxsize=8192)
 def generated_task(domain: str, family: str, level: int, seed: int, index: int) -> Task:
     """The accepted instance (validated arguments; cached)."""
-    return build_instance(domain, family, level, seed, index)
+    return build_instance(domain, family_of(domain, family), level, seed, index)
 
 
-def build_instance(domain: str, family: str, level: int, seed: int, index: int, *,
+def build_instance(domain: str, fam: Family | str, level: int, seed: int, index: int, *,
                    checked: bool = True) -> Task:
-    """Rejection-sample one instance. ``checked=False`` skips the domain's check() (only for
-    measuring the cost of generation apart from the independent checks)."""
+    """Rejection-sample one instance of ``fam`` (a Family or the name of one of the domain's).
+    ``checked=False`` skips the domain's check() (only for measuring the cost of generation
+    apart from the independent checks)."""
     module = domain_module(domain)
-    fam = family_of(domain, family)
+    if isinstance(fam, str):
+        fam = family_of(domain, fam)
+    family = fam.name
     task_id = generated_id(domain, family, level, seed, index)
     canonical = _canonical_inputs(domain)
     rejections: Counter[str] = Counter()
@@ -294,3 +297,24 @@ def _canonical_inputs(domain: str) -> frozenset[str]:
 def levels_table(domain: str) -> list[tuple[str, str]]:
     """(family, what its levels change) for the docs."""
     return [(f.name, f.levels) for f in _family_table(domain).values()]
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4): the levels of a command-line option."""
+    low, sep, high = str(text).strip().partition("-")
+    try:
+        first, last = int(low), int(high) if sep else int(low)
+    except ValueError:
+        raise ValueError(f"levels must be a level or a range such as 1-5, got {text!r}") from None
+    if not (LEVELS[0] <= first <= last <= LEVELS[-1]):
+        raise ValueError(f"levels must lie within {LEVELS[0]}-{LEVELS[-1]} (low to high), got {text!r}")
+    return tuple(range(first, last + 1))
+
+
+def definition_of(task: Task) -> TaskDef:
+    """The TaskDef a generated task was materialised from (what verify re-runs)."""
+    if task.family is None or task.level is None:
+        raise ValueError(f"{task.id} is not a generated task")
+    fam = family_of(task.domain, task.family)
+    return dataclasses.replace(fam.task(task.id, task.inputs), level=task.level, seed=task.seed,
+                               index=task.index)
