@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 HELP = "build the Hugging Face datasets (one per domain, with dataset cards) into a directory"
 
 COLUMNS = ("task_id", "category", "prompt", "api_description", "inputs", "expected_output", "policy")
+GENERATED_COLUMNS = (*COLUMNS, "family", "level", "seed", "index")
+"""A generated build's columns: where each task comes from (exactgrade.dataset_generated)."""
 SHIPPED = Path(__file__).parent / "data"
 ENVIRONMENT_NAMES = {"deeplearning": "deeplearning-env", "scaling": "scaling-env", "pytorch": "pytorch-env"}
 GRADING_RULES = {
@@ -61,6 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
                         help="build only this domain (repeatable; default: all)")
+    from exactgrade.verify import _count_argument, _levels_argument
+
+    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
+                        help="write N generated tasks per family per level (with columns family, level, "
+                             "seed, index) instead of the canonical tasks")
+    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
+                        help="with --generated: the stream's seed (default 0)")
+    parser.add_argument("--levels", type=_levels_argument, default=(1, 2, 3, 4, 5), metavar="L|A-B",
+                        help="with --generated: a level or a range of levels (default 1-5)")
 
 
 def task_row(task: Task) -> dict[str, str]:
@@ -78,9 +89,9 @@ def task_row(task: Task) -> dict[str, str]:
     }
 
 
-def jsonl_text(rows: Iterable[Mapping[str, str]]) -> str:
+def jsonl_text(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...] = COLUMNS) -> str:
     """JSON Lines with fixed settings: column order, compact separators, UTF-8 kept as is."""
-    return "".join(json.dumps({c: row[c] for c in COLUMNS}, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return "".join(json.dumps({c: row[c] for c in columns}, ensure_ascii=False, separators=(",", ":")) + "\n"
                    for row in rows)
 
 
@@ -213,7 +224,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{domain}: NOT BUILT: {error}{hint}")
             status = 1
             continue
-        built = build_domain(domain, args.out)
+        if args.generated is not None:
+            from exactgrade.dataset_generated import build_generated_domain
+
+            module = domain_module(domain)
+            environment = dict(module.environment()) if hasattr(module, "environment") else {}
+            built = build_generated_domain(domain, args.out, args.generated, args.seed, args.levels,
+                                           environment)
+        else:
+            built = build_domain(domain, args.out)
         counts = Counter(t.category for t in built)
         print(f"{domain}: wrote {len(built)} rows to {args.out / domain} "
               f"({', '.join(f'{c} {n}' for c, n in counts.items())})")
@@ -223,11 +242,14 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- load
 
 
-def features() -> datasets.Features:
-    """Every column is a string."""
+def features(generated: bool = False) -> datasets.Features:
+    """Every canonical column is a string; a generated build adds family (string) and level,
+    seed, index (int64)."""
     import datasets
 
-    return datasets.Features({c: datasets.Value("string") for c in COLUMNS})
+    columns = GENERATED_COLUMNS if generated else COLUMNS
+    return datasets.Features({c: datasets.Value("int64" if c in ("level", "seed", "index") else "string")
+                              for c in columns})
 
 
 def split_file(domain: str, split: str = "train", dataset_name: str | None = None) -> Path:
@@ -256,14 +278,29 @@ def load_split(domain: str, split: str = "train", dataset_name: str | None = Non
     import datasets
 
     if dataset_name is not None and not Path(dataset_name).exists():
-        loaded = datasets.load_dataset(dataset_name, split=split, features=features())
+        loaded = datasets.load_dataset(dataset_name, split=split)
+        generated = tuple(loaded.column_names) == GENERATED_COLUMNS
+        if tuple(loaded.column_names) in (COLUMNS, GENERATED_COLUMNS):
+            loaded = loaded.cast(features(generated))
     else:
         path = split_file(domain, split, dataset_name)
-        loaded = datasets.Dataset.from_json(str(path), features=features(), keep_in_memory=True)
-    if tuple(loaded.column_names) != COLUMNS:
+        generated = _is_generated_file(path)
+        loaded = datasets.Dataset.from_json(str(path), features=features(generated), keep_in_memory=True)
+    if tuple(loaded.column_names) not in (COLUMNS, GENERATED_COLUMNS):
         raise DatasetRowError(f"the {domain} dataset has columns {loaded.column_names}, "
-                              f"expected {list(COLUMNS)}")
+                              f"expected {list(COLUMNS)} (canonical) or {list(GENERATED_COLUMNS)} "
+                              "(generated)")
     return loaded
+
+
+def _is_generated_file(path: Path) -> bool:
+    """Whether a JSON Lines file holds a generated build (its first row has the extra columns)."""
+    with path.open(encoding="utf-8") as lines:
+        first = lines.readline()
+    try:
+        return tuple(json.loads(first)) == GENERATED_COLUMNS
+    except (ValueError, TypeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -284,9 +321,10 @@ def row_to_task_fields(row: Mapping[str, Any]) -> TaskFields:
     ``wire.decode`` (never eval), inputs a str-keyed dict, the key ``{"rows": [...]}``."""
     from exactgrade import wire
 
-    if not isinstance(row, Mapping) or set(row) != set(COLUMNS):
+    if not isinstance(row, Mapping) or set(row) not in (set(COLUMNS), set(GENERATED_COLUMNS)):
         got = sorted(row) if isinstance(row, Mapping) else type(row).__name__
-        raise DatasetRowError(f"a row needs exactly the columns {list(COLUMNS)}, got {got}")
+        raise DatasetRowError(f"a row needs exactly the columns {list(COLUMNS)} (or those of a generated "
+                              f"build), got {got}")
     task_id = row["task_id"]
     for column in COLUMNS:
         if type(row[column]) is not str:

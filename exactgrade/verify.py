@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -52,9 +53,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "use --domain to verify only the others on a machine without torch."
     )
     parser.add_argument("--domain", choices=sorted(DOMAINS), help="verify only this domain")
+    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
+                        help="verify N generated tasks per family per level instead of the canonical "
+                             "tasks (the same pipeline; see exactgrade.generate)")
+    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
+                        help="with --generated: the stream's seed (default 0)")
+    parser.add_argument("--levels", type=_levels_argument, default=(1, 2, 3, 4, 5), metavar="L|A-B",
+                        help="with --generated: a level or a range of levels (default 1-5)")
     parser.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
                         help="kill a fresh run whose task takes longer than this "
                              f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
+
+
+def _count_argument(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _levels_argument(text: str) -> tuple[int, ...]:
+    from exactgrade.family import parse_levels
+
+    try:
+        return parse_levels(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # ---------------------------------------------------------------------------- reports
@@ -485,6 +512,41 @@ def verify_domain(domain: str, *, task_timeout: float = DEFAULT_TASK_TIMEOUT,
                               getattr(module, "summary", None), task_timeout=task_timeout, progress=progress)
 
 
+def verify_generated(domain: str, count: int, seed: int, levels: Sequence[int], *,
+                     task_timeout: float = DEFAULT_TASK_TIMEOUT,
+                     progress: Callable[[], None] = lambda: None) -> DomainReport:
+    """Generate ``count`` tasks per family per level of the stream ``seed`` and verify them
+    exactly as canonical tasks are (progress: 4 calls per task, one for its generation)."""
+    from exactgrade.family import GenerationError, definition_of, families, generate, generated_id
+    from exactgrade.task import domain_module
+
+    module = domain_module(domain)
+    names = families(domain)
+    ids = [generated_id(domain, name, level, seed, index)
+           for name in names for level in levels for index in range(count)]
+    if not names:
+        return DomainReport(domain, (), (), not_verified="the domain has no task families")
+    if module.PROFILE == "torch" and torch_missing_reason() is not None:
+        for _ in range(4 * len(ids)):
+            progress()
+        return DomainReport(domain, tuple(ids), (), not_verified=torch_missing_reason())
+    definitions, failures = [], []
+    for name in names:
+        for level in levels:
+            for index in range(count):
+                try:
+                    definitions.append(definition_of(generate(domain, seed=seed, index=index, level=level,
+                                                              family=name)))
+                except GenerationError as error:
+                    failures.append((generated_id(domain, name, level, seed, index), str(error)))
+                    for _ in range(3):
+                        progress()
+                progress()
+    report = verify_definitions(domain, definitions, module.PROFILE, module.check, None,
+                                task_timeout=task_timeout, progress=progress)
+    return dataclasses.replace(report, task_ids=tuple(ids), failures=tuple(failures) + report.failures)
+
+
 def format_report(report: DomainReport) -> list[str]:
     """The lines verify prints for one domain."""
     lines = [f"{task_id}: {reason}" for task_id, reason in report.failures]
@@ -498,18 +560,22 @@ def format_report(report: DomainReport) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from exactgrade.family import families
     from exactgrade.task import domain_module
 
     domains = [args.domain] if args.domain else list(DOMAINS)
+    generated = args.generated is not None
     reports: list[DomainReport] = []
     sizes: dict[str, int] = {}
     for domain in domains:
         try:
-            sizes[domain] = len(domain_module(domain).TASKS)
+            sizes[domain] = (args.generated * len(args.levels) * len(families(domain)) if generated
+                             else len(domain_module(domain).TASKS))
         except Exception as error:  # a domain that does not import cannot be verified
             reports.append(DomainReport(domain, (), (), not_verified=f"cannot load {DOMAINS[domain]}: "
                                                                        f"{type(error).__name__}: {error}"))
-    with tqdm(total=3 * sum(sizes.values()), desc="verify", unit="run", file=sys.stderr) as bar:
+    runs_per_task = 4 if generated else 3
+    with tqdm(total=runs_per_task * sum(sizes.values()), desc="verify", unit="run", file=sys.stderr) as bar:
         lock = threading.Lock()
 
         def advance() -> None:
@@ -518,7 +584,11 @@ def run(args: argparse.Namespace) -> int:
 
         for domain in sizes:
             bar.set_description(f"verify {domain}")
-            reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=advance))
+            if generated:
+                reports.append(verify_generated(domain, args.generated, args.seed, args.levels,
+                                                task_timeout=args.task_timeout, progress=advance))
+            else:
+                reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=advance))
     reports.sort(key=lambda r: domains.index(r.domain))
     for report in reports:
         for line in format_report(report):
