@@ -63,15 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
                         help="build only this domain (repeatable; default: all)")
-    from exactgrade.verify import _count_argument, _levels_argument
+    from exactgrade.verify import add_generation_arguments
 
-    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
-                        help="write N generated tasks per family per level (with columns family, level, "
-                             "seed, index) instead of the canonical tasks")
-    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
-                        help="with --generated: the stream's seed (default 0)")
-    parser.add_argument("--levels", type=_levels_argument, default=(1, 2, 3, 4, 5), metavar="L|A-B",
-                        help="with --generated: a level or a range of levels (default 1-5)")
+    add_generation_arguments(parser, "write N generated tasks per family per level (with columns family, "
+                                     "level, seed, index) instead of the canonical tasks")
 
 
 def task_row(task: Task) -> dict[str, str]:

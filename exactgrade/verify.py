@@ -53,16 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "use --domain to verify only the others on a machine without torch."
     )
     parser.add_argument("--domain", choices=sorted(DOMAINS), help="verify only this domain")
-    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
-                        help="verify N generated tasks per family per level instead of the canonical "
-                             "tasks (the same pipeline; see exactgrade.generate)")
+    add_generation_arguments(parser, "verify N generated tasks per family per level instead of the "
+                                     "canonical tasks (the same pipeline; see exactgrade.generate)")
+    parser.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
+                        help="kill a fresh run whose task takes longer than this "
+                             f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser, generated_help: str) -> None:
+    """--generated N, --seed S, --levels L|A-B: the options that select a generated stream
+    (shared by verify and build)."""
+    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N", help=generated_help)
     parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
                         help="with --generated: the stream's seed (default 0)")
     parser.add_argument("--levels", type=_levels_argument, default=(1, 2, 3, 4, 5), metavar="L|A-B",
                         help="with --generated: a level or a range of levels (default 1-5)")
-    parser.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
-                        help="kill a fresh run whose task takes longer than this "
-                             f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
 
 
 def _count_argument(text: str) -> int:
