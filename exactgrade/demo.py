@@ -62,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-var", default=None,
                         help="name of the environment variable holding the API key for --base-url")
     parser.add_argument("--max-turns", type=int, default=None, help="model turns per rollout (env default 5)")
+    from exactgrade.verify import _count_argument
+
+    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
+                        help="run N generated tasks per environment (levels 1-5 mixed, all families; "
+                             "--env.taskset.source generated) instead of the canonical tasks")
+    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
+                        help="with --generated: the stream's seed (default 0)")
 
 
 @dataclass
@@ -182,9 +189,13 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
     run_dir = out_dir / env
     if run_dir.exists():
         shutil.rmtree(run_dir)  # this demo's own previous output for the same run
-    expected = _task_count(env, args.limit)
-    command = vf_eval_command(env, model, base_url, out_dir, env, limit=args.limit,
-                              concurrency=args.concurrency, api_key_var=api_key_var, max_turns=args.max_turns)
+    generated = getattr(args, "generated", None)
+    limit = generated if generated is not None else args.limit
+    expected = generated if generated is not None else _task_count(env, args.limit)
+    extra = (("--env.taskset.source", "generated", "--env.taskset.seed", str(args.seed))
+             if generated is not None else ())
+    command = vf_eval_command(env, model, base_url, out_dir, env, limit=limit, concurrency=args.concurrency,
+                              api_key_var=api_key_var, max_turns=args.max_turns, extra=extra)
     log_path = out_dir / f"{env}.vf-eval.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -210,7 +221,7 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
 
 def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunResult:
     """Tally one vf-eval run's traces.jsonl per category (and per adversarial attack)."""
-    from exactgrade.scripted.policies import adversarial_script
+    from exactgrade.scripted.policies import adversarial_script, script_index
 
     by_category: dict[str, Tally] = defaultdict(Tally)
     by_attack: dict[str, Tally] = defaultdict(Tally)
@@ -218,7 +229,7 @@ def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunR
     for trace in read_traces(run_dir / "traces.jsonl"):
         data = trace["task"]["data"]
         outcome, reason = classify(trace)
-        kind = adversarial_script("", _task_index(data["id"]), "", 0).kind if label == "adversarial" else ""
+        kind = adversarial_script("", script_index(data["id"]), "", 0).kind if label == "adversarial" else ""
         for tally in (by_category[data["category"]], *( (by_attack[kind],) if kind else ())):
             tally.rollouts += 1
             setattr(tally, outcome, getattr(tally, outcome) + 1)
@@ -248,10 +259,6 @@ def classify(trace: dict[str, Any]) -> tuple[str, str]:
     if score == 1.0:
         return "passed", "passed"
     return "wrong", str(info.get("reason") or "no reason recorded")
-
-
-def _task_index(task_id: str) -> int:
-    return int(task_id.rsplit("-", 1)[1])
 
 
 def _task_count(env: str, limit: int | None) -> int:

@@ -13,12 +13,15 @@ rollout as an error (`ok: false`) instead of a wrong answer.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-from typing import ClassVar
+from collections.abc import Iterable, Iterator
+from typing import ClassVar, Literal
 
 import verifiers.v1 as vf
 from pydantic import model_validator
 
+from exactgrade import wire
 from exactgrade.env import keys
 from exactgrade.env.state import SandboxState
 from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
@@ -98,7 +101,6 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
 
     @vf.reward(weight=1.0)
     async def correctness(self, trace: vf.Trace) -> float:
-        from exactgrade import wire
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
@@ -148,6 +150,15 @@ def _well_formed(call: vf.ToolCall) -> bool:
 
 
 class ExactgradeTasksetConfig(vf.TasksetConfig):
+    source: Literal["dataset", "generated"] = "dataset"
+    """`dataset`: the rows of a dataset (below); `generated`: an infinite stream of generated
+    tasks (exactgrade.generate), built lazily as the run reaches them; `-n` bounds a run."""
+    seed: int = 0
+    """With source=generated: the stream's seed (streams of two seeds share no task)."""
+    levels: str = "1-5"
+    """With source=generated: a level or a range (e.g. `3` or `1-5`), mixed round-robin."""
+    families: str | None = None
+    """With source=generated: a comma-separated filter of family names (default: all)."""
     split: str = "train"
     dataset_name: str | None = None
     """None = the dataset shipped in the package; else a local path or a Hugging Face hub id."""
@@ -167,7 +178,30 @@ class ExactgradeTasksetConfig(vf.TasksetConfig):
             self.task = self.task.model_copy(update={"max_turns": self.max_turns})
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        from exactgrade.family import parse_levels
+
+        parse_levels(self.levels)  # a bad range is refused here, with the reason
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
         return self
+
+    def level_list(self) -> tuple[int, ...]:
+        from exactgrade.family import parse_levels
+
+        return parse_levels(self.levels)
+
+    def family_list(self, domain: str) -> tuple[str, ...]:
+        """The families the stream draws from, validated against the domain's."""
+        from exactgrade.family import families, family_of
+
+        if self.families is None:
+            return families(domain)
+        names = tuple(name.strip() for name in self.families.split(",") if name.strip())
+        for name in names:
+            family_of(domain, name)  # ValueError naming the known families
+        if not names:
+            raise ValueError("--env.taskset.families names no family")
+        return names
 
 
 class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
@@ -175,11 +209,39 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
 
     DOMAIN: ClassVar[str] = ""
 
+    def __init__(self, config: ExactgradeTasksetConfig) -> None:
+        super().__init__(config)
+        self.INFINITE = config.source == "generated"
+        if self.INFINITE:  # refuse an unknown family before the run starts, not at the first task
+            config.family_list(self.DOMAIN)
+
     @classmethod
     def toolsets(cls, config: ExactgradeTasksetConfig) -> list[vf.Toolset]:
         return [SandboxToolset(config.tools)]  # one server for the whole eval
 
-    def load(self) -> list[ExactgradeTask]:
+    def load(self) -> Iterable[ExactgradeTask]:
+        if self.config.source == "generated":
+            return self._generated()
+        return self._dataset()
+
+    def _generated(self) -> Iterator[ExactgradeTask]:
+        """Position i: level i mod L, then family j mod F and index j // F (j = i // L).
+        Each task and its key are built only when the run reaches it; the key stays here."""
+        from exactgrade.family import generate
+
+        levels = self.config.level_list()
+        names = self.config.family_list(self.DOMAIN)
+        for position in itertools.count():
+            level, j = levels[position % len(levels)], position // len(levels)
+            task = generate(self.DOMAIN, seed=self.config.seed, index=j // len(names), level=level,
+                            family=names[j % len(names)])
+            yield ExactgradeTask(ExactgradeData(
+                id=task.id, name=task.id, category=task.category, domain=self.DOMAIN,
+                prompt=generated_prompt(task), system_prompt=SYSTEM_PROMPT,
+                inputs=wire.encode(dict(task.inputs)), split="generated",
+            ), self.config.task)  # fmt: skip
+
+    def _dataset(self) -> list[ExactgradeTask]:
         from exactgrade.dataset import load_split
 
         split, dataset_name = self.config.split, self.config.dataset_name
@@ -191,6 +253,13 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
             prompt=user_prompt(row), system_prompt=SYSTEM_PROMPT, inputs=row["inputs"],
             split=split, dataset_name=dataset_name,
         ), self.config.task) for row in rows]  # fmt: skip
+
+
+def generated_prompt(task) -> str:
+    """A generated task's question and conventions, ending with its id (which names the task,
+    not its answer: a host rebuilds the key from it, the sandbox cannot)."""
+    return (f"{user_prompt({'prompt': task.prompt, 'api_description': task.api_description})}\n\n"
+            f"Task id: {task.id}")
 
 
 def user_prompt(row) -> str:

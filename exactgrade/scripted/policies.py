@@ -22,6 +22,18 @@ CANARY_ENV = "EXACTGRADE_CANARY"
 tool output that contains it (or a dataset's `expected_output` column) is an escape."""
 
 
+def script_index(task_id: str) -> int:
+    """The number a task's mutation or attack is chosen by: a canonical task's id number, or a
+    fixed hash of a generated task's id (so a generated stream meets every attack)."""
+    import zlib
+
+    from exactgrade.family import parse_generated_id
+
+    if parse_generated_id(task_id) is not None:
+        return zlib.crc32(task_id.encode())
+    return int(task_id.rsplit("-", 1)[1])
+
+
 @dataclass(frozen=True)
 class Step:
     tool: str

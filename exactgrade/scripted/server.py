@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 import uuid
@@ -58,9 +59,35 @@ def load_catalog() -> list[CatalogEntry]:
     return entries
 
 
+GENERATED_ID_LINE = re.compile(r"^Task id: (\S+)$", re.MULTILINE)
+
+
 def find_task(catalog: list[CatalogEntry], user_text: str) -> CatalogEntry | None:
+    """The canonical task whose prompt the text holds, or the generated task its `Task id:`
+    line names (rebuilt from the id: no catalogue of generated tasks exists or is needed)."""
     matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
-    return max(matches, key=lambda entry: len(entry.prompt)) if matches else None
+    if matches:
+        return max(matches, key=lambda entry: len(entry.prompt))
+    for task_id in GENERATED_ID_LINE.findall(user_text):
+        entry = generated_entry(task_id)
+        if entry is not None:
+            return entry
+    return None
+
+
+def generated_entry(task_id: str) -> CatalogEntry | None:
+    """A generated task as a catalogue entry."""
+    from exactgrade.family import parse_generated_id
+    from exactgrade.scripted.policies import script_index
+    from exactgrade.task import UnknownTask, get_task
+
+    if parse_generated_id(task_id) is None:
+        return None
+    try:
+        task = get_task(task_id)
+    except (UnknownTask, ValueError):
+        return None
+    return CatalogEntry(task.id, script_index(task.id), task.prompt.strip(), task.program, task.policy)
 
 
 def text_of(content: Any) -> str:

@@ -1,0 +1,107 @@
+"""Generated task streams in the environments: `--env.taskset.source generated` is infinite and
+lazy, TaskData never carries a key, a process that never loaded the taskset grades from the id
+alone, and real `vf-eval` on a generated stream rewards the reference and no mutant."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from exactgrade import generate, get_task, wire
+from exactgrade.demo import read_traces, vf_eval_command
+from exactgrade.env.taskset import ExactgradeTasksetConfig
+from exactgrade.family import families
+from exactgrade.scripted.server import find_task, serve
+from scaling_env import ScalingTaskset
+
+
+def test_the_generated_taskset_is_an_infinite_lazy_stream_without_keys():
+    taskset = ScalingTaskset(ExactgradeTasksetConfig(source="generated", seed=4, levels="2-3"))
+    assert taskset.INFINITE and not taskset.bounded
+    first = list(itertools.islice(iter(taskset), 6))
+    names = families("scaling")
+    expected_ids = [generate("scaling", seed=4, index=(p // 2) // len(names), level=(2, 3)[p % 2],
+                             family=names[(p // 2) % len(names)]).id for p in range(6)]
+    assert [t.data.id for t in first] == expected_ids
+    for task in first:
+        key = wire.encode(get_task(task.data.id).expected)
+        dumped = task.data.model_dump_json()
+        assert key not in dumped and "expected" not in json.loads(dumped)
+        assert task.data.prompt.endswith(f"Task id: {task.data.id}")
+        assert wire.decode(task.data.inputs) == dict(get_task(task.data.id).inputs)
+    assert ScalingTaskset(ExactgradeTasksetConfig()).INFINITE is False  # the dataset stays the default
+
+
+def test_a_filter_keeps_only_the_named_families():
+    name = families("scaling")[-1]
+    taskset = ScalingTaskset(ExactgradeTasksetConfig(source="generated", families=name, levels="5"))
+    assert {t.data.id.split("-")[1] for t in itertools.islice(iter(taskset), 4)} == {name}
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"levels": "0-2"}, "levels must lie within 1-5"),
+    ({"levels": "two"}, "levels must be a level or a range"),
+    ({"seed": -1}, "seed must be >= 0"),
+])
+def test_bad_stream_options_are_refused_with_the_reason(config, message):
+    with pytest.raises(ValueError, match=message):
+        ExactgradeTasksetConfig(source="generated", **config)
+
+
+def test_an_unknown_family_is_refused_before_the_run_starts():
+    with pytest.raises(ValueError, match="unknown family 'nope' of the scaling domain; known: "):
+        ScalingTaskset(ExactgradeTasksetConfig(source="generated", families="nope"))
+
+
+def test_a_worker_that_never_loaded_the_taskset_finds_the_key_from_the_id():
+    task = generate("scaling", seed=8, index=3, level=4)
+    code = ("import sys; from exactgrade import wire; from exactgrade.env import keys; "
+            "k = keys.lookup(('scaling', 'generated', None), sys.argv[1]); print(wire.encode(k.expected))")
+    done = subprocess.run([sys.executable, "-c", code, task.id], capture_output=True, text=True, timeout=300,
+                          check=True)
+    assert done.stdout.strip() == wire.encode(task.expected)
+
+
+def test_the_scripted_policies_find_a_generated_task_from_its_prompt_alone():
+    task = next(iter(ScalingTaskset(ExactgradeTasksetConfig(source="generated", seed=2))))
+    entry = find_task([], task.data.prompt)
+    assert entry is not None and entry.task_id == task.data.id
+    assert entry.program == get_task(task.data.id).program
+    assert find_task([], "Task id: sc-not_a_family-L1-s0-i0") is None
+
+
+def test_vf_eval_on_a_generated_stream_rewards_the_reference_and_no_mutant(tmp_path):
+    servers = {policy: serve(policy) for policy in ("reference", "mutant")}
+    for httpd in servers.values():
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    runs = {}
+    try:
+        for policy, httpd in servers.items():
+            url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+            command = vf_eval_command("scaling-env", policy, url, tmp_path / policy, "scaling-env", limit=4,
+                                      concurrency=4, extra=("--env.taskset.source", "generated",
+                                                            "--env.taskset.seed", "5"))
+            runs[policy] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True, env=os.environ.copy())
+        for process in runs.values():
+            output, _ = process.communicate(timeout=600)
+            assert process.returncode == 0, output[-3000:]
+        stats = {policy: httpd.model.stats() for policy, httpd in servers.items()}
+    finally:
+        for httpd in servers.values():
+            httpd.shutdown()
+            httpd.server_close()
+    for policy, score in (("reference", 1.0), ("mutant", 0.0)):
+        traces = read_traces(tmp_path / policy / "scaling-env" / "traces.jsonl")
+        assert len(traces) == 4
+        for trace in traces:
+            assert get_task(trace["task"]["data"]["id"]).level is not None
+            assert trace["ok"] and trace["rewards"]["correctness"]["score"] == score, trace["info"]
+            assert (trace["info"]["reason"] == "passed") == (score == 1.0)
+        assert stats[policy]["unknown_prompts"] == 0
