@@ -160,7 +160,8 @@ def test_generation_is_identical_in_fresh_processes_with_different_hash_seeds():
     ({"seed": "0"}, ValueError, "seed must be an int from 0"),
     ({"index": -5}, ValueError, "index must be an int from 0"),
     ({"index": 2**63}, ValueError, "index must be an int from 0"),
-    ({"family": "no_such_family"}, ValueError, "unknown family 'no_such_family' of the scaling domain; known: "),
+    ({"family": "no_such_family"}, ValueError,
+     "unknown family 'no_such_family' of the scaling domain; known: "),
     ({"domain": "chemistry"}, ValueError, "unknown domain 'chemistry'"),
 ])
 def test_bad_arguments_are_refused_with_a_reason(kwargs, error, message):
@@ -185,7 +186,8 @@ def test_get_task_refuses_ids_that_name_no_task(task_id):
 def test_a_family_that_finds_no_instance_says_which_and_why():
     """Rejection is bounded: a family whose every draw is refused names itself and its stream."""
     real = family_of("scaling", "matmul_roofline")
-    canonical_only = dataclasses.replace(real, sample=lambda draw, level: dict(task_defs("scaling")[0].inputs))
+    sc_000 = dict(task_defs("scaling")[0].inputs)
+    canonical_only = dataclasses.replace(real, sample=lambda draw, level: sc_000)
     with pytest.raises(GenerationError, match=r"family 'matmul_roofline' of the scaling domain found no "
                                               r"valid instance in \d+ attempts \(seed 4, index 9, level 2\); "
                                               r"most common rejections: the inputs of a canonical task"):

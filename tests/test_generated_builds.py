@@ -20,7 +20,8 @@ def exactgrade_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_verify_generated_runs_the_whole_pipeline_on_a_stream():
-    done = exactgrade_cli("verify", "--generated", "2", "--seed", "3", "--levels", "1-2", "--domain", "scaling")
+    done = exactgrade_cli("verify", "--generated", "2", "--seed", "3", "--levels", "1-2",
+                          "--domain", "scaling")
     total = 2 * 2 * len(families("scaling"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"scaling: {total}/{total} passed" in done.stdout
@@ -51,7 +52,8 @@ def test_build_generated_is_reproducible_and_rebuilds_from_ids(tmp_path):
     (("verify", "--generated", "-1"), "expected a non-negative integer"),
     (("verify", "--generated", "2", "--levels", "0-3"), "levels must lie within 1-5"),
     (("verify", "--generated", "2", "--levels", "4-2"), "levels must lie within 1-5"),
-    (("build", "--generated", "2", "--levels", "x", "--out", "/tmp/never"), "levels must be a level or a range"),
+    (("build", "--generated", "2", "--levels", "x", "--out", "/tmp/never"),
+     "levels must be a level or a range"),
     (("build", "--generated", "2", "--seed", "-4", "--out", "/tmp/never"), "expected a non-negative integer"),
 ])
 def test_bad_generation_options_are_one_line_errors(args, message):
