@@ -21,7 +21,10 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HELP = "Run vf-eval on the three environments against the scripted policies (or a real model)."
 
@@ -344,24 +347,27 @@ def _tally_dict(tally: Tally) -> dict[str, Any]:
 
 
 def _chart(path: Path, label: str, runs: list[RunResult]) -> None:
-    import matplotlib
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chart_figure(label, runs).savefig(path, dpi=100)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def chart_figure(label: str, runs: list[RunResult]) -> Figure:
+    """Stacked bars per environment/category: passed, then flagged harness failures; the rest
+    of each bar's height is wrong answers. The legend sits below the axes, so it hides no bar."""
+    from matplotlib.figure import Figure
 
     names = [f"{r.env.removesuffix('-env')}/{c}" for r in runs for c in sorted(r.by_category)]
     tallies = [r.by_category[c] for r in runs for c in sorted(r.by_category)]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) + 2), 4))
-    ax.bar(names, [t.passed / t.rollouts for t in tallies], color="tab:green", label="passed")
-    ax.bar(names, [t.flagged / t.rollouts for t in tallies],
-           bottom=[t.passed / t.rollouts for t in tallies], color="tab:orange",
+    passed = [t.passed / t.rollouts for t in tallies]
+    fig = Figure(figsize=(max(6.0, 0.45 * len(names) + 2), 4.5), layout="constrained")
+    ax = fig.subplots()
+    ax.bar(names, passed, color="tab:green", label="passed")
+    ax.bar(names, [t.flagged / t.rollouts for t in tallies], bottom=passed, color="tab:orange",
            label="harness failure (flagged)")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("fraction of rollouts")
     ax.set_title(f"{label}: pass rate per category")
-    ax.tick_params(axis="x", labelrotation=60)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    for tick in ax.get_xticklabels():
+        tick.set(rotation=60, horizontalalignment="right", rotation_mode="anchor")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return fig
