@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from exactgrade.cli_args import writable_dir
 from exactgrade.policy import Policy, policy_from_value, policy_to_value
 from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task
 
@@ -79,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a README.md dataset card. The output is byte-for-byte reproducible. "
         "`--out exactgrade/data` refreshes the datasets shipped in the package."
     )
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    parser.add_argument("--out", required=True, type=writable_dir, metavar="DIR",
+                        help="output directory (created if missing)")
     parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
                         help="build only this domain (repeatable; default: all)")
 

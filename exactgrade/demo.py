@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from exactgrade.cli_args import env_var_name, http_url, non_empty, positive_int, writable_dir
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -54,17 +56,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="environments to run (default: all three)")
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
                         help="scripted policies to play, in order (default: reference mutant adversarial)")
-    parser.add_argument("--limit", type=int, default=None,
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the first N tasks of each environment (a quick run)")
-    parser.add_argument("--concurrency", type=int, default=8, help="rollouts in flight per vf-eval run (8)")
-    parser.add_argument("--out", type=Path, default=Path("outputs/exactgrade-demo"),
+    parser.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
+                        help="rollouts in flight per vf-eval run (8)")
+    parser.add_argument("--out", type=writable_dir, default="outputs/exactgrade-demo", metavar="DIR",
                         help="output directory (vf-eval runs, report.json, charts)")
-    parser.add_argument("--model", default=None,
+    parser.add_argument("--model", type=non_empty, default=None,
                         help="evaluate this real model instead of the scripted policies (needs --base-url)")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
-    parser.add_argument("--api-key-var", default=None,
+    parser.add_argument("--base-url", type=http_url, default=None,
+                        help="OpenAI-compatible base URL of --model")
+    parser.add_argument("--api-key-var", type=env_var_name, default=None, metavar="NAME",
                         help="name of the environment variable holding the API key for --base-url")
-    parser.add_argument("--max-turns", type=int, default=None, help="model turns per rollout (env default 5)")
+    parser.add_argument("--max-turns", type=positive_int, default=None, metavar="N",
+                        help="model turns per rollout (env default 5)")
 
 
 @dataclass
@@ -89,11 +94,15 @@ class RunResult:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = None
     if (args.model is None) != (args.base_url is None):
-        print("error: --model and --base-url go together", file=sys.stderr)
-        return 2
-    if shutil.which("vf-eval") is None:
-        print("error: vf-eval is not on PATH (pip install verifiers)", file=sys.stderr)
+        problem = "--model and --base-url go together"
+    elif args.api_key_var is not None and args.model is None:
+        problem = "--api-key-var needs --model and --base-url (the scripted policies need no key)"
+    elif shutil.which("vf-eval") is None:
+        problem = "vf-eval is not on PATH (pip install verifiers)"
+    if problem is not None:
+        print(f"python -m exactgrade demo: error: {problem}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     try:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from exactgrade.cli_args import positive_seconds
 from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task, TaskDef
 from exactgrade.values import typed_equal
 
@@ -52,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "use --domain to verify only the others on a machine without torch."
     )
     parser.add_argument("--domain", choices=sorted(DOMAINS), help="verify only this domain")
-    parser.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--task-timeout", type=positive_seconds, default=DEFAULT_TASK_TIMEOUT,
+                        metavar="SECONDS",
                         help="kill a fresh run whose task takes longer than this "
                              f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
 
