@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 COMMANDS: dict[str, str] = {
     "demo": "exactgrade.demo",
@@ -19,8 +20,15 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m exactgrade",
         description="Exact grading engine and RL environments for quantitative deep learning.",
     )
@@ -34,8 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    """Run one command. An OSError (an unwritable output path, a port in use) ends it with one
+    line on stderr and exit status 1: the arguments were checked, the machine said no."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except OSError as error:
+        where = f": {error.filename}" if error.filename is not None else ""
+        print(f"{parser.prog} {args.command}: error: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

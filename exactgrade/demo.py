@@ -21,7 +21,19 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from exactgrade.cli_args import (
+    env_var_name,
+    http_url,
+    non_empty,
+    non_negative_int,
+    positive_int,
+    writable_dir,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HELP = "Run vf-eval on the three environments against the scripted policies (or a real model)."
 
@@ -51,23 +63,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="environments to run (default: all three)")
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
                         help="scripted policies to play, in order (default: reference mutant adversarial)")
-    parser.add_argument("--limit", type=int, default=None,
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the first N tasks of each environment (a quick run)")
-    parser.add_argument("--concurrency", type=int, default=8, help="rollouts in flight per vf-eval run (8)")
-    parser.add_argument("--out", type=Path, default=Path("outputs/exactgrade-demo"),
+    parser.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
+                        help="rollouts in flight per vf-eval run (8)")
+    parser.add_argument("--out", type=writable_dir, default="outputs/exactgrade-demo", metavar="DIR",
                         help="output directory (vf-eval runs, report.json, charts)")
-    parser.add_argument("--model", default=None,
+    parser.add_argument("--model", type=non_empty, default=None,
                         help="evaluate this real model instead of the scripted policies (needs --base-url)")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL of --model")
-    parser.add_argument("--api-key-var", default=None,
+    parser.add_argument("--base-url", type=http_url, default=None,
+                        help="OpenAI-compatible base URL of --model")
+    parser.add_argument("--api-key-var", type=env_var_name, default=None, metavar="NAME",
                         help="name of the environment variable holding the API key for --base-url")
-    parser.add_argument("--max-turns", type=int, default=None, help="model turns per rollout (env default 5)")
-    from exactgrade.verify import _count_argument
-
-    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N",
+    parser.add_argument("--max-turns", type=positive_int, default=None, metavar="N",
+                        help="model turns per rollout (env default 5)")
+    parser.add_argument("--generated", type=positive_int, default=None, metavar="N",
                         help="run N generated tasks per environment (levels 1-5 mixed, all families; "
                              "--env.taskset.source generated) instead of the canonical tasks")
-    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
+    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                         help="with --generated: the stream's seed (default 0)")
 
 
@@ -93,11 +106,15 @@ class RunResult:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = None
     if (args.model is None) != (args.base_url is None):
-        print("error: --model and --base-url go together", file=sys.stderr)
-        return 2
-    if shutil.which("vf-eval") is None:
-        print("error: vf-eval is not on PATH (pip install verifiers)", file=sys.stderr)
+        problem = "--model and --base-url go together"
+    elif args.api_key_var is not None and args.model is None:
+        problem = "--api-key-var needs --model and --base-url (the scripted policies need no key)"
+    elif shutil.which("vf-eval") is None:
+        problem = "vf-eval is not on PATH (pip install verifiers)"
+    if problem is not None:
+        print(f"python -m exactgrade demo: error: {problem}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     try:
@@ -351,24 +368,27 @@ def _tally_dict(tally: Tally) -> dict[str, Any]:
 
 
 def _chart(path: Path, label: str, runs: list[RunResult]) -> None:
-    import matplotlib
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chart_figure(label, runs).savefig(path, dpi=100)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def chart_figure(label: str, runs: list[RunResult]) -> Figure:
+    """Stacked bars per environment/category: passed, then flagged harness failures; the rest
+    of each bar's height is wrong answers. The legend sits below the axes, so it hides no bar."""
+    from matplotlib.figure import Figure
 
     names = [f"{r.env.removesuffix('-env')}/{c}" for r in runs for c in sorted(r.by_category)]
     tallies = [r.by_category[c] for r in runs for c in sorted(r.by_category)]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) + 2), 4))
-    ax.bar(names, [t.passed / t.rollouts for t in tallies], color="tab:green", label="passed")
-    ax.bar(names, [t.flagged / t.rollouts for t in tallies],
-           bottom=[t.passed / t.rollouts for t in tallies], color="tab:orange",
+    passed = [t.passed / t.rollouts for t in tallies]
+    fig = Figure(figsize=(max(6.0, 0.45 * len(names) + 2), 4.5), layout="constrained")
+    ax = fig.subplots()
+    ax.bar(names, passed, color="tab:green", label="passed")
+    ax.bar(names, [t.flagged / t.rollouts for t in tallies], bottom=passed, color="tab:orange",
            label="harness failure (flagged)")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("fraction of rollouts")
     ax.set_title(f"{label}: pass rate per category")
-    ax.tick_params(axis="x", labelrotation=60)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    for tick in ax.get_xticklabels():
+        tick.set(rotation=60, horizontalalignment="right", rotation_mode="anchor")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return fig

@@ -301,13 +301,13 @@ def levels_table(domain: str) -> list[tuple[str, str]]:
 
 def parse_levels(text: str) -> tuple[int, ...]:
     """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4): the levels of a command-line option."""
-    low, sep, high = str(text).strip().partition("-")
-    try:
-        first, last = int(low), int(high) if sep else int(low)
-    except ValueError:
-        raise ValueError(f"levels must be a level or a range such as 1-5, got {text!r}") from None
-    if not (LEVELS[0] <= first <= last <= LEVELS[-1]):
-        raise ValueError(f"levels must lie within {LEVELS[0]}-{LEVELS[-1]} (low to high), got {text!r}")
+    low, high = LEVELS[0], LEVELS[-1]
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+    first = int(match.group(1)) if match else 0
+    last = int(match.group(2)) if match and match.group(2) is not None else first
+    if not low <= first <= last <= high:
+        raise ValueError(f"levels must be a level N or a range A-B of levels from {low} to {high} "
+                         f"(e.g. {low}-{high}), got {text!r}")
     return tuple(range(first, last + 1))
 
 

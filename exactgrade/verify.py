@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from exactgrade.cli_args import positive_seconds
 from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task, TaskDef
 from exactgrade.values import typed_equal
 
@@ -55,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--domain", choices=sorted(DOMAINS), help="verify only this domain")
     add_generation_arguments(parser, "verify N generated tasks per family per level instead of the "
                                      "canonical tasks (the same pipeline; see exactgrade.generate)")
-    parser.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--task-timeout", type=positive_seconds, default=DEFAULT_TASK_TIMEOUT,
+                        metavar="SECONDS",
                         help="kill a fresh run whose task takes longer than this "
                              f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
 
@@ -63,30 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_generation_arguments(parser: argparse.ArgumentParser, generated_help: str) -> None:
     """--generated N, --seed S, --levels L|A-B: the options that select a generated stream
     (shared by verify and build)."""
-    parser.add_argument("--generated", type=_count_argument, default=None, metavar="N", help=generated_help)
-    parser.add_argument("--seed", type=_count_argument, default=0, metavar="S",
+    from exactgrade.cli_args import levels_range, non_negative_int, positive_int
+
+    parser.add_argument("--generated", type=positive_int, default=None, metavar="N", help=generated_help)
+    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                         help="with --generated: the stream's seed (default 0)")
-    parser.add_argument("--levels", type=_levels_argument, default=(1, 2, 3, 4, 5), metavar="L|A-B",
+    parser.add_argument("--levels", type=levels_range, default=(1, 2, 3, 4, 5), metavar="L|A-B",
                         help="with --generated: a level or a range of levels (default 1-5)")
-
-
-def _count_argument(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _levels_argument(text: str) -> tuple[int, ...]:
-    from exactgrade.family import parse_levels
-
-    try:
-        return parse_levels(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # ---------------------------------------------------------------------------- reports

@@ -45,8 +45,8 @@ def test_a_filter_keeps_only_the_named_families():
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    ({"levels": "0-2"}, "levels must lie within 1-5"),
-    ({"levels": "two"}, "levels must be a level or a range"),
+    ({"levels": "0-2"}, "levels from 1 to 5"),
+    ({"levels": "two"}, "levels from 1 to 5"),
     ({"seed": -1}, "seed must be >= 0"),
 ])
 def test_bad_stream_options_are_refused_with_the_reason(config, message):

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from exactgrade.cli_args import port, small_text_file, writable_file
+
 HELP = "Run the scripted policy server (reference, mutant or adversarial) that the demo evaluates."
 
 MAX_BODY = 64 << 20
@@ -28,10 +30,11 @@ MAX_BODY = 64 << 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=("reference", "mutant", "adversarial"), default="reference",
                         help="which scripted policy answers (default: reference)")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port; "
+    parser.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default 0: any free port; "
                         "the URL is printed on the first stdout line)")
-    parser.add_argument("--log", type=Path, default=None, help="append one JSON line per request here")
-    parser.add_argument("--canary-file", type=Path, default=None,
+    parser.add_argument("--log", type=writable_file, default=None,
+                        help="append one JSON line per request here")
+    parser.add_argument("--canary-file", type=small_text_file, default=None,
                         help="host file holding the escape canary token (adversarial probes try to read it)")
 
 
