@@ -4,7 +4,8 @@ that forks one confined worker per sandbox.
 Started by the host (inside a long-lived bwrap for the "namespaces" backend, directly for the
 "landlock" and "unsafe" backends) with a SOCK_SEQPACKET control socket. Each message is a JSON
 spec plus, via SCM_RIGHTS, the worker's request/reply pipe ends, the write end of a status pipe
-and the sandbox's cgroup.procs files. The forked child confines itself before any model code exists in it:
+and the sandbox's cgroup.procs files. The forked child confines itself before any model code
+exists in it:
 
   namespaces: join cgroups -> unshare mount/pid/net/ipc/uts/cgroup namespaces -> fork the
               namespace's pid 1 -> fresh /proc, tmpfs /work and /tmp -> rlimits -> drop to the
