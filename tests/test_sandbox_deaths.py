@@ -30,6 +30,8 @@ MODEL_DEATHS = [
     ("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", "out of memory",
      ("its limit", "its limit")),
     ("while True:\n    pass", "exec timed out after 3 s", ("call limit of 3 s", "call limit of 3 s")),
+    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timed out",
+     ("pids limit hit", "pids limit hit")),
     ("import os\nos.write(101, b'forged\\n')", "protocol violation",
      ("broke the protocol", "broke the protocol")),
     ("import os\nos.close(101)\nimport time\ntime.sleep(1)", "worker exited",
@@ -45,8 +47,9 @@ def backend(request) -> str:
     return request.param
 
 
-@pytest.mark.parametrize(("code", "reason", "evidence"), MODEL_DEATHS,
-                         ids=[row[0].splitlines()[-1][:40] for row in MODEL_DEATHS])
+@pytest.mark.parametrize(("code", "reason", "evidence"), MODEL_DEATHS, ids=[
+    "os._exit", "SIGKILL itself", "SIGTERM itself from a thread", "a child kills it", "one big allocation",
+    "memory bomb", "CPU spin", "fork storm", "forged reply", "closed its reply pipe"])
 def test_a_death_the_model_causes_is_the_models(backend: str, code: str, reason: str,
                                                 evidence: tuple[str, str]) -> None:
     with Sandbox(backend=backend, limits=LIMITS) as sb:

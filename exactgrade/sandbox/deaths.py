@@ -57,7 +57,7 @@ def exit_death(*, model_ran: bool, zygote: subprocess.Popen, cgroup: SandboxCgro
                          "model", f"memory cgroup: an OOM kill at a peak of {peak} bytes, its limit")
         return Death("the host's out-of-memory killer killed the sandbox", "harness",
                      f"memory cgroup: an OOM kill at a peak of {peak} bytes, below its limit {memory_bytes}")
-    pids = f"; pids limit hit {cgroup.pids_limit_hits()} times" if cgroup and cgroup.pids_limit_hits() else ""
+    pids = pids_evidence(cgroup)
     if status_fd is None:
         return Death("the sandbox worker exited", "model",
                      "the worker ended while its zygote runs (no jail process on this backend)" + pids)
@@ -70,6 +70,12 @@ def exit_death(*, model_ran: bool, zygote: subprocess.Popen, cgroup: SandboxCgro
                      "its init ended without reporting its worker's end")
     return Death("the sandbox worker closed its reply channel", "model",
                  f"no end reported within {STATUS_WAIT:g} s: the worker still runs{pids}")
+
+
+def pids_evidence(cgroup: SandboxCgroup | None) -> str:
+    """'; pids limit hit N times' when forks of the sandbox failed at its process limit, else ''."""
+    hits = cgroup.pids_limit_hits() if cgroup is not None else 0
+    return f"; pids limit hit {hits} times" if hits else ""
 
 
 def describe_wait_status(status: int) -> str:

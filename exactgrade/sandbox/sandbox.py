@@ -310,7 +310,8 @@ class Sandbox:
                 self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
             if not self._readable(deadline - time.monotonic()):
                 self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed",
-                          f"no reply within the call limit of {self.limits.call_timeout:g} s")
+                          f"no reply within the call limit of {self.limits.call_timeout:g} s"
+                          + deaths.pids_evidence(self._cgroup))
             try:
                 chunk = os.read(self._reply_fd, 1 << 16)
             except BlockingIOError:
