@@ -1,10 +1,11 @@
 """`python -m exactgrade demo`: run the three environments under real `vf-eval`, offline.
 
 By default it plays the embedded scripted policies through the policy server: reference
-(every task must score 1.0), then mutant and adversarial (nothing may pass, no escape, every
-harness failure flagged). With --model/--base-url it evaluates a real model instead. Prints a
-per-environment, per-category table and writes report.json plus a bar chart per policy
-(pass rate per category) beside the vf-eval outputs.
+(every task must score 1.0), then mutant and adversarial (nothing may pass, no escape, no
+harness failure: a sandbox the attack's own code ended scores 0, never voided). With
+--model/--base-url it evaluates a real model instead. Prints a per-environment, per-category
+table and writes report.json plus a bar chart per policy (pass rate per category) beside the
+vf-eval outputs.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ HELP = "Run vf-eval on the three environments against the scripted policies (or 
 
 ENVS = {"scaling-env": "scaling", "pytorch-env": "pytorch", "deeplearning-env": "deeplearning"}
 POLICIES = ("reference", "mutant", "adversarial")
-MUST_BE_FLAGGED = ("crash", "correct_then_kill")
-"""Adversarial attacks that always kill the sandbox: their rollouts must be harness errors."""
 
 
 EPILOG = """\
@@ -49,8 +48,9 @@ Without --model: starts `python -m exactgrade policy-server` for each policy, ru
 --no-push` on each environment, prints a table per environment and category, and writes
 report.json and <policy>/pass_rate_by_category.png into --out beside the vf-eval runs
 (<policy>/<env>/traces.jsonl). Exit status 1 unless reference scores 1.0 on every selected
-task (116/116 on a full run) and mutant and adversarial pass nothing, with no escape and
-every sandbox kill flagged as a harness failure.
+task (116/116 on a full run) and mutant and adversarial pass nothing, with no escape and no
+rollout flagged as a harness failure: a sandbox the attack's own code killed scores 0 with
+the death as its reason (a flagged rollout is dropped by trainers: it would void itself).
 
 With --model and --base-url (and --api-key-var NAME if the endpoint needs a key): the same
 runs against that model; the exit status is 0 once every run completed."""
@@ -102,7 +102,8 @@ class RunResult:
     by_category: dict[str, Tally]
     by_attack: dict[str, Tally]
     escapes: list[dict[str, str]]
-    unflagged_kills: list[str]
+    voided_self_kills: list[str]
+    """Rollouts of SELF_KILLS attacks flagged as harness failures instead of scored 0."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -238,11 +239,11 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
 
 def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunResult:
     """Tally one vf-eval run's traces.jsonl per category (and per adversarial attack)."""
-    from exactgrade.scripted.policies import adversarial_script, script_index
+    from exactgrade.scripted.policies import SELF_KILLS, adversarial_script, script_index
 
     by_category: dict[str, Tally] = defaultdict(Tally)
     by_attack: dict[str, Tally] = defaultdict(Tally)
-    unflagged_kills = []
+    voided_self_kills = []
     for trace in read_traces(run_dir / "traces.jsonl"):
         data = trace["task"]["data"]
         outcome, reason = classify(trace)
@@ -251,10 +252,10 @@ def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunR
             tally.rollouts += 1
             setattr(tally, outcome, getattr(tally, outcome) + 1)
             tally.reasons[reason[:80]] += 1
-        if kind in MUST_BE_FLAGGED and outcome != "flagged":
-            unflagged_kills.append(data["id"])
+        if kind in SELF_KILLS and outcome == "flagged":
+            voided_self_kills.append(data["id"])
     return RunResult(label, env, str(run_dir), seconds, dict(by_category), dict(by_attack), [],
-                     unflagged_kills)
+                     voided_self_kills)
 
 
 def read_traces(path: Path) -> list[dict[str, Any]]:
@@ -343,12 +344,12 @@ def _verdicts(results: list[RunResult]) -> list[str]:
             lines.append(f"{'PASS' if ok else 'FAIL'} reference: {passed}/{n} scored 1.0{note}")
         else:
             escapes = sum(len(r.escapes) for r in runs)
-            unflagged = [t for r in runs for t in r.unflagged_kills]
+            voided = [t for r in runs for t in r.voided_self_kills]
             flagged = sum(t.flagged for t in tallies)
-            ok = passed == 0 and escapes == 0 and not unflagged
+            ok = passed == 0 and escapes == 0 and flagged == 0
             lines.append(f"{'PASS' if ok else 'FAIL'} {policy}: {passed}/{n} passed, {escapes} escapes, "
                          f"{flagged} harness failures flagged"
-                         + (f", sandbox kills NOT flagged: {unflagged}" if unflagged else ""))
+                         + (f", self-killed sandboxes voided, not scored 0: {voided}" if voided else ""))
     return lines
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -179,12 +182,40 @@ def test_tools_share_one_persistent_sandbox_with_inputs_preloaded() -> None:
     assert state.tool_calls == 3 and state.sandbox_error is None and state.sandbox_seconds > 0
 
 
-@pytest.mark.parametrize(("code", "died", "result_error"), [
-    ("import os\nresult = {'rows': [1]}\nos._exit(0)", True, False),
-    ("class Sly(dict):\n    def __eq__(self, o):\n        return True\nresult = Sly(rows=[1])", False, True),
-])  # fmt: skip
-def test_dead_sandbox_and_ungradeable_result_are_told_apart(code: str, died: bool,
-                                                            result_error: bool) -> None:
+def _kill_the_zygote_soon() -> str:
+    """Model code that lets the host kill the sandbox's zygote while it sleeps: a harness death."""
+    from exactgrade.sandbox import backends
+
+    def kill() -> None:
+        for zygote in list(backends._zygotes.values()):
+            os.kill(zygote.process.pid, signal.SIGKILL)
+
+    threading.Timer(1.0, kill).start()
+    return "import time\nresult = {'rows': [1]}\ntime.sleep(20)"
+
+
+# (the model's code, which state field the call leaves set, a word of it, a word of the reward's verdict)
+OUTCOMES = [
+    ("import os\nresult = {'rows': [1]}\nos._exit(0)", "model_fault", "the sandbox worker exited",
+     "reason"),
+    ("result = {'rows': [1]}\nx = bytearray(2 << 30)", "model_fault", "ran out of memory", "reason"),
+    ("import _eginside.worker as w\n"
+     "w.Worker.encode_result = lambda self: {'ok': True, 'wire': '{\"$frac\": 1}'}",
+     "model_fault", "read-back refused", "reason"),
+    ("class Sly:\n    def __eq__(self, o):\n        return True\nresult = {'rows': [Sly()]}", "result_error",
+     "cannot encode", "reason"),
+    (_kill_the_zygote_soon, "sandbox_error", "zygote died", "scoring_error"),
+]
+
+
+@pytest.mark.parametrize(("code", "field", "word", "verdict"), OUTCOMES,
+                         ids=["exit", "memory", "forged read-back", "ungradeable", "zygote killed"])
+def test_deaths_the_model_causes_and_the_harness_causes_are_told_apart(dataset_dir: Path, code, field: str,
+                                                                       word: str, verdict: str) -> None:
+    """The real tool server and sandbox, then the real reward: the model's deaths score 0 with their
+    reason (`ok: true`); the harness's raise HarnessFailure (verifiers marks them `ok: false`)."""
+    code = code() if callable(code) else code
+
     async def scenario() -> tuple[str, SandboxState]:
         server = ToolServer()
         state = SandboxState(inputs_wire=wire.encode({}), profile="python")
@@ -194,10 +225,19 @@ def test_dead_sandbox_and_ungradeable_result_are_told_apart(code: str, died: boo
         return output + after, state
 
     output, state = asyncio.run(scenario())
-    assert (state.sandbox_error is not None) == died
-    assert (state.result_error is not None) == result_error
-    assert ("the sandbox is gone" in output) == died
-    assert state.result_wire is None or died
+    fields = {"model_fault": state.model_fault, "result_error": state.result_error,
+              "sandbox_error": state.sandbox_error}
+    assert {name for name, value in fields.items() if value is not None} == {field}, fields
+    assert word in fields[field]
+    assert ("the sandbox is gone" in output) == (field != "result_error")
+    task = load("scaling", dataset_dir)[0]
+    trace = trace_for(task, state, [("execute_code", json.dumps({"code": code}))] * 2)
+    if verdict == "scoring_error":
+        with pytest.raises(HarnessFailure, match=word):
+            score(task, trace)
+    else:
+        assert score(task, trace) == 0.0
+        assert word in trace.info["reason"] and "scoring_error" not in trace.info
 
 
 @pytest.mark.parametrize(("turns", "stopped"), [(2, False), (3, True)])

@@ -3,6 +3,7 @@ environment's tasks against the scripted policy server; assertions on traces.jso
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -13,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from exactgrade.demo import _verdicts, classify, read_traces, summarize, vf_eval_command
+from exactgrade.sandbox import backends
 from exactgrade.scripted.policies import adversarial_script
 from exactgrade.scripted.server import serve
 
 # (policy, env, task positions): reference and mutant on two tasks of every environment; the
-# adversarial attacks that kill the sandbox (positions 4 and 6: crash, correct_then_kill) on
-# the torch-profile environment, where the sandbox is a zygote child.
+# adversarial attacks whose own code kills the sandbox (positions 4 and 6: crash,
+# correct_then_kill) on the torch-profile environment, where the sandbox is a zygote child.
 RUNS = [("reference", env, "0,1") for env in ("scaling-env", "pytorch-env", "deeplearning-env")] + \
        [("mutant", env, "0,1") for env in ("scaling-env", "pytorch-env", "deeplearning-env")] + \
        [("adversarial", "pytorch-env", "4,6")]  # fmt: skip
@@ -77,16 +79,21 @@ def test_mutants_score_zero_with_a_reason(outputs: tuple[Path, dict], env: str) 
         assert "scoring_error" not in trace["info"]
 
 
-def test_killed_sandbox_is_a_flagged_harness_error_never_rewarded(outputs: tuple[Path, dict]) -> None:
+def test_a_sandbox_the_model_killed_scores_zero_with_the_death_and_is_not_voided(
+        outputs: tuple[Path, dict]) -> None:
+    """Trainers drop `ok: false` rollouts: a policy must not be able to void its own by crashing."""
     found = traces(outputs[0], "adversarial", "pytorch-env")
-    kinds = {adversarial_script("", int(t["task"]["data"]["id"].split("-")[1]), "", 0).kind for t in found}
-    assert kinds == {"crash", "correct_then_kill"}
-    for trace in found:
-        assert trace["ok"] is False
-        assert trace["rewards"]["correctness"] is None  # scoring raised: reward 0, never graded
-        assert trace["info"]["scoring_error"].startswith("sandbox died")
-        assert [e["type"] for e in trace["errors"]] == ["TaskError"]
-        assert "HarnessFailure" in trace["errors"][0]["message"]
+    kinds = {adversarial_script("", int(t["task"]["data"]["id"].split("-")[1]), "", 0).kind: t for t in found}
+    assert set(kinds) == {"crash", "correct_then_kill"}
+    for kind, why in (("crash", "killed by SIGKILL"), ("correct_then_kill", "exit status 0")):
+        trace = kinds[kind]
+        assert trace["ok"] is True and not trace["errors"], trace["errors"]
+        assert trace["rewards"]["correctness"] == {"score": 0.0, "weight": 1.0}
+        assert "scoring_error" not in trace["info"]
+        reason = trace["info"]["reason"]
+        assert reason.startswith("the model's code ended its sandbox: the sandbox worker exited")
+        if backends.probe().unavailable("namespaces") is None:  # the default backend's init reports
+            assert why in reason and "its init reported" in reason
 
 
 def test_no_escape_and_every_prompt_identified(outputs: tuple[Path, dict]) -> None:
@@ -94,7 +101,7 @@ def test_no_escape_and_every_prompt_identified(outputs: tuple[Path, dict]) -> No
         assert stats["escapes"] == [] and stats["unknown_prompts"] == 0
 
 
-def test_demo_tallies_and_verdicts_on_the_real_traces(outputs: tuple[Path, dict]) -> None:
+def test_demo_tallies_and_verdicts_on_the_real_traces(outputs: tuple[Path, dict], tmp_path: Path) -> None:
     out = outputs[0]
     results = [summarize(policy, env, out / policy / env) for policy, env, _ in RUNS]
     for result in results:
@@ -104,13 +111,24 @@ def test_demo_tallies_and_verdicts_on_the_real_traces(outputs: tuple[Path, dict]
                                  sum(t.flagged for t in r.by_category.values())) for r in results}
     assert totals[("reference", "scaling-env")] == (2, 0, 0)
     assert totals[("mutant", "deeplearning-env")] == (0, 2, 0)
-    assert totals[("adversarial", "pytorch-env")] == (0, 0, 2)
-    assert {a: t.flagged for a, t in results[-1].by_attack.items()} == {"crash": 1, "correct_then_kill": 1}
+    assert totals[("adversarial", "pytorch-env")] == (0, 2, 0)
+    assert {a: (t.wrong, t.flagged) for a, t in results[-1].by_attack.items()} == {
+        "crash": (1, 0), "correct_then_kill": (1, 0)}
+    assert results[-1].voided_self_kills == []
     assert _verdicts(results) == [
         "PASS reference: 6/6 scored 1.0 (116 expected for the full run; 6 selected)",
         "PASS mutant: 0/6 passed, 0 escapes, 0 harness failures flagged",
-        "PASS adversarial: 0/2 passed, 0 escapes, 2 harness failures flagged",
+        "PASS adversarial: 0/2 passed, 0 escapes, 0 harness failures flagged",
     ]
+    # the same rollouts, had the harness voided them (the old behaviour): the demo must fail
+    harness_error = {"ok": False, "errors": [{"type": "TaskError"}], "info": {"scoring_error": "died"}}
+    adversarial = read_traces(out / "adversarial" / "pytorch-env" / "traces.jsonl")
+    voided = [{**trace, **harness_error} for trace in adversarial]
+    (tmp_path / "traces.jsonl").write_text(json.dumps({"traces": voided}) + "\n")
+    relabelled = summarize("adversarial", "pytorch-env", tmp_path)
+    assert sorted(relabelled.voided_self_kills) == sorted(t["task"]["data"]["id"] for t in voided)
+    assert _verdicts([relabelled])[0].startswith(
+        "FAIL adversarial: 0/2 passed, 0 escapes, 2 harness failures flagged, self-killed sandboxes voided")
     trace = read_traces(out / "reference" / "scaling-env" / "traces.jsonl")[0]
     assert classify({**trace, "rewards": {"correctness": {"score": 0.0, "weight": 1.0}},
                      "info": {"reason": "rows[0]: differs"}}) == ("wrong", "rows[0]: differs")

@@ -27,4 +27,9 @@ class SandboxState(vf.State):
     sandbox_seconds: float = 0.0
     """Wall time spent inside the sandbox, creation included."""
     sandbox_error: str | None = None
-    """Set once the sandbox died or its read-back was refused: a harness failure."""
+    """Set once the sandbox died of a harness failure (the zygote or jail died, the host closed it or
+    could not perform the read-back)."""
+    model_fault: str | None = None
+    """Set once the model's own code ended its sandbox (it exited or killed its worker, hit its memory
+    or time limit, forged a reply or its read-back): a wrong answer with this reason, not a harness
+    failure, so that a policy cannot void its bad rollouts by crashing them."""

@@ -5,9 +5,11 @@ TaskData carries what the model may see (prompt, inputs); the answer key stays o
 (`exactgrade.env.keys`). The model's two tools run in an exactgrade Sandbox behind the shared
 tool server (`exactgrade.env.toolset`); `correctness` reads `result` back from the rollout
 state after the rollout, decodes it strictly and grades it with `exactgrade.compare`.
-A harness failure (dead sandbox, refused read-back, tool calls the server never handled)
-scores 0.0, is recorded in `trace.info["scoring_error"]` and raises, so verifiers marks the
-rollout as an error (`ok: false`) instead of a wrong answer.
+A harness failure (the zygote or jail died, the host closed the sandbox or failed its read-back,
+tool calls the server never handled) scores 0.0, is recorded in `trace.info["scoring_error"]` and
+raises, so verifiers marks the rollout as an error (`ok: false`) instead of a wrong answer. A
+sandbox the model's own code ended (exit, kill, memory or time limit, a forged reply) is a wrong
+answer: 0.0 with the reason, `ok: true`, or a policy could void its bad rollouts by crashing.
 """
 
 from __future__ import annotations
@@ -114,6 +116,10 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         if failure is not None:
             trace.info["scoring_error"] = failure
             raise HarnessFailure(failure)
+        if state.model_fault is not None:  # whatever `result` held before: the rollout ended it
+            trace.info["reason"] = state.model_fault
+            trace.info["path"] = "value"
+            return 0.0
         if state.result_wire is None:
             trace.info["reason"] = (f"`result` is not a gradeable value: {state.result_error}"
                                     if state.result_error else "`result` was never set")
@@ -129,8 +135,8 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
 
 
 def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:
-    """Why the rollout cannot be graded, or None: a dead sandbox, a refused read-back, or
-    well-formed tool calls the tool server never handled (it crashed or was unreachable)."""
+    """Why the rollout cannot be graded, or None: a sandbox the harness lost, a read-back the host
+    failed, or well-formed tool calls the tool server never handled (it crashed or was unreachable)."""
     if state.sandbox_error is not None:
         return state.sandbox_error
     issued = sum(1 for message in trace.assistant_messages for call in message.tool_calls or ()

@@ -81,8 +81,8 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
 
         state: SandboxState = self.state
         state.tool_calls += 1
-        if state.sandbox_error is not None:
-            return f"error: the sandbox is gone ({state.sandbox_error})"
+        if state.sandbox_error is not None or state.model_fault is not None:
+            return f"error: the sandbox is gone ({state.sandbox_error or state.model_fault})"
         started = time.monotonic()
         try:
             session = await self._session_for(state)
@@ -96,10 +96,13 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
                 output = await self._run(getattr(session.sandbox, method), text)
                 state.result_wire, state.result_error = await self._read_result(session.sandbox)
             except SandboxDied as e:
-                state.sandbox_error = f"sandbox died: {e}"
+                if e.by_model:
+                    state.model_fault = f"the model's code ended its sandbox: {e} ({e.death.evidence})"
+                else:
+                    state.sandbox_error = f"sandbox died: {e} ({e.death.evidence})"
                 output = f"error: the sandbox died ({e})"
-            except ReadBackRefused as e:
-                state.sandbox_error = f"read-back refused: {e}"
+            except ReadBackRefused as e:  # only model code in the worker can send what decode refuses
+                state.model_fault = f"read-back refused: {e}"
                 output = f"error: `result` could not be read back ({e})"
             except Exception as e:  # noqa: BLE001 - anything else from the sandbox also fails closed
                 state.sandbox_error = f"sandbox failed: {type(e).__name__}: {e}"
@@ -114,7 +117,9 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
     async def _read_result(self, sandbox) -> tuple[str | None, str | None]:
         """(the sandbox's `result` as wire text, None) once set; (None, why) when the sandbox
         reports that `result` is not a wire value (a wrong answer, not a harness failure);
-        (None, None) while it was never set. Anything else read back is refused."""
+        (None, None) while it was never set. A reply the host decoder refuses is ReadBackRefused
+        (the sandbox's encoder never sends one: model code forged it); any other failure here is
+        the host's own."""
         from exactgrade import wire
         from exactgrade.sandbox import NoResult, ResultNotEncodable, SandboxDied
 
@@ -128,8 +133,6 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
             return None, str(e)
         except wire.WireError as e:
             raise ReadBackRefused(f"WireError: {e}") from e
-        except Exception as e:  # noqa: BLE001 - hostile or undecodable read-back fails closed
-            raise ReadBackRefused(f"{type(e).__name__}: {e}") from e
         return wire.encode(value), None
 
     async def _session_for(self, state: SandboxState) -> _Session:
@@ -184,7 +187,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
 
 
 class ReadBackRefused(Exception):
-    """`result` exists but could not be read back safely (hostile or undecodable)."""
+    """The sandbox's reply for `result` does not decode on the host: a forged read-back."""
 
 
 def _open_sandbox(inputs_wire: str, profile: str):

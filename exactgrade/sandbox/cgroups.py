@@ -99,6 +99,20 @@ class SandboxCgroup:
         except OSError:
             return 0
 
+    def peak_memory(self) -> int:
+        """The most memory the sandbox ever had charged (bytes; 0 if unknown)."""
+        try:
+            return int((self.dirs[0] / "memory.max_usage_in_bytes").read_text())
+        except (OSError, ValueError):
+            return 0
+
+    def pids_limit_hits(self) -> int:
+        """How often a fork or clone of this sandbox failed at its process limit (pids.events max)."""
+        try:
+            return int((self.dirs[1] / "pids.events").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
     def kill_all(self, timeout: float = 10.0) -> bool:
         """SIGKILL every process in the groups until none is left; False if some survived timeout."""
         deadline = time.monotonic() + timeout

@@ -9,7 +9,7 @@ tree built once per machine under the state dir, made of hard links (copies acro
     site-python/     sympy, mpmath                                (profile "python")
     site-torch/      the above + torch, torchgen, numpy, typing_extensions (profile "torch")
     lib/_egwire/     wire.py + values.py: the encoder/decoder, under a neutral name
-    lib/_eginside/   the zygote, worker and confinement code
+    lib/_eginside/   the zygote, worker, read-back and confinement code
 
 so `import exactgrade` fails inside and nothing else of the host is reachable. The tree is keyed
 by a hash of the interpreter, the package versions and the shipped sources, so an upgrade
@@ -38,7 +38,7 @@ _EXTRA_TOP_LEVEL: dict[str, tuple[str, ...]] = {"torch": ("torchgen",)}
 _STDLIB_SKIP = frozenset({"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"})
 _SHIPPED = {
     "_egwire": ("wire.py", "values.py"),
-    "_eginside": ("__init__.py", "confine.py", "worker.py", "zygote.py"),
+    "_eginside": ("__init__.py", "confine.py", "readback.py", "worker.py", "zygote.py"),
 }
 
 

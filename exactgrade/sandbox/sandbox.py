@@ -3,8 +3,8 @@
 Everything the worker sends is hostile (model code shares its process). The host sends a random
 id with each request and accepts exactly one reply line with that id, of bounded size, decoded
 strictly; anything else (a timeout, EOF, extra bytes, a malformed or foreign line) kills the
-sandbox and raises SandboxDied, now and on every later call. Values come back only through
-exactgrade.wire.decode.
+sandbox and raises SandboxDied, now and on every later call, with whose failure it was (the
+model's or the harness's, see deaths.py). Values come back only through exactgrade.wire.decode.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from exactgrade import wire
-from exactgrade.sandbox import backends, cgroups, uids
-from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied
+from exactgrade.sandbox import backends, cgroups, deaths, uids
+from exactgrade.sandbox.errors import Death, NoResult, ResultNotEncodable, SandboxDied
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
 PROFILES = ("python", "torch")
 _REPLY_KEYS = frozenset({"id", "ok", "output", "wire", "error"})
 _TRUNCATED = "\n[output truncated by the host]"
+_FORGED = "a reply only the worker's process (model code included) could have written broke the protocol"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +110,14 @@ class Sandbox:
         self.limits = limits or Limits()
         inputs_text = wire.encode(dict(inputs or {}))  # WireError for values outside the wire model
         self.backend = backends.resolve(backend, unsafe)
-        self._death: str | None = None
+        self._death: Death | None = None
+        self._model_ran = False  # set once model code may have run: from then on it can explain a death
         self._closed = False
         self._lock = threading.Lock()
         self._cgroup: cgroups.SandboxCgroup | None = None
         self._use_cgroups = use_cgroups
         self._workdir: Path | None = None
-        self._request_fd = self._reply_fd = -1
+        self._request_fd = self._reply_fd = self._status_fd = -1
         self._buffer = b""
         self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
         state = state_dir or default_state_dir()
@@ -127,7 +129,7 @@ class Sandbox:
         self.uid = self._slot.uid
         _live.add(self)
         try:
-            zygote = backends.zygote_for(self.backend, profile, runtime)
+            self._zygote = zygote = backends.zygote_for(self.backend, profile, runtime)
             self._start_worker(zygote, state)
             self._call({"op": "init", "inputs": inputs_text})
         except BaseException:
@@ -152,7 +154,7 @@ class Sandbox:
         if reply["ok"] is not True:
             raise ResultNotEncodable(f"the sandbox could not encode `result`: {reply['error']}")
         if "wire" not in reply:
-            self._die("protocol violation: result reply without a wire field")
+            self._die("protocol violation: result reply without a wire field", _FORGED)
         text = reply["wire"]
         if text is None:
             raise NoResult("the code never set `result`")
@@ -165,7 +167,7 @@ class Sandbox:
                 return
             self._closed = True
             if self._death is None:
-                self._death = "the sandbox was closed"
+                self._death = Death("the sandbox was closed", "harness", "closed by the host")
             self._teardown()
             self._slot.release()
             _live.discard(self)
@@ -211,8 +213,9 @@ class Sandbox:
         }
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        self._request_fd, self._reply_fd = request_w, reply_r
-        child_fds = [request_r, reply_w] + (self._cgroup.procs_fds() if self._cgroup else [])
+        status_r, status_w = os.pipe()  # the namespaces init reports its worker's end here
+        self._request_fd, self._reply_fd, self._status_fd = request_w, reply_r, status_r
+        child_fds = [request_r, reply_w, status_w] + (self._cgroup.procs_fds() if self._cgroup else [])
         try:
             zygote.fork(spec, child_fds)
         finally:
@@ -220,22 +223,27 @@ class Sandbox:
                 os.close(fd)
         os.set_blocking(self._request_fd, False)
         os.set_blocking(self._reply_fd, False)
+        os.set_blocking(self._status_fd, False)
 
     def _teardown(self) -> None:
         # Kill first, close the pipes after: a call blocked in another thread then wakes on EOF.
         if self._cgroup is None or not self._cgroup.destroy():
             uids.kill_all(self.uid)  # no cgroup, or one that could not be emptied: kill by uid
-        for fd in (self._request_fd, self._reply_fd):
+        for fd in (self._request_fd, self._reply_fd, self._status_fd):
             if fd >= 0:
                 os.close(fd)
-        self._request_fd = self._reply_fd = -1
+        self._request_fd = self._reply_fd = self._status_fd = -1
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def _die(self, reason: str) -> NoReturn:
+    def _die(self, reason: str, evidence: str) -> NoReturn:
+        """End the sandbox for a failure its model code can cause (a harness failure before any ran)."""
+        self._end(Death(reason, "model" if self._model_ran else "harness", evidence))
+
+    def _end(self, death: Death) -> NoReturn:
         with self._lock:
             if self._death is None:
-                self._death = reason
+                self._death = death
                 self._teardown()
         raise SandboxDied(self._death)
 
@@ -248,12 +256,13 @@ class Sandbox:
             return f"[refused: the {field} has {size} bytes, over the limit of {self.limits.max_code_bytes}]"
         if self._death is not None:
             raise SandboxDied(self._death)
+        self._model_ran = True
         reply = self._call({"op": op, field: text})
         if reply["ok"] is not True:
-            self._die(f"the sandbox worker failed: {reply['error']}")
+            self._die(f"the sandbox worker failed: {reply['error']}", "the worker answered with an error")
         output = reply.get("output")
         if type(output) is not str:
-            self._die("protocol violation: reply without output text")
+            self._die("protocol violation: reply without output text", _FORGED)
         if len(output) > self.limits.max_output + 200:
             output = output[: self.limits.max_output] + _TRUNCATED
         return _clean(output)
@@ -269,8 +278,9 @@ class Sandbox:
                 stray = b"?"
             except OSError:
                 stray = b""
-            self._die("protocol violation: unsolicited bytes on the reply channel" if stray
-                      else self._exit_reason())
+            if not stray:
+                self._end(self._exit_death())
+            self._die("protocol violation: unsolicited bytes on the reply channel", _FORGED)
         request_id = secrets.token_hex(16)
         line = json.dumps({"id": request_id, **request}) + "\n"
         self._send(line.encode("utf-8", "surrogatepass"), deadline)
@@ -284,21 +294,24 @@ class Sandbox:
         view = memoryview(data)
         while view:
             if not _wait_for(self._request_fd, select.POLLOUT, deadline - time.monotonic()):
-                self._die(f"timed out after {self.limits.call_timeout:g} s sending a request; "
-                          "the sandbox was killed")
+                limit = f"{self.limits.call_timeout:g} s"
+                self._die(f"timed out after {limit} sending a request; the sandbox was killed",
+                          f"the worker read no request for {limit}")
             try:
                 view = view[os.write(self._request_fd, view):]
             except BlockingIOError:
                 continue
             except OSError:  # EPIPE: the worker is gone; EBADF: closed by close() in another thread
-                self._die(self._exit_reason())
+                self._end(self._exit_death())
 
     def _read_line(self, deadline: float, op: str) -> bytes:
         while b"\n" not in self._buffer:
             if len(self._buffer) > self._max_line:
-                self._die(f"protocol violation: reply longer than {self._max_line} bytes")
+                self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
             if not self._readable(deadline - time.monotonic()):
-                self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed")
+                self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed",
+                          f"no reply within the call limit of {self.limits.call_timeout:g} s"
+                          + deaths.pids_evidence(self._cgroup))
             try:
                 chunk = os.read(self._reply_fd, 1 << 16)
             except BlockingIOError:
@@ -306,37 +319,37 @@ class Sandbox:
             except OSError:  # EBADF: closed by close() in another thread
                 chunk = b""
             if not chunk:
-                self._die(self._exit_reason())
+                self._end(self._exit_death())
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         if len(line) > self._max_line:
-            self._die(f"protocol violation: reply longer than {self._max_line} bytes")
+            self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
         return line
 
-    def _exit_reason(self) -> str:
+    def _exit_death(self) -> Death:
         if self._death is not None:  # closed (or killed) meanwhile by another thread
             return self._death
-        if self._cgroup is not None and self._cgroup.oom_killed():
-            return f"the sandbox ran out of memory (limit {self.limits.memory_bytes} bytes) and was killed"
-        return "the sandbox worker exited"
+        return deaths.exit_death(model_ran=self._model_ran, zygote=self._zygote.process, cgroup=self._cgroup,
+                                 memory_bytes=self.limits.memory_bytes,
+                                 status_fd=self._status_fd if self.backend == "namespaces" else None)
 
     def _check_reply(self, line: bytes, request_id: str) -> dict[str, Any]:
         try:
             reply = json.loads(line.decode("ascii"), parse_constant=_reject_constant)
         except (ValueError, RecursionError):
-            self._die("protocol violation: reply is not a JSON line")
+            self._die("protocol violation: reply is not a JSON line", _FORGED)
         if type(reply) is not dict or not set(reply) <= _REPLY_KEYS or type(reply.get("ok")) is not bool:
-            self._die("protocol violation: malformed reply")
+            self._die("protocol violation: malformed reply", _FORGED)
         if reply.get("id") is None and reply["ok"] is False and type(reply.get("error")) is str:
-            self._die(_clean(reply["error"][:500]))
+            self._die(_clean(reply["error"][:500]), "a reply without a request id (set-up failures look so)")
         if reply.get("id") != request_id or type(reply["id"]) is not str:
-            self._die("protocol violation: reply with a wrong request id")
+            self._die("protocol violation: reply with a wrong request id", _FORGED)
         if reply["ok"] is False and type(reply.get("error")) is not str:
-            self._die("protocol violation: failure reply without an error text")
+            self._die("protocol violation: failure reply without an error text", _FORGED)
         if reply["ok"] is False:
             reply["error"] = _clean(reply["error"][:500])
         if "wire" in reply and reply["wire"] is not None and type(reply["wire"]) is not str:
-            self._die("protocol violation: result reply without wire text")
+            self._die("protocol violation: result reply without wire text", _FORGED)
         return reply
 
 

@@ -5,8 +5,10 @@
 - mutant: the reference program followed by one deliberate error in `result` (a dropped
   factor, bits for nats, a string number, a wrong shape, a float where an exact value is
   required), chosen per task so that it can never pass;
-- adversarial: an attack per task (read the key, escape, forge, crash, or a correct answer
-  followed by killing the sandbox). None may pass; harness failures must be flagged.
+- adversarial: an attack per task (read the key, escape, forge, crash, a memory bomb, or a
+  correct answer followed by killing the sandbox). None may pass, and none may void itself:
+  a sandbox its own code ended (SELF_KILLS) scores 0 with the death as the reason, never a
+  flagged harness failure (trainers drop those rollouts, which would be a reward hack).
 """
 
 from __future__ import annotations
@@ -160,6 +162,9 @@ json.dumps = lambda *a, **k: '{"forged": true}'
 json.loads = lambda *a, **k: {"forged": True}
 result = {"rows": [1]}
 '''
+
+SELF_KILLS = ("crash", "memory_bomb", "correct_then_kill")
+"""Attacks whose own code ends the sandbox (SIGKILL to itself, its memory limit, os._exit)."""
 
 _CRASH = "import os, signal\nresult = {'rows': [0]}\nos.kill(os.getpid(), signal.SIGKILL)\n"
 _MEMORY = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n"

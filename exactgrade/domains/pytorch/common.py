@@ -122,9 +122,10 @@ def _describe_input(name: str, value: Any) -> str:
 
 
 API_DESCRIPTION = f"""\
-Environment: a Python sandbox with the standard library, sympy and PyTorch {TORCH_VERSION} (CPU build; no \
-numpy). Run code with the execute_code tool. The task's inputs are already defined as variables: tensors as \
-torch.Tensor with the stated dtype and shape, numbers as Python int/float.
+Environment: a Python sandbox with the standard library, sympy, numpy and PyTorch {TORCH_VERSION} (CPU \
+build). Run code with the execute_code tool. The task's inputs are already defined as variables: tensors as \
+torch.Tensor with the stated dtype and shape, numbers as Python int/float. A numpy array is read back as a \
+tensor of its dtype and shape, and a numpy scalar as the Python number it holds.
 
 Conventions: PyTorch defaults apply unless the question says otherwise (default dtype float32, \
 reduction='mean', biased/unbiased statistics as torch defines them, and so on). Do not change the inputs in \

@@ -8,7 +8,8 @@ Requests arrive as JSON lines on one pipe; each gets exactly one JSON reply line
     any failure of the worker itself          -> {"id": ID, "ok": false, "error": TEXT}
 Model code runs in this very process, so it can forge or break any of this: the host treats
 every reply as hostile and checks it strictly. Shipped inside the sandbox as `_eginside.worker`;
-imports only the standard library and `_egwire` (the wire encoder).
+imports only the standard library, `_egwire` (the wire encoder) and `_eginside.readback` (natural
+answers such as numpy scalars made wire values before encoding).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class Worker:
 
     def __init__(self, request_fd: int, reply_fd: int, workdir: str, profile: str, max_output: int,
                  max_reply: int) -> None:
+        from _eginside.readback import natural
         from _egwire import wire
 
         self.wire = wire
+        self.natural = natural
         self.request_fd = request_fd
         self.reply_fd = reply_fd
         self.workdir = workdir
@@ -139,7 +142,7 @@ class Worker:
         for name, original in _PRISTINE_JSON.items():  # undo naive patches of json used by the encoder
             setattr(json, name, original)
         try:
-            text = self.wire.encode(self.namespace["result"])
+            text = self.wire.encode(self.natural(self.namespace["result"]))
         except BaseException as error:
             return {"ok": False, "error": f"cannot encode result: {type(error).__name__}: {str(error)[:300]}"}
         if len(text) > self.max_reply:

@@ -3,13 +3,16 @@ that forks one confined worker per sandbox.
 
 Started by the host (inside a long-lived bwrap for the "namespaces" backend, directly for the
 "landlock" and "unsafe" backends) with a SOCK_SEQPACKET control socket. Each message is a JSON
-spec plus, via SCM_RIGHTS, the worker's request/reply pipe ends and the sandbox's cgroup.procs
-files. The forked child confines itself before any model code exists in it:
+spec plus, via SCM_RIGHTS, the worker's request/reply pipe ends, the write end of a status pipe
+and the sandbox's cgroup.procs files. The forked child confines itself before any model code
+exists in it:
 
   namespaces: join cgroups -> unshare mount/pid/net/ipc/uts/cgroup namespaces -> fork the
               namespace's pid 1 -> fresh /proc, tmpfs /work and /tmp -> rlimits -> drop to the
               sandbox uid (no capabilities, no_new_privs) -> seccomp -> fork the worker (pid 2);
-              pid 1 only reaps, and its exit tears the whole namespace down.
+              pid 1 only reaps, writes the worker's wait status to the status pipe (which only
+              it holds: the host tells from it that the worker ended, rather than the jail being
+              killed from outside), and its exit tears the whole namespace down.
   landlock:   join cgroups -> rlimits -> drop uid -> Landlock (read-only runtime, writable work
               dir, no TCP, scoped signals) -> seccomp (also no socket()) -> become the worker.
   unsafe:     rlimits (and the sandbox uid when root) only.
@@ -29,13 +32,16 @@ from typing import Any
 
 from . import confine, worker
 
-_HIGH_FD = 100
+_HIGH_FD = 100  # request pipe; _HIGH_FD + 1: reply pipe; _STATUS_FD: status pipe (pid 1 only)
+_STATUS_FD = _HIGH_FD + 2
 
 
 def main() -> None:
     control_fd, profile = int(sys.argv[1]), sys.argv[2]
     import sympy  # noqa: F401  (warm imports shared by every fork)
     from _egwire import wire  # noqa: F401
+
+    from . import readback  # noqa: F401
 
     if profile == "torch":
         import torch  # noqa: F401  (imported, never run: its thread pools are not fork-safe)
@@ -66,12 +72,12 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        request_fd, reply_fd = _move_high(fds[0], fds[1])
-        for fd in fds[2:]:
+        request_fd, reply_fd = _move_high(fds[0], fds[1], fds[2])
+        for fd in fds[3:]:
             os.write(fd, b"0")  # cgroup v1: "0" moves the writing process
             os.close(fd)
         os.closerange(3, _HIGH_FD)
-        os.closerange(_HIGH_FD + 2, 1 << 16)
+        os.closerange(_STATUS_FD + 1, 1 << 16)
         devnull = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):
             os.dup2(devnull, target)
@@ -79,6 +85,8 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
         mode = spec["mode"]
         if mode == "namespaces":
             _enter_namespaces(spec)
+        else:
+            os.close(_STATUS_FD)  # no init to report: the worker must not hold it
         _set_limits(spec)
         if os.getuid() == 0:
             confine.drop_privileges(spec["uid"], spec["gid"])
@@ -112,14 +120,14 @@ _SYSTEM_READ = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "
                 "/proc/cpuinfo", "/proc/self", "/dev/urandom", "/dev/zero"]
 
 
-def _move_high(request_fd: int, reply_fd: int) -> tuple[int, int]:
+def _move_high(request_fd: int, reply_fd: int, status_fd: int) -> tuple[int, int]:
     import fcntl
 
-    new_request = fcntl.fcntl(request_fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
-    new_reply = fcntl.fcntl(reply_fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD + 1)
-    if (new_request, new_reply) != (_HIGH_FD, _HIGH_FD + 1):
-        raise OSError(f"protocol fds landed on {new_request}/{new_reply}")
-    return new_request, new_reply
+    moved = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, target) for fd, target in
+                  ((request_fd, _HIGH_FD), (reply_fd, _HIGH_FD + 1), (status_fd, _STATUS_FD)))
+    if moved != (_HIGH_FD, _HIGH_FD + 1, _STATUS_FD):
+        raise OSError(f"protocol fds landed on {moved}")
+    return moved[0], moved[1]
 
 
 def _enter_namespaces(spec: dict[str, Any]) -> None:
@@ -149,11 +157,13 @@ def _set_limits(spec: dict[str, Any]) -> None:
 
 
 def _become_init_and_fork_worker() -> None:
-    """As pid 1 of the sandbox's pid namespace: fork the worker, reap everything, exit with it."""
+    """As pid 1 of the sandbox's pid namespace: fork the worker, reap everything, report the worker's
+    wait status on the status pipe, exit with it."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)  # pid 1 ignores default-action signals sent from inside
     worker = os.fork()
     if worker == 0:
+        os.close(_STATUS_FD)  # model code must not be able to report (or withhold) its own end
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         return
@@ -165,6 +175,7 @@ def _become_init_and_fork_worker() -> None:
         except ChildProcessError:
             os._exit(0)
         if pid == worker:
+            os.write(_STATUS_FD, f"{status}\n".encode())
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 

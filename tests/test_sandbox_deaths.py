@@ -1,0 +1,137 @@
+"""Whose failure ended a sandbox (issue 15 item 8), against the real backends: every death the
+model's own code can cause is the model's (a wrong answer), every other one the harness's (a
+flagged failure). A policy that could make its deaths look like the harness's would void its
+own bad rollouts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends
+
+BACKENDS = ("namespaces", "landlock")
+LIMITS = Limits(call_timeout=3.0, memory_bytes=256 << 20)
+
+# (what the model's code does, a word of the reason, a word of the evidence: namespaces, landlock)
+MODEL_DEATHS = [
+    ("import os\nos._exit(3)", "worker exited", ("exit status 3", "zygote runs")),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "worker exited",
+     ("killed by SIGKILL", "zygote runs")),
+    ("import os, signal, threading\nthreading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+     "import time\ntime.sleep(2)", "worker exited", ("killed by SIGTERM", "zygote runs")),
+    ("import subprocess\nsubprocess.run(['sh', '-c', 'kill -9 $PPID'])", "worker exited",
+     ("killed by SIGKILL", "zygote runs")),
+    ("x = bytearray(1 << 30)", "out of memory", ("its limit", "its limit")),
+    ("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", "out of memory",
+     ("its limit", "its limit")),
+    ("while True:\n    pass", "exec timed out after 3 s", ("call limit of 3 s", "call limit of 3 s")),
+    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timed out",
+     ("pids limit hit", "pids limit hit")),
+    ("import os\nos.write(101, b'forged\\n')", "protocol violation",
+     ("broke the protocol", "broke the protocol")),
+    ("import os\nos.close(101)\nimport time\ntime.sleep(1)", "worker exited",
+     ("its init reported", "zygote runs")),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    reason = backends.probe().unavailable(request.param)
+    if reason is not None:
+        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
+    return request.param
+
+
+@pytest.mark.parametrize(("code", "reason", "evidence"), MODEL_DEATHS, ids=[
+    "os._exit", "SIGKILL itself", "SIGTERM itself from a thread", "a child kills it", "one big allocation",
+    "memory bomb", "CPU spin", "fork storm", "forged reply", "closed its reply pipe"])
+def test_a_death_the_model_causes_is_the_models(backend: str, code: str, reason: str,
+                                                evidence: tuple[str, str]) -> None:
+    with Sandbox(backend=backend, limits=LIMITS) as sb:
+        sb.execute_code("result = 1")
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(code)
+            sb.execute_code("print('the death shows on the next call at the latest')")
+        with pytest.raises(SandboxDied) as again:  # and on every later call, with the same cause
+            sb.result()
+    for death in (died.value.death, again.value.death):
+        assert death.cause == "model" and died.value.by_model, death
+        assert reason in death.reason, death
+        assert evidence[BACKENDS.index(backend)] in death.evidence, death
+
+
+def test_a_background_exit_between_calls_is_the_models(backend: str) -> None:
+    with Sandbox(backend=backend, limits=LIMITS) as sb:
+        sb.execute_code("import os, threading\nthreading.Timer(0.1, os._exit, (0,)).start()")
+        threading.Event().wait(0.5)
+        with pytest.raises(SandboxDied, match="worker exited") as died:
+            sb.execute_code("print(1)")
+    assert died.value.by_model
+
+
+def _pids(sb: Sandbox) -> set[int]:
+    if sb._cgroup is None:
+        pytest.skip("finding the sandbox's processes from the host needs its cgroup")
+    return sb._cgroup.pids()
+
+
+def _init_pid(sb: Sandbox) -> int:
+    """The sandbox's jail: pid 1 of its pid namespace (namespaces backend), from the host."""
+    for pid in _pids(sb):
+        status = Path(f"/proc/{pid}/status").read_text()
+        if status.split("NSpid:")[1].split("\n")[0].split()[-1] == "1":
+            return pid
+    raise AssertionError("no init in the sandbox's cgroup")
+
+
+@pytest.mark.parametrize("target", ["zygote", "jail"])
+def test_a_death_the_host_causes_is_the_harnesss(backend: str, target: str) -> None:
+    if target == "jail" and backend != "namespaces":
+        pytest.skip("only the namespaces backend has a jail process apart from the worker")
+    with Sandbox(backend=backend, limits=Limits(call_timeout=30)) as sb:
+        sb.execute_code("result = 1")
+        victim = sb._zygote.process.pid if target == "zygote" else _init_pid(sb)
+        threading.Timer(0.5, os.kill, (victim, signal.SIGKILL)).start()
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code("import time\ntime.sleep(20)")
+    death = died.value.death
+    assert death.cause == "harness" and not died.value.by_model, death
+    expected = {"zygote": ("zygote died", "zygote process"),
+                "jail": ("jail was killed from outside", "without reporting")}[target]
+    assert expected[0] in death.reason and expected[1] in death.evidence, death
+    with Sandbox(backend=backend) as sb:  # a fresh zygote serves the next sandbox
+        assert sb.execute_code("print(6 * 7)") == "42\n"
+
+
+def test_closing_from_another_thread_is_the_harnesss(backend: str) -> None:
+    with Sandbox(backend=backend, limits=Limits(call_timeout=30)) as sb:
+        threading.Timer(0.5, sb.close).start()
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code("import time\ntime.sleep(20)")
+    assert died.value.death.cause == "harness" and died.value.death.evidence == "closed by the host"
+
+
+def test_a_sandbox_that_fails_before_model_code_ran_is_the_harnesss(backend: str) -> None:
+    """Forged-looking replies and exits before any exec or bash call cannot be the model's."""
+    with Sandbox(backend=backend, limits=LIMITS) as sb:
+        os.kill(_worker_pid(sb), signal.SIGKILL)
+        with pytest.raises(SandboxDied) as died:
+            sb.result()
+    assert died.value.death.cause == "harness", died.value.death
+    assert "before any model code ran" in died.value.death.reason
+
+
+def _worker_pid(sb: Sandbox) -> int:
+    """The worker: the sandbox process that holds the reply pipe (fd 101)."""
+    for pid in sorted(_pids(sb)):
+        try:
+            os.readlink(f"/proc/{pid}/fd/101")
+        except OSError:
+            continue
+        return pid
+    raise AssertionError("no worker process found")
