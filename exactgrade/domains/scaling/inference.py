@@ -347,3 +347,4 @@ and the cost in dollars per million generated tokens.""",
         serving_cost_float, "per_sequence_throughput",
     ),
 )
+FAMILIES = ()

@@ -252,3 +252,4 @@ everything else in memory).""",
         _ADAM_SHAPE, adam_memory_float, "gb_for_gib",
     ),
 )
+FAMILIES = ()

@@ -318,3 +318,4 @@ bytes (80 GB, decimal), ignoring activations.""",
         zero_memory_float, "optimizer_without_master",
     ),
 )
+FAMILIES = ()
