@@ -176,13 +176,19 @@ def screen(expected: Any, answer: Any) -> bool | None:
 # ---------------------------------------------------------------- rejection rules of the families
 
 _EDGE = Fraction(1, 10**9)
+_FAR = Fraction(1, 10**14)
 
 
 def near_integer(value: Fraction | int) -> bool:
-    """Whether an exact value that a task rounds (ceil, floor) sits within a relative 1e-9 of an
-    integer, exact integers included: a correct float method may land on the other side."""
+    """Whether an exact value that a task rounds (ceil, floor) is too close to an integer, exact
+    integers included: a correct float method may land on the other side. The margin is a
+    relative 1e-9 up to 10**4 (batches, chips, lengths), then 1e-5 plus a relative 1e-14: a
+    relative 1e-9 would refuse every parameter count above 10**9, while the error of a short
+    float formula is a few parts in 10**16, far inside this margin. (Values above about 10**13
+    are always refused: a double cannot place them between two integers reliably.)"""
     value = Fraction(value)
-    return abs(value - round(value)) <= _EDGE * abs(value)
+    size = abs(value)
+    return abs(value - round(value)) <= _EDGE * min(size, 10**4) + _FAR * size
 
 
 def near_tie(a: Fraction | int, b: Fraction | int) -> bool:
@@ -194,8 +200,8 @@ def near_tie(a: Fraction | int, b: Fraction | int) -> bool:
 def rounding_edge(what: str, value: Fraction | int) -> str | None:
     """The rejection reason for a rounded quantity at an integer edge, or None."""
     if near_integer(value):
-        return (f"{what} = {float(value):.12g} sits within 1e-9 of an integer: a float method could "
-                "round it the other way")
+        return (f"{what} = {float(value):.12g} is too close to an integer: a float method could round "
+                "it the other way")
     return None
 
 
