@@ -101,3 +101,13 @@ def attention_shape(draw: Draw, level: int) -> dict:
         d_ff = 64 * draw.integer(16, 512 * 2 ** (level - 2))
     return {"d_model": d_model, "d_ff": d_ff, "n_heads": n_heads, "n_kv_heads": n_kv_heads,
             "head_dim": head_dim, "mlp_matrices": draw.choice((2, 3))}
+
+
+def value_bytes(draw: Draw, level: int, wide: tuple[int, ...] = (1, 2, 4)) -> int:
+    """Bytes per value: bf16 at levels 1-2, also int8/fp32 (or the given sizes) above."""
+    return 2 if round_numbers(level) else draw.choice(wide)
+
+
+def jitter(draw: Draw, level: int, step: int) -> int:
+    """0 at levels 1-2; above, an offset in [1, step) that moves a size off its round multiple."""
+    return 0 if round_numbers(level) else draw.integer(1, step - 1)

@@ -12,6 +12,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
+    jitter,
     letters,
     n_params,
     n_tokens,
@@ -405,7 +406,7 @@ utilization (MFU).""",
 def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
     params, chips, peak = n_params(draw, level), _chip_count(draw, level), peak_flops(draw, level)
     tokens = _tokens_per_step(draw, level)
-    seq_len = 1024 * draw.integer(1, 32 * level) + (0 if round_numbers(level) else draw.integer(1, 1023))
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
     return {"n_params": params, "layers": draw.integer(8, 40 * level), "n_heads": draw.integer(8, 64),
             "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
             "seq_len": seq_len, "tokens_per_step": tokens,

@@ -12,11 +12,13 @@ from fractions import Fraction
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
+    jitter,
     letters,
     n_params,
     round_numbers,
     rows,
     sorted_sample,
+    value_bytes,
 )
 from exactgrade.domains.scaling._task import (
     known_mistake,
@@ -228,9 +230,9 @@ def sample_kv_cache_size(draw: Draw, level: int) -> dict:
     layers = draw.integer(8, 40 * level)
     configs = [{"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]}
                for h in kv_heads]
-    seq_len = 1024 * draw.integer(1, 32 * level) + (0 if round_numbers(level) else draw.integer(1, 1023))
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
     return {"configs": configs, "seq_len": seq_len, "batch": draw.integer(1, 32 * level),
-            "bytes_per_value": draw.choice((2,) if round_numbers(level) else (1, 2, 4))}
+            "bytes_per_value": value_bytes(draw, level)}
 
 
 KV_CACHE_SIZE = scaling_family(

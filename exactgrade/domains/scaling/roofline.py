@@ -11,7 +11,15 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling._sample import hbm_bandwidth, peak_flops, round_numbers, rows, sorted_sample
+from exactgrade.domains.scaling._sample import (
+    hbm_bandwidth,
+    jitter,
+    peak_flops,
+    round_numbers,
+    rows,
+    sorted_sample,
+    value_bytes,
+)
 from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge
 from exactgrade.family import Draw
 from exactgrade.task import Task
@@ -294,7 +302,7 @@ def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
     d_model = 1024 * draw.integer(2, 4 * 2**level)
     d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 256 * draw.integer(1, 15))
     return {"chips": sample.chips(draw, level, rows(level, 3)), "d_model": d_model, "d_ff": d_ff,
-            "bytes_per_value": draw.choice((2,) if round_numbers(level) else (1, 2, 4))}
+            "bytes_per_value": value_bytes(draw, level)}
 
 
 def _min_batch_edges(task: Task) -> str | None:
@@ -364,7 +372,7 @@ def sample_matmul_fraction_of_peak(draw: Draw, level: int) -> dict:
         shapes.append([128 * draw.integer(1, top), 128 * draw.integer(1, top), 128 * draw.integer(1, top)])
     if not round_numbers(level):
         shapes = [[m + draw.integer(0, 127) * (m > 16), k, n] for m, k, n in shapes]
-    return {"shapes": shapes, "bytes_per_value": draw.choice((2,) if round_numbers(level) else (1, 2, 4)),
+    return {"shapes": shapes, "bytes_per_value": value_bytes(draw, level),
             "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
@@ -387,11 +395,10 @@ matmul achieves (its FLOPs / time / peak_flops).""",
 def sample_decode_attention_roofline(draw: Draw, level: int) -> dict:
     n_kv_heads = draw.choice((1, 2, 4, 8, 16))
     return {"batches": sorted({1, *draw.sample(range(2, 64 * 2**level), rows(level, 3) - 1)}),
-            "seq_len": 1024 * draw.integer(1, 8 * 2**level) + (0 if round_numbers(level)
-                                                               else draw.integer(1, 1023)),
+            "seq_len": 1024 * draw.integer(1, 8 * 2**level) + jitter(draw, level, 1024),
             "n_heads": n_kv_heads * draw.choice((1, 2, 4, 8)), "n_kv_heads": n_kv_heads,
             "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
-            "bytes_per_value": draw.choice((2,) if round_numbers(level) else (1, 2, 4)),
+            "bytes_per_value": value_bytes(draw, level),
             "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
@@ -424,7 +431,7 @@ def sample_weight_streaming_roofline(draw: Draw, level: int) -> dict:
     tiers = [{"name": name, "bandwidth": speed} for name, speed in zip(names, bandwidths, strict=True)]
     return {"batch": draw.integer(1, 256 * level), "d_model": d_model,
             "d_ff": d_model * draw.choice((2, 3, 4)),
-            "bytes_per_value": draw.choice((2,) if round_numbers(level) else (1, 2, 4)),
+            "bytes_per_value": value_bytes(draw, level),
             "peak_flops": peak_flops(draw, level),
             "tiers": tiers}
 
