@@ -50,10 +50,10 @@ def hbm_capacity(draw: Draw, level: int) -> int:
 
 
 def n_params(draw: Draw, level: int) -> int:
-    """A dense model size: whole billions up to 50*level B at levels 1-2; any count up to
-    100 * 2**(level-2) B above."""
+    """A dense model size: tenths of billions from 1 B to 50*level B at levels 1-2; any count
+    up to 100 * 2**(level-2) B above."""
     if round_numbers(level):
-        return 10**9 * draw.integer(1, 50 * level)
+        return 10**8 * draw.integer(10, 500 * level)
     return draw.integer(10**9, 10**11 * 2 ** (level - 2))
 
 
