@@ -43,9 +43,9 @@ def link_bandwidth(draw: Draw, level: int) -> int:
 
 
 def hbm_capacity(draw: Draw, level: int) -> int:
-    """HBM bytes of one chip: 16 to 192 GB in steps of 8 at levels 1-2, any byte count above."""
+    """HBM bytes of one chip: 16 to 192 whole GB at levels 1-2, any byte count above."""
     if round_numbers(level):
-        return 8 * 10**9 * draw.integer(2, 24)
+        return 10**9 * draw.integer(16, 192)
     return draw.integer(16 * 10**9, 192 * 10**9)
 
 
