@@ -175,10 +175,6 @@ def screen(expected: Any, answer: Any) -> bool | None:
 
 # ---------------------------------------------------------------- rejection rules of the families
 
-_EDGE = Fraction(1, 10**9)
-_FAR = Fraction(1, 10**14)
-
-
 def near_integer(value: Fraction | int) -> bool:
     """Whether an exact value that a task rounds (ceil, floor) is too close to an integer, exact
     integers included: a correct float method may land on the other side. The margin is a
@@ -186,15 +182,19 @@ def near_integer(value: Fraction | int) -> bool:
     relative 1e-9 would refuse every parameter count above 10**9, while the error of a short
     float formula is a few parts in 10**16, far inside this margin. (Values above about 10**13
     are always refused: a double cannot place them between two integers reliably.)"""
-    value = Fraction(value)
-    size = abs(value)
-    return abs(value - round(value)) <= _EDGE * min(size, 10**4) + _FAR * size
+    # |x - round(x)| <= 1e-9 * min(|x|, 1e4) + 1e-14 * |x|, in integers (x = n/d, d > 0).
+    n, d = value.numerator, value.denominator
+    rest = n % d
+    gap, size = min(rest, d - rest), abs(n)
+    return gap * 10**14 <= 10**5 * min(size, 10**4 * d) + size
 
 
 def near_tie(a: Fraction | int, b: Fraction | int) -> bool:
     """Whether two exact quantities a task compares (compute vs memory time, size vs capacity)
     are within a relative 1e-9 of each other: a float method may order them either way."""
-    return abs(Fraction(a) - Fraction(b)) <= _EDGE * max(abs(Fraction(a)), abs(Fraction(b)))
+    # |a - b| <= 1e-9 * max(|a|, |b|), cross-multiplied into integers.
+    an, ad, bn, bd = a.numerator, a.denominator, b.numerator, b.denominator
+    return abs(an * bd - bn * ad) * 10**9 <= max(abs(an) * bd, abs(bn) * ad)
 
 
 def rounding_edge(what: str, value: Fraction | int) -> str | None:

@@ -401,8 +401,9 @@ def sample_min_microbatches(draw: Draw, level: int) -> dict:
         limit = Fraction(draw.integer(1, 300), draw.choice((1000, 999, 997, 700, 360)))
     # Stage counts whose bound (P - 1)(1 - f)/f is a whole number are dropped here (cheaper than
     # refusing the built instance); _min_microbatches_edges still checks every posed one.
+    over, under = limit.denominator - limit.numerator, limit.numerator  # (1 - f) / f
     candidates = [p for p in draw.sample(range(2, 16 * 2**level + 1), 3 * rows(level, 5))
-                  if not near_integer((p - 1) * (1 - limit) / limit)]
+                  if not near_integer(Fraction((p - 1) * over, under))]
     if len(candidates) < rows(level, 5):
         raise Reject("too few stage counts off an integer bound")
     return {"stage_counts": sorted(candidates[:rows(level, 5)]), "max_bubble_fraction": limit}
