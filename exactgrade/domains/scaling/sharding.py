@@ -367,7 +367,8 @@ device. For each degree in `tp_degrees`, give the per-device compute time, the c
 def _stage_time(draw: Draw, level: int) -> Fraction:
     if round_numbers(level):
         return Fraction(draw.integer(1, 100), 100)
-    return Fraction(draw.integer(1, 100_000), draw.choice((1000, 3, 7, 9, 11, 30_000)))
+    denominator = draw.choice((1000, 300, 700, 900, 1100, 30_000))
+    return Fraction(draw.integer(1, denominator), denominator)  # at most a second
 
 
 def sample_pipeline_bubble(draw: Draw, level: int) -> dict:
@@ -389,7 +390,7 @@ seconds and the bubble fraction.""",
     pipeline_bubble_float, "bubble_over_microbatches",
     sample=sample_pipeline_bubble,
     levels="microbatch counts 3+level up to 64*2**level, up to 8*level stages; level 3+: slot times "
-           "in thousandths or thirds, sevenths, ... of a second",
+           "below a second over denominators such as 700 or 30000",
     tags=("headline:pipeline_bubble",),
 )
 
