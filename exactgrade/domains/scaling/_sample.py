@@ -92,7 +92,7 @@ def attention_shape(draw: Draw, level: int) -> dict:
     widths need not be powers of two."""
     head_dim = draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256))
     n_kv_heads = draw.choice((1, 2, 4, 8, 16))
-    n_heads = n_kv_heads * draw.choice((1, 2, 4, 8))
+    n_heads = max(8, n_kv_heads * draw.choice((1, 2, 4, 8)))  # a multiple of n_kv_heads, at least 8
     if round_numbers(level):
         d_model = 1024 * draw.integer(1, 8 * level)
         d_ff = 1024 * draw.integer(2, 32 * level)
