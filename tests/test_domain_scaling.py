@@ -13,7 +13,7 @@ import pytest
 
 from exactgrade import compare, get_task
 from exactgrade.domains import scaling
-from exactgrade.domains.scaling._task import known_mistake
+from exactgrade.domains.scaling._task import as_floats, known_mistake
 from exactgrade.domains.scaling._text import api_description, renderer
 from exactgrade.domains.scaling.checks import HEADLINES, missing_headlines, task_problems
 from exactgrade.policy import RelTol
@@ -21,17 +21,6 @@ from exactgrade.task import Task, TaskDef
 
 IDS = [definition.id for definition in scaling.TASKS]
 DEFINITIONS = {definition.id: definition for definition in scaling.TASKS}
-
-
-def as_floats(value: Any) -> Any:
-    """Inputs as a float-minded model would hold them: every Fraction converted to float."""
-    if type(value) is Fraction:
-        return float(value)
-    if isinstance(value, list):
-        return [as_floats(v) for v in value]
-    if isinstance(value, dict):
-        return {k: as_floats(v) for k, v in value.items()}
-    return value
 
 
 def float_answer(task_id: str, mistake: str | None = None) -> Any:

@@ -11,7 +11,7 @@ from exactgrade.domains.scaling import flops, inference, memory, roofline, shard
 from exactgrade.domains.scaling.checks import headline_summary, missing_headlines, task_problems
 from exactgrade.task import Task, TaskDef
 
-FAMILIES = roofline.FAMILIES
+FAMILIES = roofline.FAMILIES + flops.FAMILIES + memory.FAMILIES + sharding.FAMILIES + inference.FAMILIES
 
 TASKS: tuple[TaskDef, ...] = (
     roofline.TASKS + flops.TASKS + memory.TASKS + sharding.TASKS + inference.TASKS

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from exactgrade.domains.scaling._task import POLICY
@@ -102,10 +103,9 @@ def task_problems(task: Task) -> list[str]:
                             "no zero_reason")
         if isinstance(number, float) and not math.isfinite(number):
             problems.append(f"{path} is {number!r}, not finite")
-    explained = f"{task.prompt.split(INPUT_LISTING)[0]}\n{task.api_description}"
-    for name in task.inputs:
-        if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", explained):
-            problems.append(f"input {name!r} is named neither in the question nor in the api_description")
+    question = task.prompt.split(INPUT_LISTING)[0]
+    for name in _unexplained(question, task.api_description, tuple(task.inputs)):
+        problems.append(f"input {name!r} is named neither in the question nor in the api_description")
     for tag in task.tags:
         if tag.startswith("headline:"):
             if tag not in HEADLINES:
@@ -113,6 +113,14 @@ def task_problems(task: Task) -> list[str]:
             elif not HEADLINES[tag][1](expected["rows"]):
                 problems.append(f"tagged {tag} but its key does not show it: {HEADLINES[tag][0]}")
     return problems
+
+
+@lru_cache(maxsize=1024)
+def _unexplained(question: str, api_description: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The input names neither text mentions as a whole word (cached: a family's generated
+    tasks share one question text and one set of input names)."""
+    explained = f"{question}\n{api_description}"
+    return tuple(name for name in names if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", explained))
 
 
 def missing_headlines(definitions: Iterable[TaskDef | Task]) -> list[str]:

@@ -9,7 +9,27 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_task
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    fraction,
+    jitter,
+    letters,
+    n_params,
+    n_tokens,
+    peak_flops,
+    round_numbers,
+    rows,
+    sorted_sample,
+)
+from exactgrade.domains.scaling._task import (
+    known_mistake,
+    near_integer,
+    rounding_edge,
+    scaling_family,
+    with_tags,
+)
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -222,7 +242,7 @@ def dense_param_count_float(layers, d_model, d_ff, n_heads, n_kv_heads, head_dim
                       "training_flops": 6.0 * n_tokens * total}]}
 
 
-# ---------------------------------------------------------------- tasks
+# ---------------------------------------------------------------- families and tasks
 
 _LAYER_QUESTION = """\
 Count the forward FLOPs per token of one decoder layer. Its dense matmuls: the query projection
@@ -233,29 +253,66 @@ scores its query against S keys and sums S values in every head: 2*2*S*n_heads*h
 (count the full context, no causal-mask savings). For each context length in `seq_lens`, give the
 attention FLOPs, the dense FLOPs and attention's fraction of the layer's total."""
 
-_LAYER_SHAPE = ('{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
-                '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order')
 
-TASKS = (
-    scaling_task(
-        "sc-007", "flops", layer_flops_per_token,
-        {"d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128, "mlp_matrices": 3,
-         "seq_lens": [4096, 8192, 32768]},
-        _LAYER_QUESTION + "\nThe layer is a large grouped-query-attention model with a gated (3-matrix) MLP.",
-        _LAYER_SHAPE, layer_flops_per_token_float, "scores_only",
-        tags=("headline:attention_minority",),
-    ),
-    scaling_task(
-        "sc-008", "flops", attention_crossover_seq_len,
-        {"models": [
-            {"name": "small", "d_model": 768, "d_ff": 3072, "n_heads": 12, "n_kv_heads": 12, "head_dim": 64,
-             "mlp_matrices": 2},
-            {"name": "medium", "d_model": 4096, "d_ff": 14336, "n_heads": 32, "n_kv_heads": 8,
-             "head_dim": 128, "mlp_matrices": 3},
-            {"name": "large", "d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8,
-             "head_dim": 128, "mlp_matrices": 3},
-        ]},
-        """\
+def sample_layer_flops(draw: Draw, level: int) -> dict:
+    top = 64 * 2**level
+    seq_lens = [512 * s for s in sorted_sample(draw, 1, top, rows(level, 3))]
+    if not round_numbers(level):
+        seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
+    return {**attention_shape(draw, level), "seq_lens": seq_lens}
+
+
+LAYER_FLOPS = scaling_family(
+    "layer_flops", "flops", layer_flops_per_token, _LAYER_QUESTION,
+    '{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
+    '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    layer_flops_per_token_float, "scores_only",
+    sample=sample_layer_flops,
+    levels="context lengths 2+level up to 32k*2**level; wider layers (d_model up to 8k*level); level "
+           "3+: widths and contexts off the powers of two",
+)
+
+
+def _crossover_model(draw: Draw, level: int, grouped: bool) -> dict:
+    """A layer whose head count need not be a power of two (else the crossover length is
+    nearly always a whole number, an integer edge the generator refuses)."""
+    shape = attention_shape(draw, level)
+    n_heads = draw.integer(4, 24 * level)
+    divisors = [d for d in range(1, n_heads + (not grouped)) if n_heads % d == 0]
+    shape.update(n_heads=n_heads, n_kv_heads=draw.choice(divisors))
+    return shape
+
+
+def _crossover_length(m: dict) -> Fraction:
+    projections = 2 * (m["n_heads"] + m["n_kv_heads"]) * m["head_dim"]
+    dense = 2 * m["d_model"] * (projections + m["mlp_matrices"] * m["d_ff"])
+    return Fraction(dense, 4 * m["n_heads"] * m["head_dim"])
+
+
+def sample_attention_crossover(draw: Draw, level: int) -> dict:
+    models = []
+    for i in range(rows(level, 3)):
+        model = _crossover_model(draw, level, i == 0)
+        for _ in range(8):  # redraw a model on an integer edge here, cheaper than a rejected instance
+            if not near_integer(_crossover_length(model)):
+                break
+            model = _crossover_model(draw, level, i == 0)
+        models.append(model)
+    return {"models": [{"name": name, **model} for name, model in zip(letters("model", len(models)), models,
+                                                                       strict=True)]}
+
+
+def _crossover_edges(task: Task) -> str | None:
+    for m in task.inputs["models"]:
+        problem = rounding_edge(f"{m['name']}: the crossover length", _crossover_length(m))
+        if problem:
+            return problem
+    return None
+
+
+ATTENTION_CROSSOVER = scaling_family(
+    "attention_crossover", "flops", attention_crossover_seq_len,
+    """\
 For each decoder layer in `models`, count its dense forward FLOPs per token: query projection
 [d_model -> n_heads*head_dim], key and value projections [d_model -> n_kv_heads*head_dim] each,
 output projection [n_heads*head_dim -> d_model], and `mlp_matrices` MLP matrices of shape
@@ -263,50 +320,103 @@ output projection [n_heads*head_dim -> d_model], and `mlp_matrices` MLP matrices
 2*2*S*n_heads*head_dim FLOPs per token (full context, no causal savings). Give the dense FLOPs per
 token and the smallest integer context length S at which attention FLOPs are at least the dense
 FLOPs.""",
-        '{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
-        "  # one row per model, in order",
-        attention_crossover_seq_len_float, "mha_kv_projections",
-    ),
-    scaling_task(
-        "sc-009", "flops", time_to_train,
-        {"n_params": 70 * 10**9, "n_tokens": 15 * 10**12, "clusters": [
-            {"name": "cluster_a", "chips": 8192, "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
-            {"name": "cluster_b", "chips": 2048, "peak_flops": 990 * 10**12, "mfu": Fraction(7, 20)},
-        ]},
-        """\
+    '{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
+    "  # one row per model, in order",
+    attention_crossover_seq_len_float, "mha_kv_projections",
+    sample=sample_attention_crossover,
+    levels="models 2+level (the first grouped-query); wider layers with the level; level 3+: widths "
+           "off the powers of two",
+    reject=_crossover_edges,
+)
+
+
+def _chip_count(draw: Draw, level: int) -> int:
+    if round_numbers(level):
+        return 2 ** draw.integer(6, 12 + level)
+    return draw.integer(64, 2 ** (12 + level))
+
+
+def sample_time_to_train(draw: Draw, level: int) -> dict:
+    clusters = [{"name": name, "chips": _chip_count(draw, level), "peak_flops": peak_flops(draw, level),
+                 "mfu": fraction(draw, level, 20, 60)} for name in letters("cluster", rows(level, 2))]
+    return {"n_params": n_params(draw, level), "n_tokens": n_tokens(draw, level), "clusters": clusters}
+
+
+TIME_TO_TRAIN = scaling_family(
+    "time_to_train", "flops", time_to_train,
+    """\
 A dense model with `n_params` parameters is trained on `n_tokens` tokens (6*N*D training FLOPs).
 For each cluster in `clusters` (number of chips, peak FLOP/s per chip, and the model FLOPs
 utilization `mfu` it sustains), give the total training FLOPs and the time to train in days
 (1 day = 86400 s).""",
-        '{"rows": [{"cluster": <str>, "training_flops": <number>, "time_days": <number>}, ...]}'
-        "  # one row per cluster, in order",
-        time_to_train_float, "forward_only",
-        tags=("headline:time_to_train",),
-    ),
-    scaling_task(
-        "sc-010", "flops", model_flops_utilization,
-        {"n_params": 8 * 10**9, "runs": [
-            {"name": "run_a", "chips": 256, "peak_flops": 400 * 10**12, "tokens_per_step": 4 * 2**20,
-             "step_time_s": Fraction(53, 10)},
-            {"name": "run_b", "chips": 1024, "peak_flops": 400 * 10**12, "tokens_per_step": 4 * 2**20,
-             "step_time_s": Fraction(19, 10)},
-        ]},
-        """\
+    '{"rows": [{"cluster": <str>, "training_flops": <number>, "time_days": <number>}, ...]}'
+    "  # one row per cluster, in order",
+    time_to_train_float, "forward_only",
+    sample=sample_time_to_train,
+    levels="clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
+           "parameter and token counts, chips, peaks and basis-point MFUs",
+    tags=("headline:time_to_train",),
+)
+
+
+def _step_time(draw: Draw, level: int, flops_per_step: int, capacity: int) -> Fraction:
+    """A measured step time near a plausible utilization, to 0.1 s (levels 1-2) or 1 ms."""
+    ideal = Fraction(flops_per_step, capacity) / fraction(draw, level, 25, 65)
+    scale = 10 if round_numbers(level) else 1000
+    step = Fraction(round(ideal * scale), scale)
+    if step <= 0:
+        raise Reject("the step time rounds to zero")
+    return step
+
+
+def _tokens_per_step(draw: Draw, level: int) -> int:
+    if round_numbers(level):
+        return 2**20 * draw.integer(1, 8 * level)
+    return 1024 * draw.integer(256, 4096 * level)
+
+
+def sample_model_flops_utilization(draw: Draw, level: int) -> dict:
+    params = n_params(draw, level)
+    runs = []
+    for name in letters("run", rows(level, 2)):
+        chips, peak = _chip_count(draw, level), peak_flops(draw, level)
+        tokens = _tokens_per_step(draw, level)
+        runs.append({"name": name, "chips": chips, "peak_flops": peak, "tokens_per_step": tokens,
+                     "step_time_s": _step_time(draw, level, 6 * params * tokens, chips * peak)})
+    return {"n_params": params, "runs": runs}
+
+
+MODEL_FLOPS_UTILIZATION = scaling_family(
+    "model_flops_utilization", "flops", model_flops_utilization,
+    """\
 A dense model with `n_params` parameters counts 6*n_params training FLOPs per token. For each
 measured run in `runs` (chips, peak FLOP/s per chip, tokens per optimizer step, and measured
 seconds per step), give the training throughput in tokens per second and the model FLOPs
 utilization (MFU).""",
-        '{"rows": [{"run": <str>, "tokens_per_s": <number>, "mfu": <number>}, ...]}'
-        "  # one row per run, in order",
-        model_flops_utilization_float, "inference_flops",
-        tags=("headline:mfu",),
-    ),
-    scaling_task(
-        "sc-011", "flops", utilization_by_counting,
-        {"n_params": 8 * 10**9, "layers": 32, "n_heads": 32, "head_dim": 128, "seq_len": 32768,
-         "tokens_per_step": 4 * 2**20, "step_time_s": Fraction(79, 10), "chips": 256,
-         "peak_flops": 400 * 10**12},
-        """\
+    '{"rows": [{"run": <str>, "tokens_per_s": <number>, "mfu": <number>}, ...]}'
+    "  # one row per run, in order",
+    model_flops_utilization_float, "inference_flops",
+    sample=sample_model_flops_utilization,
+    levels="runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
+           "counts, chips, peaks, batches and millisecond step times",
+    tags=("headline:mfu",),
+)
+
+
+def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
+    params, chips, peak = n_params(draw, level), _chip_count(draw, level), peak_flops(draw, level)
+    tokens = _tokens_per_step(draw, level)
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
+    return {"n_params": params, "layers": draw.integer(8, 40 * level), "n_heads": draw.integer(8, 64),
+            "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
+            "seq_len": seq_len, "tokens_per_step": tokens,
+            "step_time_s": _step_time(draw, level, 6 * params * tokens, chips * peak), "chips": chips,
+            "peak_flops": peak}
+
+
+UTILIZATION_BY_COUNTING = scaling_family(
+    "utilization_by_counting", "flops", utilization_by_counting,
+    """\
 A training step of a dense model with `n_params` parameters, `layers` layers of `n_heads` attention
 heads of size `head_dim`, at context length `seq_len`, processes `tokens_per_step` tokens in
 `step_time_s` seconds on `chips` chips of `peak_flops` FLOP/s each. Attention's forward FLOPs per
@@ -315,15 +425,27 @@ utilization (FLOPs counted per token x tokens per second / (chips*peak_flops)) u
 conventions, in this order: "6N" (parameters only); "6N+attention" (6N plus the training attention
 FLOPs); "recompute_8N+attention" (the hardware FLOPs with full activation recomputation, where the
 forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
-        '{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
-        '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}',
-        utilization_by_counting_float, "attention_forward_only",
-    ),
-    scaling_task(
-        "sc-012", "flops", moe_training_flops,
-        {"layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "expert_d_ff": 14336,
-         "n_experts": 8, "top_k": 2, "mlp_matrices": 3, "n_tokens": 2 * 10**12},
-        """\
+    '{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
+    '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}',
+    utilization_by_counting_float, "attention_forward_only",
+    sample=sample_utilization_by_counting,
+    levels="larger models, more layers, longer contexts and batches with the level; level 3+: "
+           "non-round counts, peaks and millisecond step times",
+)
+
+
+def sample_moe_training_flops(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    n_experts = draw.choice((8, 16, 32, 64, 128) if level > 1 else (8, 16))
+    return {"layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
+            "n_kv_heads": shape["n_kv_heads"], "head_dim": shape["head_dim"], "expert_d_ff": shape["d_ff"],
+            "n_experts": n_experts, "top_k": draw.integer(1, min(8, n_experts - 1)),
+            "mlp_matrices": shape["mlp_matrices"], "n_tokens": n_tokens(draw, level)}
+
+
+MOE_TRAINING_FLOPS = scaling_family(
+    "moe_training_flops", "flops", moe_training_flops,
+    """\
 A mixture-of-experts decoder has `layers` layers. Each layer has attention weights (query and output
 projections of d_model x n_heads*head_dim each, key and value projections of d_model x
 n_kv_heads*head_dim each) and `n_experts` experts, each an MLP of `mlp_matrices` matrices of
@@ -331,29 +453,98 @@ d_model x expert_d_ff; every token is routed to `top_k` experts. Count only thes
 embeddings, norms and the router). Give the total parameter count, the parameters active per
 token, the training FLOPs on `n_tokens` tokens (6 x active parameters x tokens) and the ratio of
 total to active parameters.""",
-        '{"rows": [{"total_params": <int>, "active_params": <int>, "training_flops": <number>, '
-        '"total_to_active": <number>}]}',
-        moe_training_flops_float, "flops_from_total_params",
-    ),
-    scaling_task(
-        "sc-013", "flops", dense_param_count,
-        {"layers": 80, "d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128,
-         "vocab_size": 128256, "mlp_matrices": 3, "tied_embeddings": False, "n_tokens": 15 * 10**12},
-        """\
+    '{"rows": [{"total_params": <int>, "active_params": <int>, "training_flops": <number>, '
+    '"total_to_active": <number>}]}',
+    moe_training_flops_float, "flops_from_total_params",
+    sample=sample_moe_training_flops,
+    levels="more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
+           "widths off the powers of two, non-round token counts",
+)
+
+
+def sample_dense_param_count(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    vocab = draw.choice((32000, 50257, 65536, 128256, 151936, 256000))
+    if not round_numbers(level):
+        vocab = draw.integer(16_000, 300_000)
+    return {"layers": draw.integer(8, 40 * level), **{k: shape[k] for k in ("d_model", "d_ff", "n_heads",
+                                                                           "n_kv_heads", "head_dim")},
+            "vocab_size": vocab, "mlp_matrices": shape["mlp_matrices"], "tied_embeddings": False,
+            "n_tokens": n_tokens(draw, level)}
+
+
+DENSE_PARAM_COUNT = scaling_family(
+    "dense_param_count", "flops", dense_param_count,
+    """\
 Count the parameters of a dense decoder: `layers` layers, each with query and output projections of
 d_model x n_heads*head_dim, key and value projections of d_model x n_kv_heads*head_dim, and an MLP
 of `mlp_matrices` matrices of d_model x d_ff; plus an input embedding of vocab_size x d_model and,
 unless `tied_embeddings` is True, a separate output embedding of the same shape. Ignore norms and
 biases. Give the parameters per layer, the total parameter count and the training FLOPs on
 `n_tokens` tokens (6*N*D).""",
-        '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}',
-        dense_param_count_float, "embeddings_counted_once",
+    '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}',
+    dense_param_count_float, "embeddings_counted_once",
+    sample=sample_dense_param_count,
+    levels="more and wider layers, more tokens with the level (untied embeddings, so the named "
+           "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
+)
+
+FAMILIES = (LAYER_FLOPS, ATTENTION_CROSSOVER, TIME_TO_TRAIN, MODEL_FLOPS_UTILIZATION, UTILIZATION_BY_COUNTING,
+            MOE_TRAINING_FLOPS, DENSE_PARAM_COUNT)
+
+TASKS = (
+    with_tags(LAYER_FLOPS.task(
+        "sc-007",
+        {"d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128, "mlp_matrices": 3,
+         "seq_lens": [4096, 8192, 32768]},
+    ), "headline:attention_minority"),
+    ATTENTION_CROSSOVER.task(
+        "sc-008",
+        {"models": [
+            {"name": "small", "d_model": 768, "d_ff": 3072, "n_heads": 12, "n_kv_heads": 12, "head_dim": 64,
+             "mlp_matrices": 2},
+            {"name": "medium", "d_model": 4096, "d_ff": 14336, "n_heads": 32, "n_kv_heads": 8,
+             "head_dim": 128, "mlp_matrices": 3},
+            {"name": "large", "d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8,
+             "head_dim": 128, "mlp_matrices": 3},
+        ]},
     ),
-    scaling_task(
-        "sc-014", "flops", layer_flops_per_token,
+    TIME_TO_TRAIN.task(
+        "sc-009",
+        {"n_params": 70 * 10**9, "n_tokens": 15 * 10**12, "clusters": [
+            {"name": "cluster_a", "chips": 8192, "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
+            {"name": "cluster_b", "chips": 2048, "peak_flops": 990 * 10**12, "mfu": Fraction(7, 20)},
+        ]},
+    ),
+    MODEL_FLOPS_UTILIZATION.task(
+        "sc-010",
+        {"n_params": 8 * 10**9, "runs": [
+            {"name": "run_a", "chips": 256, "peak_flops": 400 * 10**12, "tokens_per_step": 4 * 2**20,
+             "step_time_s": Fraction(53, 10)},
+            {"name": "run_b", "chips": 1024, "peak_flops": 400 * 10**12, "tokens_per_step": 4 * 2**20,
+             "step_time_s": Fraction(19, 10)},
+        ]},
+    ),
+    UTILIZATION_BY_COUNTING.task(
+        "sc-011",
+        {"n_params": 8 * 10**9, "layers": 32, "n_heads": 32, "head_dim": 128, "seq_len": 32768,
+         "tokens_per_step": 4 * 2**20, "step_time_s": Fraction(79, 10), "chips": 256,
+         "peak_flops": 400 * 10**12},
+    ),
+    MOE_TRAINING_FLOPS.task(
+        "sc-012",
+        {"layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "expert_d_ff": 14336,
+         "n_experts": 8, "top_k": 2, "mlp_matrices": 3, "n_tokens": 2 * 10**12},
+    ),
+    DENSE_PARAM_COUNT.task(
+        "sc-013",
+        {"layers": 80, "d_model": 8192, "d_ff": 28672, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128,
+         "vocab_size": 128256, "mlp_matrices": 3, "tied_embeddings": False, "n_tokens": 15 * 10**12},
+    ),
+    # A small multi-head-attention layer with a plain 2-matrix MLP: the same family as sc-007.
+    LAYER_FLOPS.task(
+        "sc-014",
         {"d_model": 768, "d_ff": 3072, "n_heads": 12, "n_kv_heads": 12, "head_dim": 64, "mlp_matrices": 2,
          "seq_lens": [1024, 8192, 32768]},
-        _LAYER_QUESTION + "\nThe layer is a small multi-head-attention model with a plain 2-matrix MLP.",
-        _LAYER_SHAPE, layer_flops_per_token_float, "scores_only",
     ),
 )

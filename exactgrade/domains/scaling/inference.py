@@ -9,7 +9,22 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_task
+from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    hbm_bandwidth,
+    hbm_capacity,
+    jitter,
+    n_params,
+    peak_flops,
+    round_numbers,
+    rows,
+    sorted_sample,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge, with_tags
+from exactgrade.family import Draw
+from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -231,64 +246,133 @@ def serving_cost_float(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollar
     return {"rows": rows}
 
 
-# ---------------------------------------------------------------- tasks
+# ---------------------------------------------------------------- families and tasks
 
-TASKS = (
-    scaling_task(
-        "sc-028", "inference", decode_step,
-        {"chips": [
-            {"name": "chip_a", "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-            {"name": "chip_a_2.5x_flops", "peak_flops": 1000 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-            {"name": "chip_a_2x_bandwidth", "peak_flops": 400 * 10**12, "hbm_bandwidth": 3200 * 10**9},
-        ], "n_params": 70 * 10**9, "bytes_per_param": 2, "batch": 1},
-        """\
+
+def _decode_batch(draw: Draw, level: int) -> int:
+    return draw.integer(1, 16 * level)
+
+
+def sample_decode_step(draw: Draw, level: int) -> dict:
+    return {"chips": sample.chips(draw, level, rows(level, 3)), "n_params": n_params(draw, level),
+            "bytes_per_param": value_bytes(draw, level), "batch": _decode_batch(draw, level)}
+
+
+def _decode_step_not_tied(task: Task) -> str | None:
+    i = task.inputs
+    for chip in i["chips"]:
+        problem = tie_edge(f"{chip['name']}: compute time against memory time",
+                           Fraction(2 * i["n_params"] * i["batch"], chip["peak_flops"]),
+                           Fraction(i["n_params"] * i["bytes_per_param"], chip["hbm_bandwidth"]))
+        if problem:
+            return problem
+    return None
+
+
+DECODE_STEP = scaling_family(
+    "decode_step", "inference", decode_step,
+    """\
 A dense model of `n_params` parameters stored at `bytes_per_param` bytes each generates tokens
 for `batch` sequence(s). Each decode step costs 2*n_params FLOPs per sequence and reads every
 weight from HBM once (ignore the KV cache and activations). For each chip in `chips` (peak FLOP/s
 and HBM bytes/s), give the decode step time in seconds, the throughput in tokens per second and
 the bound.""",
-        '{"rows": [{"chip": <str>, "time_s": <number>, "tokens_per_s": <number>, '
-        '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
-        decode_step_float, "compute_only",
-        tags=("headline:decode_memory_bound",),
-    ),
-    scaling_task(
-        "sc-029", "inference", kv_read_share,
-        {"n_params": 8 * 10**9, "weight_bytes": 2, "layers": 32, "n_kv_heads": 8, "head_dim": 128,
-         "kv_bytes": 2, "hbm_bandwidth": 1600 * 10**9,
-         "cases": [{"batch": 1, "seq_len": 4096}, {"batch": 32, "seq_len": 8192},
-                   {"batch": 64, "seq_len": 32768}]},
-        """\
+    '{"rows": [{"chip": <str>, "time_s": <number>, "tokens_per_s": <number>, '
+    '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
+    decode_step_float, "compute_only",
+    sample=sample_decode_step,
+    levels="chips 2+level, batches up to 16*level, larger models; level 3+: non-round chips and "
+           "parameter counts, int8/fp32 weights",
+    reject=_decode_step_not_tied,
+)
+
+
+def _kv_shape(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    return {"layers": draw.integer(8, 40 * level), "n_kv_heads": shape["n_kv_heads"],
+            "head_dim": shape["head_dim"], "kv_bytes": value_bytes(draw, level, (1, 2))}
+
+
+def sample_kv_read_share(draw: Draw, level: int) -> dict:
+    cases = [{"batch": draw.integer(1, 32 * level), "seq_len": 1024 * draw.integer(1, 16 * 2**level)
+              - jitter(draw, level, 1024)} for _ in range(rows(level, 3))]
+    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+            **_kv_shape(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level), "cases": cases}
+
+
+KV_READ_SHARE = scaling_family(
+    "kv_read_share", "inference", kv_read_share,
+    """\
 A decode step of a model with `n_params` parameters (`weight_bytes` bytes each) reads every weight
 once plus the whole KV cache of every sequence in the batch: a key and a value of `head_dim`
 values for each of `layers` layers, `n_kv_heads` KV heads and `seq_len` cached positions,
 `kv_bytes` bytes per value. For each case in `cases` (batch size and sequence length), give the
 KV-cache bytes read per step, the KV cache's share of all bytes read per step, and the step time
 in seconds if the step is limited by reading those bytes at `hbm_bandwidth` bytes/s.""",
-        '{"rows": [{"batch": <int>, "seq_len": <int>, "kv_bytes": <number>, "kv_share": <number>, '
-        '"step_time_s": <number>}, ...]}  # one row per case, in order',
-        kv_read_share_float, "keys_only",
-        tags=("headline:kv_cache_share",),
-    ),
-    scaling_task(
-        "sc-030", "inference", decode_compute_bound_batch,
-        {"n_params": 70 * 10**9, "weight_bytes": 2, "kv_bytes_per_token": 327680,
-         "seq_lens": [128, 1024, 4096, 32768], "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+    '{"rows": [{"batch": <int>, "seq_len": <int>, "kv_bytes": <number>, "kv_share": <number>, '
+    '"step_time_s": <number>}, ...]}  # one row per case, in order',
+    kv_read_share_float, "keys_only",
+    sample=sample_kv_read_share,
+    levels="cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
+           "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
+)
+
+
+def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
+    shape = _kv_shape(draw, level)
+    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    seq_lens = [128 * s - jitter(draw, level, 128)
+                for s in sorted_sample(draw, 1, 64 * 2**level, rows(level, 4))]
+    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+            "kv_bytes_per_token": per_token, "seq_lens": seq_lens, "peak_flops": peak_flops(draw, level),
+            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+def _compute_bound_batch_edges(task: Task) -> str | None:
+    i = task.inputs
+    for seq_len in i["seq_lens"]:
+        per_sequence_compute = Fraction(2 * i["n_params"], i["peak_flops"])
+        per_sequence_read = Fraction(seq_len * i["kv_bytes_per_token"], i["hbm_bandwidth"])
+        problem = tie_edge(f"seq_len {seq_len}: a sequence's compute against its KV read",
+                           per_sequence_compute, per_sequence_read)
+        slope = per_sequence_compute - per_sequence_read
+        if problem is None and slope > 0:
+            problem = rounding_edge(f"seq_len {seq_len}: the batch bound",
+                                    Fraction(i["n_params"] * i["weight_bytes"], i["hbm_bandwidth"]) / slope)
+        if problem:
+            return problem
+    return None
+
+
+DECODE_COMPUTE_BOUND_BATCH = scaling_family(
+    "decode_compute_bound_batch", "inference", decode_compute_bound_batch,
+    """\
 A decode step with batch B of sequences that each have `seq_len` cached tokens costs
 2*n_params*B FLOPs and reads all weights once (n_params * weight_bytes bytes) plus every
 sequence's KV cache (B * seq_len * kv_bytes_per_token bytes). On a chip with `peak_flops` FLOP/s
 and `hbm_bandwidth` bytes/s, give for each length in `seq_lens` the smallest integer batch B at
 which the step is compute-bound (FLOPs / peak_flops >= bytes / hbm_bandwidth), or None if no batch
 size makes it compute-bound.""",
-        '{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}  # one row per entry of `seq_lens`',
-        decode_compute_bound_batch_float, "ignore_kv_cache",
-    ),
-    scaling_task(
-        "sc-031", "inference", prefill_vs_decode,
-        {"n_params": 70 * 10**9, "weight_bytes": 2, "prompt_lens": [128, 2048, 8192],
-         "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+    '{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}  # one row per entry of `seq_lens`',
+    decode_compute_bound_batch_float, "ignore_kv_cache",
+    sample=sample_decode_compute_bound_batch,
+    levels="lengths 3+level up to 8k*2**level, larger models and KV caches; level 3+: non-round "
+           "lengths, chips and parameter counts, int8 weights and cache",
+    reject=_compute_bound_batch_edges,
+)
+
+
+def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
+    prompt_lens = [128 * p - jitter(draw, level, 128)
+                   for p in sorted_sample(draw, 1, 64 * 2**level, rows(level, 3))]
+    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+            "prompt_lens": prompt_lens, "peak_flops": peak_flops(draw, level),
+            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+PREFILL_VS_DECODE = scaling_family(
+    "prefill_vs_decode", "inference", prefill_vs_decode,
+    """\
 A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) first
 prefills its prompt in one forward pass over all prompt tokens (2*n_params FLOPs per token, every
 weight read once), then decodes one token per step (2*n_params FLOPs, every weight read once).
@@ -296,54 +380,168 @@ Use the roofline time max(FLOPs / peak_flops, bytes / hbm_bandwidth) and ignore 
 each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in seconds)
 and the ratio of prefill throughput (prompt tokens per second) to decode throughput (tokens per
 second).""",
-        '{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
-        '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order',
-        prefill_vs_decode_float, "prefill_as_decode_steps",
-    ),
-    scaling_task(
-        "sc-032", "inference", sharded_decode_latency,
-        {"n_params": 405 * 10**9, "weight_bytes": 2, "kv_cache_bytes": 100 * 10**9,
-         "hbm_bytes_per_chip": 80 * 10**9, "hbm_bandwidth": 3350 * 10**9, "chip_counts": [4, 8, 16, 32]},
-        """\
+    '{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
+    '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order',
+    prefill_vs_decode_float, "prefill_as_decode_steps",
+    sample=sample_prefill_vs_decode,
+    levels="prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
+           "chips and parameter counts, int8 weights",
+)
+
+
+def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
+    counts = sorted({2 ** draw.integer(0, 3 + level) if round_numbers(level) else draw.integer(1, 16 * level)
+                     for _ in range(rows(level, 4))})
+    kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
+    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+            "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
+            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+
+
+def _sharded_fits_not_tied(task: Task) -> str | None:
+    i = task.inputs
+    total = i["n_params"] * i["weight_bytes"] + i["kv_cache_bytes"]
+    for count in i["chip_counts"]:
+        problem = tie_edge(f"{count} chips: weights plus cache against the HBM", total,
+                           count * i["hbm_bytes_per_chip"])
+        if problem:
+            return problem
+    return None
+
+
+SHARDED_DECODE_LATENCY = scaling_family(
+    "sharded_decode_latency", "inference", sharded_decode_latency,
+    """\
 A model of `n_params` parameters (`weight_bytes` bytes each) with a KV cache of `kv_cache_bytes`
-bytes is split evenly over a number of chips, each with `hbm_bytes_per_chip` bytes of HBM (80 GB,
-decimal) and `hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of
-the weights and KV cache once, all chips in parallel (ignore communication). For each chip count in
+bytes is split evenly over a number of chips, each with `hbm_bytes_per_chip` bytes of HBM and
+`hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of the weights
+and KV cache once, all chips in parallel (ignore communication). For each chip count in
 `chip_counts`, say whether weights plus KV cache fit in the chips' total HBM and give the time per
 decode step in seconds.""",
-        '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
-        "  # one row per entry of `chip_counts`, in order",
-        sharded_decode_latency_float, "weights_only",
-    ),
-    scaling_task(
-        "sc-033", "inference", quantized_decode,
-        {"n_params": 70 * 10**9, "formats": [{"name": "bf16", "bits_per_weight": 16},
-                                             {"name": "int8", "bits_per_weight": 8},
-                                             {"name": "int4", "bits_per_weight": 4}],
-         "batch": 64, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+    '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
+    "  # one row per entry of `chip_counts`, in order",
+    sharded_decode_latency_float, "weights_only",
+    sample=sample_sharded_decode_latency,
+    levels="up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
+           "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
+    reject=_sharded_fits_not_tied,
+)
+
+_FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
+_SCALED_FORMATS = (("int4_g128_scales", Fraction(33, 8)), ("int4_g32_scales", Fraction(9, 2)),
+                   ("int8_g64_scales", Fraction(33, 4)))
+
+
+def sample_quantized_decode(draw: Draw, level: int) -> dict:
+    pool = _FORMATS if round_numbers(level) else _FORMATS + _SCALED_FORMATS
+    formats = [("bf16", 16), *draw.sample(pool, rows(level, 3) - 1)]
+    return {"n_params": n_params(draw, level),
+            "formats": [{"name": name, "bits_per_weight": bits} for name, bits in formats],
+            "batch": draw.integer(1, 128 * level), "peak_flops": peak_flops(draw, level),
+            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+def _quantized_not_tied(task: Task) -> str | None:
+    i = task.inputs
+    compute = Fraction(2 * i["n_params"] * i["batch"], i["peak_flops"])
+    for fmt in i["formats"]:
+        problem = tie_edge(f"{fmt['name']}: compute time against memory time", compute,
+                           Fraction(i["n_params"] * fmt["bits_per_weight"], 8 * i["hbm_bandwidth"]))
+        if problem:
+            return problem
+    return None
+
+
+QUANTIZED_DECODE = scaling_family(
+    "quantized_decode", "inference", quantized_decode,
+    """\
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
 2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
 weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
 bits_per_weight / 8 bytes (ignore the KV cache and scales). For each format in `formats`, give the
 roofline step time in seconds, the speedup over the first format (its time / this time) and the
 bound.""",
-        '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
-        '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
-        quantized_decode_float, "bits_as_bytes",
-    ),
-    scaling_task(
-        "sc-034", "inference", serving_cost,
-        {"n_params": 8 * 10**9, "weight_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9,
-         "dollars_per_chip_hour": Fraction(5, 2), "batches": [1, 16, 256, 1024]},
-        """\
+    '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
+    '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
+    quantized_decode_float, "bits_as_bytes",
+    sample=sample_quantized_decode,
+    levels="formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
+           "fractional bits (formats with their scales), non-round chips and parameter counts",
+    reject=_quantized_not_tied,
+)
+
+
+def sample_serving_cost(draw: Draw, level: int) -> dict:
+    if round_numbers(level):
+        price = Fraction(draw.integer(50, 1000), 100)
+    else:
+        price = Fraction(draw.integer(5000, 99999), 10_000)
+    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level),
+            "dollars_per_chip_hour": price,
+            "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)})}
+
+
+SERVING_COST = scaling_family(
+    "serving_cost", "inference", serving_cost,
+    """\
 One chip serves a model of `n_params` parameters (`weight_bytes` bytes each) and costs
 `dollars_per_chip_hour` dollars per hour. A decode step for a batch of B sequences takes
 max(2*n_params*B / peak_flops, n_params*weight_bytes / hbm_bandwidth) seconds and yields B tokens
 (ignore the KV cache). For each batch size in `batches`, give the throughput in tokens per second
 and the cost in dollars per million generated tokens.""",
-        '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
-        "  # one row per entry of `batches`, in order",
-        serving_cost_float, "per_sequence_throughput",
+    '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
+    "  # one row per entry of `batches`, in order",
+    serving_cost_float, "per_sequence_throughput",
+    sample=sample_serving_cost,
+    levels="batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
+           "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
+)
+
+FAMILIES = (DECODE_STEP, KV_READ_SHARE, DECODE_COMPUTE_BOUND_BATCH, PREFILL_VS_DECODE, SHARDED_DECODE_LATENCY,
+            QUANTIZED_DECODE, SERVING_COST)
+
+TASKS = (
+    with_tags(DECODE_STEP.task(
+        "sc-028",
+        {"chips": [
+            {"name": "chip_a", "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+            {"name": "chip_a_2.5x_flops", "peak_flops": 1000 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+            {"name": "chip_a_2x_bandwidth", "peak_flops": 400 * 10**12, "hbm_bandwidth": 3200 * 10**9},
+        ], "n_params": 70 * 10**9, "bytes_per_param": 2, "batch": 1},
+    ), "headline:decode_memory_bound"),
+    with_tags(KV_READ_SHARE.task(
+        "sc-029",
+        {"n_params": 8 * 10**9, "weight_bytes": 2, "layers": 32, "n_kv_heads": 8, "head_dim": 128,
+         "kv_bytes": 2, "hbm_bandwidth": 1600 * 10**9,
+         "cases": [{"batch": 1, "seq_len": 4096}, {"batch": 32, "seq_len": 8192},
+                   {"batch": 64, "seq_len": 32768}]},
+    ), "headline:kv_cache_share"),
+    DECODE_COMPUTE_BOUND_BATCH.task(
+        "sc-030",
+        {"n_params": 70 * 10**9, "weight_bytes": 2, "kv_bytes_per_token": 327680,
+         "seq_lens": [128, 1024, 4096, 32768], "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    PREFILL_VS_DECODE.task(
+        "sc-031",
+        {"n_params": 70 * 10**9, "weight_bytes": 2, "prompt_lens": [128, 2048, 8192],
+         "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    SHARDED_DECODE_LATENCY.task(
+        "sc-032",
+        {"n_params": 405 * 10**9, "weight_bytes": 2, "kv_cache_bytes": 100 * 10**9,
+         "hbm_bytes_per_chip": 80 * 10**9, "hbm_bandwidth": 3350 * 10**9, "chip_counts": [4, 8, 16, 32]},
+    ),
+    QUANTIZED_DECODE.task(
+        "sc-033",
+        {"n_params": 70 * 10**9, "formats": [{"name": "bf16", "bits_per_weight": 16},
+                                             {"name": "int8", "bits_per_weight": 8},
+                                             {"name": "int4", "bits_per_weight": 4}],
+         "batch": 64, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    SERVING_COST.task(
+        "sc-034",
+        {"n_params": 8 * 10**9, "weight_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9,
+         "dollars_per_chip_hour": Fraction(5, 2), "batches": [1, 16, 256, 1024]},
     ),
 )

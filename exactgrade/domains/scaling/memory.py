@@ -9,7 +9,26 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_task
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    hbm_capacity,
+    jitter,
+    letters,
+    n_params,
+    round_numbers,
+    rows,
+    sorted_sample,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import (
+    known_mistake,
+    near_integer,
+    rounding_edge,
+    scaling_family,
+    with_tags,
+)
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -155,77 +174,231 @@ def largest_model_float(hbm_bytes_per_chip, chips, uses, mistake=None):
                      for u in uses]}
 
 
-# ---------------------------------------------------------------- tasks
+# ---------------------------------------------------------------- families and tasks
 
-_ADAM_QUESTION = """\
+_PRECISIONS = ((2, 4, 4, 4), (2, 4, 1, 1), (2, 4, 2, 2), (4, 4, 4, 4), (2, 2, 2, 2))
+
+
+def sample_adam_memory(draw: Draw, level: int) -> dict:
+    weight, master, first, second = draw.choice(_PRECISIONS[:2] if round_numbers(level) else _PRECISIONS)
+    models = [{"name": name, "n_params": n_params(draw, level)} for name in letters("model", rows(level, 3))]
+    return {"models": models, "weight_bytes": weight, "master_bytes": master, "first_moment_bytes": first,
+            "second_moment_bytes": second, "hbm_bytes_per_chip": hbm_capacity(draw, level)}
+
+
+def _min_chips_edges(task: Task) -> str | None:
+    i = task.inputs
+    per_param = i["weight_bytes"] + i["master_bytes"] + i["first_moment_bytes"] + i["second_moment_bytes"]
+    for model in i["models"]:
+        problem = rounding_edge(f"{model['name']}: the chips needed",
+                                Fraction(model["n_params"] * per_param, i["hbm_bytes_per_chip"]))
+        if problem:
+            return problem
+    return None
+
+
+ADAM_MEMORY = scaling_family(
+    "adam_memory", "memory", adam_memory,
+    """\
 Training with Adam keeps, per parameter, the weights (`weight_bytes`), a master copy
 (`master_bytes`), the first moment (`first_moment_bytes`) and the second moment
 (`second_moment_bytes`). For each model in `models`, give the weights in GiB, the optimizer state
 (master copy + both moments) in GiB, the ratio of optimizer state to weights, and the smallest
 number of chips of `hbm_bytes_per_chip` bytes of HBM each that can hold weights plus optimizer
-state (ignore gradients, activations and any other memory)."""
+state (ignore gradients, activations and any other memory).""",
+    '{"rows": [{"model": <str>, "weights_gib": <number>, "optimizer_gib": <number>, '
+    '"optimizer_to_weights": <number>, "min_chips": <int>}, ...]}  # one row per model, in order',
+    adam_memory_float, "gb_for_gib",
+    sample=sample_adam_memory,
+    levels="models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
+           "parameter count, any HBM byte count, more state precisions",
+    reject=_min_chips_edges,
+)
 
-_ADAM_SHAPE = ('{"rows": [{"model": <str>, "weights_gib": <number>, "optimizer_gib": <number>, '
-               '"optimizer_to_weights": <number>, "min_chips": <int>}, ...]}  # one row per model, in order')
 
-TASKS = (
-    scaling_task(
-        "sc-015", "memory", adam_memory,
-        {"models": [{"name": "8B", "n_params": 8 * 10**9}, {"name": "70B", "n_params": 70 * 10**9},
-                    {"name": "405B", "n_params": 405 * 10**9}],
-         "weight_bytes": 2, "master_bytes": 4, "first_moment_bytes": 4, "second_moment_bytes": 4,
-         "hbm_bytes_per_chip": 96 * 10**9},
-        _ADAM_QUESTION + "\nThis is standard mixed precision (2 + 4 + 4 + 4 bytes per parameter); the HBM "
-        "capacity is 96 GB (decimal).",
-        _ADAM_SHAPE, adam_memory_float, "gb_for_gib",
-        tags=("headline:adam_state_multiple",),
-    ),
-    scaling_task(
-        "sc-016", "memory", kv_cache_size,
-        {"configs": [{"name": "mha", "layers": 80, "n_kv_heads": 64, "head_dim": 128},
-                     {"name": "gqa", "layers": 80, "n_kv_heads": 8, "head_dim": 128},
-                     {"name": "mqa", "layers": 80, "n_kv_heads": 1, "head_dim": 128}],
-         "seq_len": 32768, "batch": 16, "bytes_per_value": 2},
-        """\
+def sample_kv_cache_size(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    n_heads = shape["n_heads"]
+    kv_heads = sorted({n_heads, 1, *(d for d in range(2, n_heads) if n_heads % d == 0)}, reverse=True)
+    kv_heads = sorted(draw.sample(kv_heads, min(len(kv_heads), rows(level, 3))), reverse=True)
+    if len(kv_heads) < 2:
+        raise Reject("a single attention variant")
+
+    def name(h: int) -> str:
+        return "mha" if h == n_heads else "mqa" if h == 1 else f"gqa_{h}"
+
+    layers = draw.integer(8, 40 * level)
+    configs = [{"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]}
+               for h in kv_heads]
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
+    return {"configs": configs, "seq_len": seq_len, "batch": draw.integer(1, 32 * level),
+            "bytes_per_value": value_bytes(draw, level)}
+
+
+KV_CACHE_SIZE = scaling_family(
+    "kv_cache_size", "memory", kv_cache_size,
+    """\
 A decoder caches a key and a value vector of size `head_dim` for every layer, every KV head and
-every position, `bytes_per_value` bytes per value. For each attention variant in `configs`
-(multi-head, grouped-query and multi-query attention of the same model), give the KV-cache bytes
-per token and the total KV cache in GiB for `batch` sequences of `seq_len` tokens each.""",
-        '{"rows": [{"config": <str>, "bytes_per_token": <number>, "total_gib": <number>}, ...]}'
-        "  # one row per config, in order",
-        kv_cache_size_float, "keys_only",
-    ),
-    scaling_task(
-        "sc-017", "memory", max_batch_for_kv_cache,
-        {"hbm_bytes": 8 * 80 * 10**9, "n_params": 70 * 10**9, "weight_bytes": 2, "layers": 80,
-         "n_kv_heads": 8, "head_dim": 128, "kv_bytes": 2, "seq_lens": [8192, 32768, 131072]},
-        """\
-A server with `hbm_bytes` bytes of HBM in total (8 chips of 80 GB) holds a model of `n_params`
-parameters at `weight_bytes` bytes each; all remaining HBM holds KV cache. The model caches a key
-and a value of `head_dim` values for each of `layers` layers and `n_kv_heads` KV heads per token,
-`kv_bytes` bytes per value. For each sequence length in `seq_lens`, give the KV-cache bytes of one
-full-length sequence and the largest number of such sequences (the batch) whose KV cache fits
-(ignore activations and fragmentation).""",
-        '{"rows": [{"seq_len": <int>, "kv_bytes_per_sequence": <number>, "max_batch": <int>}, ...]}'
-        "  # one row per entry of `seq_lens`, in order",
-        max_batch_for_kv_cache_float, "ignore_weights",
-    ),
-    scaling_task(
-        "sc-018", "memory", activation_memory,
-        {"layers": 32, "d_model": 4096, "n_heads": 32, "batch": 1, "seq_lens": [2048, 8192, 32768]},
-        """\
+every position, `bytes_per_value` bytes per value. For each attention variant in `configs` (for
+example multi-head, grouped-query and multi-query attention of the same model), give the KV-cache
+bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len` tokens each.""",
+    '{"rows": [{"config": <str>, "bytes_per_token": <number>, "total_gib": <number>}, ...]}'
+    "  # one row per config, in order",
+    kv_cache_size_float, "keys_only",
+    sample=sample_kv_cache_size,
+    levels="up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
+           "level 3+: contexts off the powers of two, int8/fp32 caches",
+)
+
+
+def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
+    chips = draw.choice((1, 2, 4, 8, 16))
+    hbm = chips * hbm_capacity(draw, level)
+    weight_bytes = draw.choice((1, 2))
+    most = hbm * 4 // (5 * weight_bytes)  # leave at least a fifth of the HBM for the cache
+    params = 10**9 * draw.integer(1, most // 10**9) if round_numbers(level) else draw.integer(10**9, most)
+    shape = attention_shape(draw, level)
+    seq_lens = [1024 * s for s in sorted_sample(draw, 1, 32 * 2**level, rows(level, 3))]
+    if not round_numbers(level):
+        seq_lens = sorted({s - draw.integer(0, 1023) for s in seq_lens})
+    inputs = {"hbm_bytes": hbm, "n_params": params, "weight_bytes": weight_bytes,
+              "layers": draw.integer(8, 40 * level), "n_kv_heads": shape["n_kv_heads"],
+              "head_dim": shape["head_dim"], "kv_bytes": draw.choice((1, 2)), "seq_lens": seq_lens}
+    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    longest = per_token * seq_lens[-1]
+    if longest > hbm - params * weight_bytes:
+        raise Reject("the longest sequence does not fit")
+    return inputs
+
+
+def _max_batch_edges(task: Task) -> str | None:
+    i = task.inputs
+    free = i["hbm_bytes"] - i["n_params"] * i["weight_bytes"]
+    for seq_len in i["seq_lens"]:
+        per_sequence = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * seq_len
+        problem = rounding_edge(f"seq_len {seq_len}: the sequences that fit", Fraction(free, per_sequence))
+        if problem:
+            return problem
+    return None
+
+
+MAX_BATCH_FOR_KV_CACHE = scaling_family(
+    "max_batch_for_kv_cache", "memory", max_batch_for_kv_cache,
+    """\
+A server with `hbm_bytes` bytes of HBM in total holds a model of `n_params` parameters at
+`weight_bytes` bytes each; all remaining HBM holds KV cache. The model caches a key and a value of
+`head_dim` values for each of `layers` layers and `n_kv_heads` KV heads per token, `kv_bytes` bytes
+per value. For each sequence length in `seq_lens`, give the KV-cache bytes of one full-length
+sequence and the largest number of such sequences (the batch) whose KV cache fits (ignore
+activations and fragmentation).""",
+    '{"rows": [{"seq_len": <int>, "kv_bytes_per_sequence": <number>, "max_batch": <int>}, ...]}'
+    "  # one row per entry of `seq_lens`, in order",
+    max_batch_for_kv_cache_float, "ignore_weights",
+    sample=sample_max_batch_for_kv_cache,
+    levels="lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
+           "HBM; level 3+: any HBM byte count and parameter count, lengths off the powers of two",
+    reject=_max_batch_edges,
+)
+
+
+def sample_activation_memory(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    seq_lens = [512 * s for s in sorted_sample(draw, 1, 16 * 2**level, rows(level, 3))]
+    if not round_numbers(level):
+        seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
+    return {"layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
+            "batch": draw.integer(1, 4 * level), "seq_lens": seq_lens}
+
+
+ACTIVATION_MEMORY = scaling_family(
+    "activation_memory", "memory", activation_memory,
+    """\
 Without recomputation, a transformer layer stores seq_len*batch*(34*d_model + 5*n_heads*seq_len)
 bytes of activations for the backward pass (16-bit activations, the attention scores being the
 second term). With full activation recomputation it stores only its bf16 input,
 2*seq_len*batch*d_model bytes per layer. For a model of `layers` layers, `d_model` and `n_heads`,
 at batch size `batch`, give for each sequence length in `seq_lens` the stored activations of all
 layers in GiB without and with recomputation, and the ratio of the two (without / with).""",
-        '{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, "full_recompute_gib": <number>, '
-        '"saving_factor": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
-        activation_memory_float, "drop_attention_scores",
+    '{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, "full_recompute_gib": <number>, '
+    '"saving_factor": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    activation_memory_float, "drop_attention_scores",
+    sample=sample_activation_memory,
+    levels="lengths 2+level up to 8k*2**level, more layers, wider models, batches up to 4*level; "
+           "level 3+: widths and lengths off the powers of two",
+)
+
+# Bytes per parameter of some uses; a use that divides a decimal capacity evenly would put the
+# floor on an exact integer (refused), so levels 1-2 draw from the uneven ones only.
+_USES = (("inference_int4_g32_scales", Fraction(9, 16)), ("inference_int4_g128_scales", Fraction(33, 64)),
+         ("inference_fp8_g128_scales", Fraction(65, 64)), ("training_adam", 14),
+         ("training_adam_fp32_grads", 18), ("inference_int3_g64_scales", Fraction(7, 16)))
+_EVEN_USES = (("inference_bf16", 2), ("inference_fp32", 4), ("training_adam_bf16_grads", 16))
+
+
+def sample_largest_model(draw: Draw, level: int) -> dict:
+    hbm, chips = hbm_capacity(draw, level), draw.integer(1, 4 * level)
+    pool = _USES if round_numbers(level) else _USES + _EVEN_USES
+    pool = [use for use in pool if not near_integer(Fraction(hbm * chips) / use[1])]
+    k = rows(level, 5) - 2
+    if len(pool) < k:
+        raise Reject("too few uses leave the parameter count off an integer")
+    return {"hbm_bytes_per_chip": hbm, "chips": chips,
+            "uses": [{"name": name, "bytes_per_param": size} for name, size in draw.sample(pool, k)]}
+
+
+def _largest_model_edges(task: Task) -> str | None:
+    capacity = task.inputs["hbm_bytes_per_chip"] * task.inputs["chips"]
+    for use in task.inputs["uses"]:
+        problem = rounding_edge(f"{use['name']}: the parameters that fit",
+                                Fraction(capacity) / use["bytes_per_param"])
+        if problem:
+            return problem
+    return None
+
+
+LARGEST_MODEL = scaling_family(
+    "largest_model", "memory", largest_model,
+    """\
+A node has `chips` chips with `hbm_bytes_per_chip` bytes of HBM each. For each use in `uses`, with
+its bytes per parameter (weights only for inference, with any quantization scales; Adam state,
+and gradients where named, for training), give the largest whole number of parameters the node can
+hold (ignore everything else in memory).""",
+    '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
+    largest_model_float, "gib_for_gb",
+    sample=sample_largest_model,
+    levels="uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
+           "even-sized uses (bf16, fp32, Adam with bf16 gradients)",
+    reject=_largest_model_edges,
+)
+
+FAMILIES = (ADAM_MEMORY, KV_CACHE_SIZE, MAX_BATCH_FOR_KV_CACHE, ACTIVATION_MEMORY, LARGEST_MODEL)
+
+TASKS = (
+    with_tags(ADAM_MEMORY.task(
+        "sc-015",
+        {"models": [{"name": "8B", "n_params": 8 * 10**9}, {"name": "70B", "n_params": 70 * 10**9},
+                    {"name": "405B", "n_params": 405 * 10**9}],
+         "weight_bytes": 2, "master_bytes": 4, "first_moment_bytes": 4, "second_moment_bytes": 4,
+         "hbm_bytes_per_chip": 96 * 10**9},
+    ), "headline:adam_state_multiple"),
+    KV_CACHE_SIZE.task(
+        "sc-016",
+        {"configs": [{"name": "mha", "layers": 80, "n_kv_heads": 64, "head_dim": 128},
+                     {"name": "gqa", "layers": 80, "n_kv_heads": 8, "head_dim": 128},
+                     {"name": "mqa", "layers": 80, "n_kv_heads": 1, "head_dim": 128}],
+         "seq_len": 32768, "batch": 16, "bytes_per_value": 2},
     ),
-    scaling_task(
-        "sc-019", "memory", largest_model,
+    MAX_BATCH_FOR_KV_CACHE.task(
+        "sc-017",
+        {"hbm_bytes": 8 * 80 * 10**9, "n_params": 70 * 10**9, "weight_bytes": 2, "layers": 80,
+         "n_kv_heads": 8, "head_dim": 128, "kv_bytes": 2, "seq_lens": [8192, 32768, 131072]},
+    ),
+    ACTIVATION_MEMORY.task(
+        "sc-018",
+        {"layers": 32, "d_model": 4096, "n_heads": 32, "batch": 1, "seq_lens": [2048, 8192, 32768]},
+    ),
+    LARGEST_MODEL.task(
+        "sc-019",
         {"hbm_bytes_per_chip": 80 * 10**9, "chips": 8, "uses": [
             {"name": "inference_bf16", "bytes_per_param": 2},
             {"name": "inference_int8", "bytes_per_param": 1},
@@ -233,22 +406,13 @@ layers in GiB without and with recomputation, and the ratio of the two (without 
             {"name": "training_adam", "bytes_per_param": 14},
             {"name": "training_adam_fp32_grads", "bytes_per_param": 18},
         ]},
-        """\
-A node has `chips` chips with `hbm_bytes_per_chip` bytes of HBM each (80 GB, decimal). For each use
-in `uses`, with its bytes per parameter (weights only for inference; Adam state, and fp32 gradients
-where named, for training), give the largest whole number of parameters the node can hold (ignore
-everything else in memory).""",
-        '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
-        largest_model_float, "gib_for_gb",
     ),
-    scaling_task(
-        "sc-020", "memory", adam_memory,
+    # 8-bit moments (2 + 4 + 1 + 1 bytes per parameter) on 16 GiB chips: the same family as sc-015.
+    ADAM_MEMORY.task(
+        "sc-020",
         {"models": [{"name": "1.3B", "n_params": 1_300_000_000}, {"name": "7B", "n_params": 7 * 10**9},
                     {"name": "13B", "n_params": 13 * 10**9}],
          "weight_bytes": 2, "master_bytes": 4, "first_moment_bytes": 1, "second_moment_bytes": 1,
          "hbm_bytes_per_chip": 16 * 2**30},
-        _ADAM_QUESTION + "\nHere the optimizer keeps 8-bit moments (2 + 4 + 1 + 1 bytes per parameter) and "
-        "each chip has 16 GiB (binary) of HBM.",
-        _ADAM_SHAPE, adam_memory_float, "gb_for_gib",
     ),
 )

@@ -10,7 +10,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_family, scaling_task
+from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling._sample import (
+    hbm_bandwidth,
+    jitter,
+    peak_flops,
+    round_numbers,
+    rows,
+    sorted_sample,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge
 from exactgrade.family import Draw
 from exactgrade.task import Task
 
@@ -152,18 +162,25 @@ def matmul_roofline_float(batches, d_model, d_ff, weight_bytes, activation_bytes
 
 def min_compute_bound_batch_float(chips, d_model, d_ff, bytes_per_value, mistake=None):
     known_mistake(mistake, "batch_equals_critical_intensity")
+
+    def intensity(b):
+        return 2.0 * b * d_model * d_ff / (bytes_per_value * (d_model * d_ff + b * (d_model + d_ff)))
+
     rows = []
     for chip in chips:
         critical = chip["peak_flops"] / chip["hbm_bandwidth"]
         if mistake == "batch_equals_critical_intensity":
             batch = math.ceil(critical * bytes_per_value / 2)
-        else:  # scan upwards instead of solving the inequality
-            batch = 1
-            def intensity(b):
-                return 2.0 * b * d_model * d_ff / (bytes_per_value * (d_model * d_ff + b * (d_model + d_ff)))
-
-            while intensity(batch) < critical:
-                batch += 1
+        elif 2.0 * d_model * d_ff / (bytes_per_value * (d_model + d_ff)) <= critical:
+            batch = None  # even an unbounded batch stays below the critical intensity
+        else:  # search the monotone intensity instead of solving the inequality
+            low, high = 0, 1
+            while intensity(high) < critical:
+                low, high = high, 2 * high
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (low, middle) if intensity(middle) >= critical else (middle, high)
+            batch = high
         rows.append({"chip": chip["name"], "critical_intensity": critical, "min_batch": batch})
     return {"rows": rows}
 
@@ -227,10 +244,23 @@ def weight_streaming_roofline_float(batch, d_model, d_ff, bytes_per_value, peak_
     return {"rows": rows}
 
 
-# ---------------------------------------------------------------- tasks
+# ---------------------------------------------------------------- families and tasks
 
 _ROOFLINE_ROW = '{"rows": [{"batch": <int>, "intensity": <number>, "time_s": <number>, ' \
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `batches`, in order'
+
+
+def _intensity_not_tied(task: Task) -> str | None:
+    """A row whose intensity equals the chip's critical intensity (compute time = memory time)
+    is a tie a float method may break either way."""
+    critical = Fraction(task.inputs["peak_flops"], task.inputs["hbm_bandwidth"])
+    for number, row in enumerate(task.expected["rows"]):
+        problem = tie_edge(f"row {number}: the intensity against the critical intensity", row["intensity"],
+                           critical)
+        if problem:
+            return problem
+    return None
+
 
 def sample_matmul_roofline(draw: Draw, level: int) -> dict:
     """Level 1: a canonical-sized layer on a round chip; each level adds batches (3 + level),
@@ -250,19 +280,6 @@ def sample_matmul_roofline(draw: Draw, level: int) -> dict:
             "activation_bytes": activation_bytes, "peak_flops": peak, "hbm_bandwidth": bandwidth}
 
 
-def _bound_not_tied(task: Task) -> str | None:
-    """A row whose compute time equals its memory time is a tie no float method can be sure of."""
-    inputs = task.inputs
-    for row in task.expected["rows"]:
-        batch = row["batch"]
-        flops = 2 * batch * inputs["d_model"] * inputs["d_ff"]
-        traffic = (inputs["activation_bytes"] * batch * (inputs["d_model"] + inputs["d_ff"])
-                   + inputs["weight_bytes"] * inputs["d_model"] * inputs["d_ff"])
-        if Fraction(flops, inputs["peak_flops"]) == Fraction(traffic, inputs["hbm_bandwidth"]):
-            return f"batch {batch} sits exactly on the compute/memory tie"
-    return None
-
-
 MATMUL_ROOFLINE = scaling_family(
     "matmul_roofline", "roofline", matmul_roofline,
     """\
@@ -277,80 +294,117 @@ whether the matmul is compute- or memory-bound.""",
     levels="batches 3+level (always batch 1); d_model up to 2048*2**level, d_ff 2-8x; level 3+: "
            "non-round chip numbers, int8/fp32 operands",
     tags=("headline:matmul_roofline_crossover",),
-    reject=_bound_not_tied,
+    reject=_intensity_not_tied,
 )
 
-FAMILIES = (MATMUL_ROOFLINE,)
 
-TASKS = (
-    MATMUL_ROOFLINE.task(
-        "sc-000",
-        {"batches": [1, 64, 256, 512, 4096], "d_model": 8192, "d_ff": 32768, "weight_bytes": 2,
-         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-    ),
-    scaling_task(
-        "sc-001", "roofline", min_compute_bound_batch,
-        {"chips": [
-            {"name": "chip_a", "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-            {"name": "chip_b", "peak_flops": 990 * 10**12, "hbm_bandwidth": 3350 * 10**9},
-            {"name": "chip_c", "peak_flops": 197 * 10**12, "hbm_bandwidth": 820 * 10**9},
-        ], "d_model": 8192, "d_ff": 28672, "bytes_per_value": 2},
-        """\
+def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
+    d_model = 1024 * draw.integer(2, 4 * 2**level)
+    d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 256 * draw.integer(1, 15))
+    return {"chips": sample.chips(draw, level, rows(level, 3)), "d_model": d_model, "d_ff": d_ff,
+            "bytes_per_value": value_bytes(draw, level)}
+
+
+def _min_batch_edges(task: Task) -> str | None:
+    """The exact batch bound B* = c*bytes*D*F / (2*D*F - c*bytes*(D + F)) must not sit on an
+    integer (ceil could go either way), nor the denominator on zero (None or a huge batch)."""
+    d, f, w = task.inputs["d_model"], task.inputs["d_ff"], task.inputs["bytes_per_value"]
+    for chip in task.inputs["chips"]:
+        critical = Fraction(chip["peak_flops"], chip["hbm_bandwidth"])
+        problem = tie_edge(f"{chip['name']}: the largest intensity against the critical one",
+                           Fraction(2 * d * f, w * (d + f)), critical)
+        slope = 2 * d * f - critical * w * (d + f)
+        if problem is None and slope > 0:
+            problem = rounding_edge(f"{chip['name']}: the batch bound", critical * w * d * f / slope)
+        if problem:
+            return problem
+    return None
+
+
+MIN_COMPUTE_BOUND_BATCH = scaling_family(
+    "min_compute_bound_batch", "roofline", min_compute_bound_batch,
+    """\
 The matmul x[batch, d_model] @ W[d_model, d_ff] reads x and W once and writes y[batch, d_ff] once,
 every value taking `bytes_per_value` bytes. For each chip in `chips` (peak FLOP/s and HBM bytes/s
 given), find the chip's critical intensity (peak_flops / hbm_bandwidth, FLOPs per byte) and the
 smallest integer batch at which the matmul is compute-bound (its arithmetic intensity at least the
 critical intensity); None if no batch size makes it compute-bound.""",
-        '{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, ...]}'
-        "  # one row per chip, in order",
-        min_compute_bound_batch_float, "batch_equals_critical_intensity",
-    ),
-    scaling_task(
-        "sc-002", "roofline", elementwise_roofline,
-        {"element_counts": [4096 * 8192, 32 * 4096 * 8192], "flops_per_element": 24,
-         "bytes_read_per_element": 2, "bytes_written_per_element": 2,
-         "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
-An elementwise activation kernel (a GELU written out in bf16) reads each element once
+    '{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, ...]}'
+    "  # one row per chip, in order",
+    min_compute_bound_batch_float, "batch_equals_critical_intensity",
+    sample=sample_min_compute_bound_batch,
+    levels="chips 2+level; d_model up to 4096*2**level; level 3+: non-round chips, d_ff off the "
+           "multiples, int8/fp32 values",
+    reject=_min_batch_edges,
+)
+
+
+def sample_elementwise_roofline(draw: Draw, level: int) -> dict:
+    counts = [1024 * c for c in sorted_sample(draw, 1, 2**(14 + level), rows(level, 2))]
+    return {"element_counts": counts, "flops_per_element": draw.integer(1, 40 * level),
+            "bytes_read_per_element": draw.choice((1, 2, 4)),
+            "bytes_written_per_element": draw.choice((1, 2, 4)),
+            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+ELEMENTWISE_ROOFLINE = scaling_family(
+    "elementwise_roofline", "roofline", elementwise_roofline,
+    """\
+An elementwise activation kernel (a GELU written out, say) reads each element once
 (`bytes_read_per_element` bytes), spends `flops_per_element` FLOPs on it and writes the result once
 (`bytes_written_per_element` bytes). On a chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s,
 give for each tensor size in `element_counts` the arithmetic intensity (FLOPs per byte), the roofline
 time in seconds and the bound.""",
-        '{"rows": [{"elements": <int>, "intensity": <number>, "time_s": <number>, '
-        '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
-        elementwise_roofline_float, "reads_only",
-    ),
-    scaling_task(
-        "sc-003", "roofline", matmul_roofline,
-        {"batches": [1, 128, 256, 1024], "d_model": 8192, "d_ff": 32768, "weight_bytes": 1,
-         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
-The weights of a feed-forward matmul y = x @ W are quantized to int8 (`weight_bytes` = 1 byte per
-value) while activations stay bf16 (`activation_bytes` = 2); the arithmetic is still counted as 2
-FLOPs per multiply-add at `peak_flops` FLOP/s. x has shape [batch, d_model], W [d_model, d_ff];
-each step reads x and W from HBM once and writes y once, at `hbm_bandwidth` bytes/s. For each
-batch size in `batches`, give the arithmetic intensity (FLOPs per byte), the roofline time in
-seconds and the bound.""",
-        _ROOFLINE_ROW, matmul_roofline_float, "weights_only_traffic",
-    ),
-    scaling_task(
-        "sc-004", "roofline", matmul_fraction_of_peak,
-        {"shapes": [[1, 8192, 8192], [128, 8192, 8192], [4096, 8192, 8192], [4096, 128, 4096]],
-         "bytes_per_value": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+    '{"rows": [{"elements": <int>, "intensity": <number>, "time_s": <number>, '
+    '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
+    elementwise_roofline_float, "reads_only",
+    sample=sample_elementwise_roofline,
+    levels="tensor sizes 1+level, up to 2**(24+level) elements; FLOPs per element up to 40*level; "
+           "level 3+: non-round chip numbers",
+    reject=_intensity_not_tied,
+)
+
+
+def sample_matmul_fraction_of_peak(draw: Draw, level: int) -> dict:
+    top = 64 * 2**level
+    shapes = [[draw.choice((1, 2, 4, 8, 16)), 128 * draw.integer(1, top), 128 * draw.integer(1, top)]]
+    for _ in range(rows(level, 4) - 1):
+        shapes.append([128 * draw.integer(1, top), 128 * draw.integer(1, top), 128 * draw.integer(1, top)])
+    if not round_numbers(level):
+        shapes = [[m + draw.integer(0, 127) * (m > 16), k, n] for m, k, n in shapes]
+    return {"shapes": shapes, "bytes_per_value": value_bytes(draw, level),
+            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+MATMUL_FRACTION_OF_PEAK = scaling_family(
+    "matmul_fraction_of_peak", "roofline", matmul_fraction_of_peak,
+    """\
 For each matmul A[m, k] @ B[k, n] in `shapes` (given as [m, k, n]), A and B are read from HBM once
 and the product written once, `bytes_per_value` bytes per value, on a chip with `peak_flops` FLOP/s
 and `hbm_bandwidth` bytes/s. Give the roofline time in seconds and the fraction of peak FLOP/s the
 matmul achieves (its FLOPs / time / peak_flops).""",
-        '{"rows": [{"shape": [<int>, <int>, <int>], "time_s": <number>, "fraction_of_peak": <number>}, ...]}'
-        "  # one row per shape, in order",
-        matmul_fraction_of_peak_float, "uncapped_fraction",
-    ),
-    scaling_task(
-        "sc-005", "roofline", decode_attention_roofline,
-        {"batches": [1, 16, 256], "seq_len": 8192, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128,
-         "bytes_per_value": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
-        """\
+    '{"rows": [{"shape": [<int>, <int>, <int>], "time_s": <number>, "fraction_of_peak": <number>}, ...]}'
+    "  # one row per shape, in order",
+    matmul_fraction_of_peak_float, "uncapped_fraction",
+    sample=sample_matmul_fraction_of_peak,
+    levels="shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
+           "numbers, int8/fp32 values",
+)
+
+
+def sample_decode_attention_roofline(draw: Draw, level: int) -> dict:
+    n_kv_heads = draw.choice((1, 2, 4, 8, 16))
+    return {"batches": sorted({1, *draw.sample(range(2, 64 * 2**level), rows(level, 3) - 1)}),
+            "seq_len": 1024 * draw.integer(1, 8 * 2**level) + jitter(draw, level, 1024),
+            "n_heads": n_kv_heads * draw.choice((1, 2, 4, 8)), "n_kv_heads": n_kv_heads,
+            "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
+            "bytes_per_value": value_bytes(draw, level),
+            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+
+
+DECODE_ATTENTION_ROOFLINE = scaling_family(
+    "decode_attention_roofline", "roofline", decode_attention_roofline,
+    """\
 During decoding, one layer's attention computes, for every sequence in the batch, the scores of its
 single new query against `seq_len` cached keys and the weighted sum of `seq_len` cached values:
 2*2*n_heads*seq_len*head_dim FLOPs per sequence. Grouped-query attention stores `n_kv_heads` key
@@ -358,21 +412,103 @@ heads and as many value heads of size `head_dim`, `bytes_per_value` bytes per va
 reads its own K and V cache from HBM once (ignore the query and output bytes). On a chip with
 `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s, give for each batch size in `batches` the
 arithmetic intensity, the roofline time in seconds and the bound.""",
-        _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
-    ),
-    scaling_task(
-        "sc-006", "roofline", weight_streaming_roofline,
-        {"batch": 512, "d_model": 8192, "d_ff": 32768, "bytes_per_value": 2, "peak_flops": 400 * 10**12,
-         "tiers": [{"name": "hbm", "bandwidth": 1600 * 10**9},
-                   {"name": "host_dram_over_pcie", "bandwidth": 64 * 10**9},
-                   {"name": "nvme_offload", "bandwidth": 7 * 10**9}]},
-        """\
+    _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
+    sample=sample_decode_attention_roofline,
+    levels="batches 2+level (always batch 1) up to 64*2**level, context up to 8k*2**level; level 3+: "
+           "non-round context and chip numbers, more head sizes, int8/fp32 cache",
+    reject=_intensity_not_tied,
+)
+
+_TIERS = ("hbm", "host_dram_over_pcie", "nvme_offload", "cxl_memory", "remote_hbm_over_network",
+          "ssd_array", "object_store")
+
+
+def sample_weight_streaming_roofline(draw: Draw, level: int) -> dict:
+    d_model = 1024 * draw.integer(2, 8 * level)
+    bandwidths = sorted((hbm_bandwidth(draw, level) // draw.choice((1, 4, 16, 64, 256, 1024))
+                         for _ in range(rows(level, 3))), reverse=True)
+    names = draw.sample(_TIERS, len(bandwidths))
+    tiers = [{"name": name, "bandwidth": speed} for name, speed in zip(names, bandwidths, strict=True)]
+    return {"batch": draw.integer(1, 256 * level), "d_model": d_model,
+            "d_ff": d_model * draw.choice((2, 3, 4)),
+            "bytes_per_value": value_bytes(draw, level),
+            "peak_flops": peak_flops(draw, level),
+            "tiers": tiers}
+
+
+def _tier_not_tied(task: Task) -> str | None:
+    i = task.inputs
+    flops = 2 * i["batch"] * i["d_model"] * i["d_ff"]
+    batch, d_model, d_ff = i["batch"], i["d_model"], i["d_ff"]
+    traffic = i["bytes_per_value"] * (batch * d_model + d_model * d_ff + batch * d_ff)
+    for tier in i["tiers"]:
+        problem = tie_edge(f"tier {tier['name']}: compute time against memory time",
+                           Fraction(flops, i["peak_flops"]), Fraction(traffic, tier["bandwidth"]))
+        if problem:
+            return problem
+    return None
+
+
+WEIGHT_STREAMING_ROOFLINE = scaling_family(
+    "weight_streaming_roofline", "roofline", weight_streaming_roofline,
+    """\
 The matmul x[batch, d_model] @ W[d_model, d_ff] (read x and W once, write y once, `bytes_per_value`
 bytes per value) runs at `peak_flops` FLOP/s, but its operands are streamed from one of several
 memory tiers in `tiers`, each with its bandwidth in bytes/s. For each tier give the critical
 intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds and the bound.""",
-        '{"rows": [{"tier": <str>, "critical_intensity": <number>, "time_s": <number>, '
-        '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
-        weight_streaming_roofline_float, "weights_only_traffic",
+    '{"rows": [{"tier": <str>, "critical_intensity": <number>, "time_s": <number>, '
+    '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
+    weight_streaming_roofline_float, "weights_only_traffic",
+    sample=sample_weight_streaming_roofline,
+    levels="tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
+           "bandwidths and peak, int8/fp32 values",
+    reject=_tier_not_tied,
+)
+
+FAMILIES = (MATMUL_ROOFLINE, MIN_COMPUTE_BOUND_BATCH, ELEMENTWISE_ROOFLINE, MATMUL_FRACTION_OF_PEAK,
+            DECODE_ATTENTION_ROOFLINE, WEIGHT_STREAMING_ROOFLINE)
+
+TASKS = (
+    MATMUL_ROOFLINE.task(
+        "sc-000",
+        {"batches": [1, 64, 256, 512, 4096], "d_model": 8192, "d_ff": 32768, "weight_bytes": 2,
+         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    MIN_COMPUTE_BOUND_BATCH.task(
+        "sc-001",
+        {"chips": [
+            {"name": "chip_a", "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+            {"name": "chip_b", "peak_flops": 990 * 10**12, "hbm_bandwidth": 3350 * 10**9},
+            {"name": "chip_c", "peak_flops": 197 * 10**12, "hbm_bandwidth": 820 * 10**9},
+        ], "d_model": 8192, "d_ff": 28672, "bytes_per_value": 2},
+    ),
+    ELEMENTWISE_ROOFLINE.task(
+        "sc-002",
+        {"element_counts": [4096 * 8192, 32 * 4096 * 8192], "flops_per_element": 24,
+         "bytes_read_per_element": 2, "bytes_written_per_element": 2,
+         "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    # int8 weights with bf16 activations: the same family as sc-000.
+    MATMUL_ROOFLINE.task(
+        "sc-003",
+        {"batches": [1, 128, 256, 1024], "d_model": 8192, "d_ff": 32768, "weight_bytes": 1,
+         "activation_bytes": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    MATMUL_FRACTION_OF_PEAK.task(
+        "sc-004",
+        {"shapes": [[1, 8192, 8192], [128, 8192, 8192], [4096, 8192, 8192], [4096, 128, 4096]],
+         "bytes_per_value": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    DECODE_ATTENTION_ROOFLINE.task(
+        "sc-005",
+        {"batches": [1, 16, 256], "seq_len": 8192, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128,
+         "bytes_per_value": 2, "peak_flops": 400 * 10**12, "hbm_bandwidth": 1600 * 10**9},
+    ),
+    WEIGHT_STREAMING_ROOFLINE.task(
+        "sc-006",
+        {"batch": 512, "d_model": 8192, "d_ff": 32768, "bytes_per_value": 2, "peak_flops": 400 * 10**12,
+         "tiers": [{"name": "hbm", "bandwidth": 1600 * 10**9},
+                   {"name": "host_dram_over_pcie", "bandwidth": 64 * 10**9},
+                   {"name": "nvme_offload", "bandwidth": 7 * 10**9}]},
     ),
 )

@@ -9,7 +9,29 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._task import known_mistake, scaling_task
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    fraction,
+    hbm_capacity,
+    jitter,
+    link_bandwidth,
+    n_params,
+    peak_flops,
+    round_numbers,
+    rows,
+    sorted_sample,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import (
+    known_mistake,
+    near_integer,
+    rounding_edge,
+    scaling_family,
+    tie_edge,
+    with_tags,
+)
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -86,6 +108,21 @@ def min_microbatches(stage_counts, max_bubble_fraction):
     for stages in stage_counts:
         bound = (stages - 1) * (1 - max_bubble_fraction) / max_bubble_fraction
         rows.append({"stages": stages, "min_microbatches": max(1, math.ceil(bound))})
+    return {"rows": rows}
+
+
+def pipeline_step_time(stage_counts, max_bubble_fraction, microbatch_stage_time_s):
+    """The fewest microbatches that keep the bubble under the limit, then the step they take."""
+    import math
+
+    rows = []
+    for stages in stage_counts:
+        microbatches = max(1, math.ceil((stages - 1) * (1 - max_bubble_fraction) / max_bubble_fraction))
+        rows.append({
+            "stages": stages,
+            "min_microbatches": microbatches,
+            "step_time_s": (microbatches + stages - 1) * microbatch_stage_time_s,
+        })
     return {"rows": rows}
 
 
@@ -176,12 +213,26 @@ def min_microbatches_float(stage_counts, max_bubble_fraction, mistake=None):
     for p in stage_counts:
         if mistake == "bubble_over_microbatches":
             m = math.ceil((p - 1) / max_bubble_fraction)
-        else:  # scan instead of solving
-            m = 1
-            while (p - 1) / (m + p - 1) > max_bubble_fraction:
-                m += 1
+        else:  # search the falling bubble fraction instead of solving for M
+            def too_idle(m, p=p):
+                return (p - 1) / (m + p - 1) > max_bubble_fraction
+
+            low, m = 0, 1
+            while too_idle(m):
+                low, m = m, 2 * m
+            while m - low > 1:
+                middle = (low + m) // 2
+                low, m = (middle, m) if too_idle(middle) else (low, middle)
         rows.append({"stages": p, "min_microbatches": m})
     return {"rows": rows}
+
+
+def pipeline_step_time_float(stage_counts, max_bubble_fraction, microbatch_stage_time_s, mistake=None):
+    known_mistake(mistake, "bubble_over_microbatches")
+    found = min_microbatches_float(stage_counts, max_bubble_fraction, mistake)["rows"]
+    return {"rows": [{"stages": row["stages"], "min_microbatches": row["min_microbatches"],
+                      "step_time_s": microbatch_stage_time_s * row["min_microbatches"]
+                      + microbatch_stage_time_s * (row["stages"] - 1)} for row in found]}
 
 
 def expert_parallel_all_to_all_float(tokens_per_device, d_model, bytes_per_value, top_k, ep_degrees,
@@ -208,46 +259,94 @@ def zero_memory_float(n_params, devices, hbm_bytes_per_device, param_bytes, grad
                      for name, size in sizes]}
 
 
-# ---------------------------------------------------------------- tasks
+# ---------------------------------------------------------------- families and tasks
 
-TASKS = (
-    scaling_task(
-        "sc-021", "sharding", data_parallel_step,
-        {"n_params": 8 * 10**9, "grad_bytes": 2, "devices": 256, "link_bandwidth": 50 * 10**9,
-         "tokens_per_device": [1024, 2048, 4096], "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
-        """\
+
+def _device_count(draw: Draw, level: int) -> int:
+    if round_numbers(level):
+        return 2 ** draw.integer(1, 8 + level)
+    return draw.integer(2, 2 ** (8 + level))
+
+
+def sample_data_parallel_step(draw: Draw, level: int) -> dict:
+    return {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
+            "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
+            "tokens_per_device": [512 * t for t in sorted_sample(draw, 1, 16 * level, rows(level, 3))],
+            "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+
+
+def _allreduce_not_tied(task: Task) -> str | None:
+    for row in task.expected["rows"]:
+        problem = tie_edge(f"{row['tokens_per_device']} tokens: the all-reduce against the compute",
+                           row["allreduce_s"], row["compute_s"])
+        if problem:
+            return problem
+    return None
+
+
+DATA_PARALLEL_STEP = scaling_family(
+    "data_parallel_step", "sharding", data_parallel_step,
+    """\
 Pure data parallelism over `devices` devices: every device holds the whole model of `n_params`
 parameters, computes on `tokens_per_device` tokens per step (6*N FLOPs per token, at `peak_flops`
-FLOP/s and utilization `mfu`), then all-reduces the bf16 gradients (`grad_bytes` bytes per
-parameter) with a ring all-reduce over links of `link_bandwidth` bytes/s per device. For each
-per-device batch in `tokens_per_device`, give the compute time of the step, the all-reduce time
-(both in seconds) and whether the all-reduce takes strictly longer than the compute it could
-overlap.""",
-        '{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
-        '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
-        data_parallel_step_float, "allreduce_once",
-        tags=("headline:allreduce_exceeds_compute",),
-    ),
-    scaling_task(
-        "sc-022", "sharding", fsdp_step_communication,
-        {"n_params": 70 * 10**9, "param_bytes": 2, "device_counts": [8, 64, 512],
-         "link_bandwidth": 100 * 10**9},
-        """\
+FLOP/s and utilization `mfu`), then all-reduces the gradients (`grad_bytes` bytes per parameter)
+with a ring all-reduce over links of `link_bandwidth` bytes/s per device. For each per-device batch
+in `tokens_per_device`, give the compute time of the step, the all-reduce time (both in seconds)
+and whether the all-reduce takes strictly longer than the compute it could overlap.""",
+    '{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
+    '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
+    data_parallel_step_float, "allreduce_once",
+    sample=sample_data_parallel_step,
+    levels="batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
+           "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
+    reject=_allreduce_not_tied,
+)
+
+
+def sample_fsdp_step_communication(draw: Draw, level: int) -> dict:
+    counts = sorted({_device_count(draw, level) for _ in range(rows(level, 3))})
+    return {"n_params": n_params(draw, level), "param_bytes": value_bytes(draw, level, (2, 4)),
+            "device_counts": counts, "link_bandwidth": link_bandwidth(draw, level)}
+
+
+FSDP_STEP_COMMUNICATION = scaling_family(
+    "fsdp_step_communication", "sharding", fsdp_step_communication,
+    """\
 Fully sharded data parallelism (FSDP / ZeRO-3) shards a model of `n_params` parameters, stored at
 `param_bytes` bytes each, evenly over the devices. Each training step all-gathers the full weights
 once for the forward pass and once more for the backward pass, and reduce-scatters the gradients
 (same size as the weights) once, all with ring collectives over links of `link_bandwidth` bytes/s
 per device. For each device count in `device_counts`, give the weights each device stores in GiB,
 the bytes each device sends per step and that communication time in seconds.""",
-        '{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": <number>, '
-        '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
-        fsdp_step_communication_float, "drop_ring_factor",
-    ),
-    scaling_task(
-        "sc-023", "sharding", tensor_parallel_layer,
-        {"tokens": 8192, "d_model": 8192, "d_ff": 32768, "bytes_per_value": 2, "tp_degrees": [2, 4, 8, 16],
-         "peak_flops": 400 * 10**12, "link_bandwidth": 100 * 10**9},
-        """\
+    '{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": <number>, '
+    '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
+    fsdp_step_communication_float, "drop_ring_factor",
+    sample=sample_fsdp_step_communication,
+    levels="up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
+           "parameter and device counts and links, fp32 weights",
+)
+
+
+def sample_tensor_parallel_layer(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    degrees = [2**e for e in sorted_sample(draw, 1, 3 + level, rows(level, 4))] if level < 3 else \
+        sorted_sample(draw, 2, 16 * level, rows(level, 4))
+    return {"tokens": 1024 * draw.integer(1, 16 * level), "d_model": shape["d_model"], "d_ff": shape["d_ff"],
+            "bytes_per_value": value_bytes(draw, level), "tp_degrees": degrees,
+            "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level)}
+
+
+def _tensor_parallel_not_tied(task: Task) -> str | None:
+    for row in task.expected["rows"]:
+        problem = tie_edge(f"tp {row['tp']}: communication against compute", row["comm_s"], row["compute_s"])
+        if problem:
+            return problem
+    return None
+
+
+TENSOR_PARALLEL_LAYER = scaling_family(
+    "tensor_parallel_layer", "sharding", tensor_parallel_layer,
+    """\
 Megatron-style tensor parallelism splits one transformer layer over `tp` devices. The layer's
 forward pass on `tokens` tokens costs 2*tokens*(4*d_model**2 + 2*d_model*d_ff) FLOPs (attention
 projections and a 2-matrix MLP), split evenly over the tp devices at `peak_flops` FLOP/s each. It
@@ -255,40 +354,122 @@ needs two ring all-reduces of the activations (tokens x d_model values, `bytes_p
 each), one after attention and one after the MLP, over links of `link_bandwidth` bytes/s per
 device. For each degree in `tp_degrees`, give the per-device compute time, the communication time
 (seconds, no overlap assumed) and whether communication takes strictly longer than compute.""",
-        '{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
-        "  # one row per entry of `tp_degrees`, in order",
-        tensor_parallel_layer_float, "allreduce_once",
-    ),
-    scaling_task(
-        "sc-024", "sharding", pipeline_bubble,
-        {"stages": 8, "microbatch_counts": [1, 8, 32, 128], "microbatch_stage_time_s": Fraction(3, 100)},
-        """\
+    '{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
+    "  # one row per entry of `tp_degrees`, in order",
+    tensor_parallel_layer_float, "allreduce_once",
+    sample=sample_tensor_parallel_layer,
+    levels="degrees 3+level (powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
+           "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
+    reject=_tensor_parallel_not_tied,
+)
+
+
+def _stage_time(draw: Draw, level: int) -> Fraction:
+    if round_numbers(level):
+        return Fraction(draw.integer(1, 100), 100)
+    denominator = draw.choice((1000, 300, 700, 900, 1100, 30_000))
+    return Fraction(draw.integer(1, denominator), denominator)  # at most a second
+
+
+def sample_pipeline_bubble(draw: Draw, level: int) -> dict:
+    return {"stages": draw.integer(2, 8 * level),
+            "microbatch_counts": sorted_sample(draw, 1, 64 * 2**level, rows(level, 4)),
+            "microbatch_stage_time_s": _stage_time(draw, level)}
+
+
+PIPELINE_BUBBLE = scaling_family(
+    "pipeline_bubble", "sharding", pipeline_bubble,
+    """\
 A GPipe-style pipeline has `stages` stages. One microbatch occupies one stage for
 `microbatch_stage_time_s` seconds (forward and backward together), and a step of M microbatches
 takes M + stages - 1 such time slots; the bubble fraction is the share of a stage's slots spent
 idle, (stages - 1) / (M + stages - 1). For each M in `microbatch_counts`, give the step time in
 seconds and the bubble fraction.""",
-        '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, ...]}'
-        "  # one row per entry of `microbatch_counts`, in order",
-        pipeline_bubble_float, "bubble_over_microbatches",
-        tags=("headline:pipeline_bubble",),
-    ),
-    scaling_task(
-        "sc-025", "sharding", min_microbatches,
-        {"stage_counts": [2, 4, 8, 16, 64], "max_bubble_fraction": Fraction(2, 25)},
-        """\
+    '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, ...]}'
+    "  # one row per entry of `microbatch_counts`, in order",
+    pipeline_bubble_float, "bubble_over_microbatches",
+    sample=sample_pipeline_bubble,
+    levels="microbatch counts 3+level up to 64*2**level, up to 8*level stages; level 3+: slot times "
+           "below a second over denominators such as 700 or 30000",
+    tags=("headline:pipeline_bubble",),
+)
+
+
+def sample_min_microbatches(draw: Draw, level: int) -> dict:
+    if round_numbers(level):
+        limit = Fraction(draw.integer(1, 30), 100)
+    else:
+        limit = Fraction(draw.integer(1, 300), draw.choice((1000, 999, 997, 700, 360)))
+    # Stage counts whose bound (P - 1)(1 - f)/f is a whole number are dropped here (cheaper than
+    # refusing the built instance); _min_microbatches_edges still checks every posed one.
+    over, under = limit.denominator - limit.numerator, limit.numerator  # (1 - f) / f
+    candidates = [p for p in draw.sample(range(2, 16 * 2**level + 1), 3 * rows(level, 5))
+                  if not near_integer(Fraction((p - 1) * over, under))]
+    if len(candidates) < rows(level, 5):
+        raise Reject("too few stage counts off an integer bound")
+    return {"stage_counts": sorted(candidates[:rows(level, 5)]), "max_bubble_fraction": limit}
+
+
+def _min_microbatches_edges(task: Task) -> str | None:
+    f = task.inputs["max_bubble_fraction"]
+    for stages in task.inputs["stage_counts"]:
+        problem = rounding_edge(f"{stages} stages: the microbatch bound", (stages - 1) * (1 - f) / f)
+        if problem:
+            return problem
+    return None
+
+
+MIN_MICROBATCHES = scaling_family(
+    "min_microbatches", "sharding", min_microbatches,
+    """\
 In a GPipe-style pipeline of P stages running M microbatches per step, the bubble fraction (idle
 share of each stage) is (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the
 smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fraction`.""",
-        '{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
-        "  # one row per entry of `stage_counts`, in order",
-        min_microbatches_float, "bubble_over_microbatches",
-    ),
-    scaling_task(
-        "sc-026", "sharding", expert_parallel_all_to_all,
-        {"tokens_per_device": 16384, "d_model": 4096, "bytes_per_value": 2, "top_k": 2,
-         "ep_degrees": [2, 8, 64], "link_bandwidth": 100 * 10**9},
-        """\
+    '{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
+    "  # one row per entry of `stage_counts`, in order",
+    min_microbatches_float, "bubble_over_microbatches",
+    sample=sample_min_microbatches,
+    levels="stage counts 4+level up to 16*2**level; level 3+: bubble limits over odd denominators "
+           "(one formula at every level: its chained form is pipeline_step_time)",
+    reject=_min_microbatches_edges,
+)
+
+
+def sample_pipeline_step_time(draw: Draw, level: int) -> dict:
+    return {**sample_min_microbatches(draw, level), "microbatch_stage_time_s": _stage_time(draw, level)}
+
+
+PIPELINE_STEP_TIME = scaling_family(
+    "pipeline_step_time", "sharding", pipeline_step_time,
+    """\
+In a GPipe-style pipeline of P stages, a step of M microbatches takes M + P - 1 time slots of
+`microbatch_stage_time_s` seconds each, and the bubble fraction (idle share of each stage) is
+(P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the smallest integer M >= 1
+for which the bubble fraction is at most `max_bubble_fraction`, and the step time in seconds with
+that many microbatches.""",
+    '{"rows": [{"stages": <int>, "min_microbatches": <int>, "step_time_s": <number>}, ...]}'
+    "  # one row per entry of `stage_counts`, in order",
+    pipeline_step_time_float, "bubble_over_microbatches",
+    sample=sample_pipeline_step_time,
+    levels="(no canonical task) min_microbatches chained into the step time: stage counts 4+level "
+           "up to 16*2**level; level 3+: odd-denominator limits and slot times",
+    reject=_min_microbatches_edges,
+)
+
+
+def sample_expert_parallel_all_to_all(draw: Draw, level: int) -> dict:
+    degrees = [2**e for e in sorted_sample(draw, 1, 5 + level, rows(level, 3))] if level < 3 else \
+        sorted_sample(draw, 2, 64 * level, rows(level, 3))
+    tokens = 1024 * draw.integer(1, 32 * level) - jitter(draw, level, 1024)
+    return {"tokens_per_device": tokens, "d_model": attention_shape(draw, level)["d_model"],
+            "bytes_per_value": value_bytes(draw, level),
+            "top_k": draw.integer(1, 2 + level), "ep_degrees": degrees,
+            "link_bandwidth": link_bandwidth(draw, level)}
+
+
+EXPERT_PARALLEL_ALL_TO_ALL = scaling_family(
+    "expert_parallel_all_to_all", "sharding", expert_parallel_all_to_all,
+    """\
 Expert parallelism spreads a mixture-of-experts layer's experts over `ep` devices. Each device holds
 `tokens_per_device` tokens of d_model values (`bytes_per_value` bytes each) and sends a copy of
 each token to each of its `top_k` experts; with uniform routing, a fraction 1/ep of those copies
@@ -296,25 +477,86 @@ stays on the device and the rest is sent. The forward pass of one MoE layer need
 of that size: dispatch (tokens to experts) and combine (results back). For each degree in
 `ep_degrees`, give the bytes each device sends per MoE layer forward pass and the time in seconds
 over links of `link_bandwidth` bytes/s per device.""",
-        '{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
-        "  # one row per entry of `ep_degrees`, in order",
-        expert_parallel_all_to_all_float, "dispatch_only",
-    ),
-    scaling_task(
-        "sc-027", "sharding", zero_memory,
-        {"n_params": 30 * 10**9, "devices": 64, "hbm_bytes_per_device": 80 * 10**9, "param_bytes": 2,
-         "grad_bytes": 2, "optimizer_bytes": 12},
-        """\
+    '{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
+    "  # one row per entry of `ep_degrees`, in order",
+    expert_parallel_all_to_all_float, "dispatch_only",
+    sample=sample_expert_parallel_all_to_all,
+    levels="degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
+           "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
+)
+
+
+def sample_zero_memory(draw: Draw, level: int) -> dict:
+    return {"n_params": n_params(draw, level), "devices": _device_count(draw, level),
+            "hbm_bytes_per_device": hbm_capacity(draw, level), "param_bytes": 2,
+            "grad_bytes": value_bytes(draw, level, (2, 4)), "optimizer_bytes": 12}
+
+
+def _zero_fits_not_tied(task: Task) -> str | None:
+    capacity = task.inputs["hbm_bytes_per_device"]
+    for row in task.expected["rows"]:
+        problem = tie_edge(f"{row['stage']}: the bytes per device against the HBM",
+                           row["gib_per_device"] * 2**30, capacity)
+        if problem:
+            return problem
+    return None
+
+
+ZERO_MEMORY = scaling_family(
+    "zero_memory", "sharding", zero_memory,
+    """\
 Data-parallel training of a model of `n_params` parameters over `devices` devices keeps bf16
-weights (`param_bytes` per parameter), bf16 gradients (`grad_bytes`) and Adam optimizer state
+weights (`param_bytes` per parameter), gradients (`grad_bytes`) and Adam optimizer state
 (`optimizer_bytes`: fp32 master copy and two fp32 moments). ZeRO shards parts of this evenly over
 the devices: "replicated" shards nothing, "zero1_optimizer" shards the optimizer state,
 "zero2_gradients" the optimizer state and gradients, "zero3_parameters" all three. For each stage,
 in that order, give the bytes per device in GiB and whether they fit in `hbm_bytes_per_device`
-bytes (80 GB, decimal), ignoring activations.""",
-        '{"rows": [{"stage": "replicated", "gib_per_device": <number>, "fits": <bool>}, '
-        '{"stage": "zero1_optimizer", ...}, {"stage": "zero2_gradients", ...}, '
-        '{"stage": "zero3_parameters", ...}]}',
-        zero_memory_float, "optimizer_without_master",
+bytes, ignoring activations.""",
+    '{"rows": [{"stage": "replicated", "gib_per_device": <number>, "fits": <bool>}, '
+    '{"stage": "zero1_optimizer", ...}, {"stage": "zero2_gradients", ...}, '
+    '{"stage": "zero3_parameters", ...}]}',
+    zero_memory_float, "optimizer_without_master",
+    sample=sample_zero_memory,
+    levels="larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
+           "counts, any HBM byte count, fp32 gradients",
+    reject=_zero_fits_not_tied,
+)
+
+FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,
+            MIN_MICROBATCHES, PIPELINE_STEP_TIME, EXPERT_PARALLEL_ALL_TO_ALL, ZERO_MEMORY)
+
+TASKS = (
+    with_tags(DATA_PARALLEL_STEP.task(
+        "sc-021",
+        {"n_params": 8 * 10**9, "grad_bytes": 2, "devices": 256, "link_bandwidth": 50 * 10**9,
+         "tokens_per_device": [1024, 2048, 4096], "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
+    ), "headline:allreduce_exceeds_compute"),
+    FSDP_STEP_COMMUNICATION.task(
+        "sc-022",
+        {"n_params": 70 * 10**9, "param_bytes": 2, "device_counts": [8, 64, 512],
+         "link_bandwidth": 100 * 10**9},
+    ),
+    TENSOR_PARALLEL_LAYER.task(
+        "sc-023",
+        {"tokens": 8192, "d_model": 8192, "d_ff": 32768, "bytes_per_value": 2, "tp_degrees": [2, 4, 8, 16],
+         "peak_flops": 400 * 10**12, "link_bandwidth": 100 * 10**9},
+    ),
+    PIPELINE_BUBBLE.task(
+        "sc-024",
+        {"stages": 8, "microbatch_counts": [1, 8, 32, 128], "microbatch_stage_time_s": Fraction(3, 100)},
+    ),
+    MIN_MICROBATCHES.task(
+        "sc-025",
+        {"stage_counts": [2, 4, 8, 16, 64], "max_bubble_fraction": Fraction(2, 25)},
+    ),
+    EXPERT_PARALLEL_ALL_TO_ALL.task(
+        "sc-026",
+        {"tokens_per_device": 16384, "d_model": 4096, "bytes_per_value": 2, "top_k": 2,
+         "ep_degrees": [2, 8, 64], "link_bandwidth": 100 * 10**9},
+    ),
+    ZERO_MEMORY.task(
+        "sc-027",
+        {"n_params": 30 * 10**9, "devices": 64, "hbm_bytes_per_device": 80 * 10**9, "param_bytes": 2,
+         "grad_bytes": 2, "optimizer_bytes": 12},
     ),
 )
