@@ -289,3 +289,66 @@ def test_compare_is_safe_from_several_threads() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         verdicts = list(pool.map(lambda pair: compare(*pair, RTOL, time_limit=60), pairs * 2))
     assert all(verdict.ok for verdict in verdicts), [v.reason for v in verdicts if not v.ok]
+
+
+def _denested_zero(a: int, b: int) -> sympy.Expr:
+    """sqrt(a + b + 2*sqrt(a*b)) - sqrt(a) - sqrt(b), unevaluated: exactly zero."""
+    def root(x: sympy.Expr) -> sympy.Expr:
+        return sympy.Pow(x, sympy.Rational(1, 2), evaluate=False)
+
+    inner = sympy.Add(sympy.Integer(a + b), sympy.Mul(2, root(sympy.Integer(a * b)), evaluate=False),
+                      evaluate=False)
+    return sympy.Add(root(inner), sympy.Mul(-1, root(sympy.Integer(a)), evaluate=False),
+                     sympy.Mul(-1, root(sympy.Integer(b)), evaluate=False), evaluate=False)
+
+
+# 3 plus twenty such zeros: agrees with 3 to every bit, and sympy needs about 9 s to give up.
+PRIMES = list(sympy.primerange(2, 200))[:40]
+HOSTILE_THREE = sympy.Add(3, *(_denested_zero(a, b) for a, b in zip(PRIMES[::2], PRIMES[1::2], strict=True)),
+                          evaluate=False)
+
+
+def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None:
+    import threading
+    import time
+
+    from exactgrade import _timeout
+
+    hostile: list[Verdict] = []
+    rollout = threading.Thread(target=lambda: hostile.append(compare(3, HOSTILE_THREE, time_limit=4)))
+    rollout.start()
+    while _timeout.in_use() == 0 and rollout.is_alive():
+        time.sleep(0.01)
+    assert rollout.is_alive(), hostile  # the hostile proof holds a prover now
+    correct = compare(3, sympy.log(8) / LOG2)  # needs a proof too
+    rollout.join()
+    assert correct.ok, correct.reason
+    assert not hostile[0].ok
+    assert "could not decide in time: the values agree to" in hostile[0].reason, hostile[0].reason
+
+
+# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision, and a step
+# at 4096 bits of 330 logarithms of 61-digit integers takes seconds.
+EDGE = 1 + F(1e-9)
+LOGS_NEXT_TO_ONE = sympy.Add(sympy.Rational(EDGE.numerator, EDGE.denominator),
+                             *(term for k in range(165) for term in (
+                                 sympy.log(sympy.Integer(10**60 + k), evaluate=False),
+                                 sympy.Mul(-1, sympy.log(sympy.Integer(10**60 + k), evaluate=False),
+                                           evaluate=False))),
+                             evaluate=False)
+
+
+def test_the_time_limit_stops_a_precision_step_in_the_middle() -> None:
+    verdict = compare(1.0, LOGS_NEXT_TO_ONE, RelTol(1e-9), time_limit=1)
+    assert not verdict.ok
+    assert "could not decide in time: stopped at" in verdict.reason, verdict.reason
+    assert "(policy RelTol(rtol=1e-09))" in verdict.reason
+
+
+def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
+    # Each of these proofs takes milliseconds, far below the limit; all of them together do not.
+    pairs = [sympy.log(2**k) / LOG2 for k in range(2, 202)]
+    verdict = compare(list(range(2, 202)), pairs, time_limit=0.2)
+    assert not verdict.ok
+    assert "could not decide in time" in verdict.reason, verdict.reason
+    assert compare(list(range(2, 12)), pairs[:10], time_limit=60).ok
