@@ -2,8 +2,10 @@
 
 encode(value) -> str is canonical (sorted keys, no spaces, ASCII): equal values built the same
 way give identical bytes, so dataset builds are reproducible. decode(text) -> value is strict:
-it never evals, unpickles or sympifies; it checks size and nesting before parsing and every tag
-after; and it raises only WireError (a ValueError with a one-line reason), whatever the input.
+it never evals, unpickles or sympifies; it checks size, nesting, value count, string lengths and
+digit runs on the text before parsing and every tag while parsing (never walking the tree again,
+so any 1 MiB shape costs a small multiple of json.loads); and it raises only WireError (a
+ValueError with a one-line reason), whatever the input.
 
     null, true, false, "text", 12, 2.5     None, bool, str, int, finite float (2.0 is a float, 2 an int)
     [v, ...]                               list (tuples encode as lists)
