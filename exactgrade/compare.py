@@ -302,10 +302,11 @@ def _compare_integer_reference(expected: Any, actual: Any, context: _Context, pa
 
 def _compare_exact(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
     # Under a tolerance an exact answer is graded like a float one (a Fraction built from float
-    # literals carries float noise too); an int reference keeps its own rule: exact equality.
+    # literals carries float noise too); an int reference keeps its own rule: exact equality. A
+    # zero tolerance is equality, which only the prover can decide for equal irrationals.
     if not (_is_exact(expected) and _is_exact(actual)):
         return None
-    if not isinstance(context.policy, Exact) and type(expected) is not int:
+    if type(expected) is not int and _tolerances(context.policy) != (0.0, 0.0):
         return _tolerance_verdict(expected, actual, context, path)
     return _equality_verdict(expected, actual, context, path, "exact values differ")
 

@@ -71,6 +71,9 @@ CASES = [
     ("exact-answer-allclose-atol", F(0), F(1, 10**8), CLOSE, True, ""),
     ("exact-answer-allclose-outside", F(0), F(2, 10**7), CLOSE, False, "absolute difference 2e-07"),
     ("log-ratio-under-reltol-needs-no-proof", F(3), sympy.log(8) / LOG2, RTOL, True, ""),
+    ("log-ratio-under-zero-tolerance-is-proven", F(3), sympy.log(8) / LOG2, RelTol(0.0), True, ""),
+    ("zero-tolerance-exact-answers-differ", F(7, 4), F(1750000001, 10**9), AllClose(0.0, 0.0), False,
+     "exact values differ"),
     # huge cancelling terms: wide intervals are not "agreement", and the prover is not consulted
     ("huge-cancelling-terms-differ-by-one", 1, HUGE_CANCELLING_TWO, None, False, "exact values differ"),
     ("cancelling-beyond-every-precision", 1, BEYOND_CANCELLING_TWO, None, False,
