@@ -329,6 +329,8 @@ def _object(pairs: list[tuple[str, Any]]) -> Any:
         raise WireError(f"duplicate key {duplicate[:40]!r}")
     for key in out:
         if key[:1] == "$":
+            if len(out) == 1 and key in _TAG_DECODERS:  # the common case, without another scan
+                return _TAG_DECODERS[key](out[key])
             return _dollar_object(out)
     return out
 
@@ -375,7 +377,7 @@ def _decode_fraction(body: Any) -> Fraction:
     match = _FRACTION.fullmatch(body) if type(body) is str else None
     if match is None:
         raise WireError('$frac must be a string "n/d" with integer n and d >= 1')
-    numerator, denominator = (_parse_int(group) for group in match.groups())
+    numerator, denominator = _parse_int(match[1]), _parse_int(match[2])
     if math.gcd(numerator, denominator) != 1:
         raise WireError(f"$frac {body[:40]} is not in lowest terms")
     return Fraction(numerator, denominator)
