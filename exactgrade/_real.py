@@ -4,8 +4,13 @@ Exact values are int, Fraction and sympy expressions built from Integer/Rational
 Add, Mul, Pow, log and exp. Rationals are decided with Fraction arithmetic. Anything irrational is
 evaluated with interval arithmetic (mpmath's iv context, outward rounding) at rising precision
 until the interval decides the question; an interval is a proof, a rounded float is not. Only an
-equality whose sides stay together at 256 bits goes to sympy, in a worker process under a hard
-time limit (exactgrade._timeout), because sympy's simplification can run for ever.
+equality whose difference is tiny relative to the values (at 256 bits and above) goes to sympy,
+in a worker process of its own under a hard time limit (exactgrade._timeout), because sympy's
+simplification can run for ever.
+
+Every question has a deadline (time.monotonic()), shared by all the work of one comparison: it is
+checked at every node evaluated and the prover gets only what is left, so a hostile expression
+overruns it by at most one interval operation (milliseconds at the wire format's size limits).
 
 Untrusted sympy trees (decoded, unevaluated) are only walked here, never handed to sympy
 methods in this process: sympy's automatic evaluation is what can run for ever.
@@ -15,6 +20,7 @@ Everything here raises Undecidable (with a one-line reason) rather than guessing
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -34,6 +40,10 @@ class Undecidable(Exception):
     """A question about exact values that this module could not settle with certainty."""
 
 
+class OutOfTime(Undecidable):
+    """The deadline passed before the question was settled."""
+
+
 class _NeedMorePrecision(Exception):
     """An interval straddles a point where an operation is undefined; retry at higher precision."""
 
@@ -41,14 +51,19 @@ class _NeedMorePrecision(Exception):
 _local = threading.local()
 
 
-def _context(prec: int) -> Any:
-    """A per-thread mpmath interval context (the global mpmath.iv is shared mutable state)."""
+def _context(prec: int, deadline: float = math.inf) -> Any:
+    """A per-thread mpmath interval context (the global mpmath.iv is shared mutable state).
+
+    The deadline of the evaluation about to run is kept with it: _sympy_interval checks it at
+    every node.
+    """
     ctx = getattr(_local, "ctx", None)
     if ctx is None:
         from mpmath.ctx_iv import MPIntervalContext
 
         ctx = _local.ctx = MPIntervalContext()
     ctx.prec = prec
+    _local.deadline = deadline
     return ctx
 
 
@@ -90,6 +105,8 @@ def _interval(x: object, ctx: Any) -> Any:
 
 
 def _sympy_interval(expr: Any, ctx: Any) -> Any:
+    if time.monotonic() > _local.deadline:
+        raise OutOfTime(f"stopped at {ctx.prec} bits")
     sympy = _sympy()
     if expr.is_Rational:
         return _interval(as_fraction(expr), ctx)
@@ -151,46 +168,38 @@ def _log(x: Any, ctx: Any) -> Any:
     return ctx.log(x)
 
 
-class _Together(Undecidable):
-    """The interval still contains zero; bits is the highest precision tried."""
+def _refinements(build: Any, deadline: float) -> Any:
+    """Yield (prec, build(ctx)) at each working precision in turn.
 
-    def __init__(self, message: str, bits: int) -> None:
-        super().__init__(message)
-        self.bits = bits
-
-
-def _sign(build: Any, precisions: tuple[int, ...], deadline: float) -> int:
-    """The sign (-1 or +1) of build(ctx), certain once its interval excludes zero.
-
-    build(ctx) returns an interval. Raises _Together if the interval still contains zero at the
-    last precision, or when the deadline (time.monotonic()) passes before the next precision;
-    Undecidable if build never gave an interval at all (it needed more precision every time).
+    build(ctx) returns intervals. Raises OutOfTime once the deadline passes (checked at every
+    node), and Undecidable after the last precision if build never gave a value at all (it
+    needed more precision every time).
     """
-    tried, evaluated, late = 0, False, False
-    for prec in precisions:
-        if tried and time.monotonic() > deadline:
-            late = True
-            break
-        tried = prec
-        ctx = _context(prec)
+    evaluated = False
+    for prec in PRECISIONS:
+        ctx = _context(prec, deadline)
         try:
             value = build(ctx)
         except _NeedMorePrecision:
             continue
         evaluated = True
-        if value.a > 0:
-            return 1
-        if value.b < 0:
-            return -1
+        yield prec, value
     if not evaluated:
         # A log, root or reciprocal of something indistinguishable from zero, up to the last
         # precision: perhaps not a real number at all (0/0), so it is not "together" with
         # anything, and must never reach the prover (whose sympy would happily cancel 0/0 to 1).
         raise Undecidable(f"cannot evaluate a logarithm, root or reciprocal of a value that may be "
-                          f"zero ({tried} bits{', out of time' if late else ''})")
-    if late:
-        raise _Together(f"could not separate the value from zero in time ({tried} bits)", tried)
-    raise _Together(f"could not separate the value from zero at {tried} bits", tried)
+                          f"zero ({PRECISIONS[-1]} bits)")
+
+
+def _sign(build: Any, deadline: float) -> int:
+    """The sign (-1 or +1) of the interval build(ctx), certain once it excludes zero."""
+    for _, value in _refinements(build, deadline):
+        if value.a > 0:
+            return 1
+        if value.b < 0:
+            return -1
+    raise Undecidable(f"could not separate the value from zero at {PRECISIONS[-1]} bits")
 
 
 def approx(x: object) -> float:
@@ -205,12 +214,11 @@ def approx(x: object) -> float:
         return float("nan")
 
 
-def within(expected: object, actual: object, rtol: float, atol: float, time_limit: float) -> bool:
+def within(expected: object, actual: object, rtol: float, atol: float, deadline: float) -> bool:
     """|actual - expected| <= atol + rtol * |expected|, decided exactly.
 
     Both sides are finite floats or exact values. Rationals use Fraction arithmetic (floats
-    converted exactly); anything irrational uses intervals of rising precision, for at most
-    about time_limit seconds.
+    converted exactly); anything irrational uses intervals of rising precision until deadline.
     """
     e, a = as_fraction(expected), as_fraction(actual)
     rtol_q, atol_q = Fraction(rtol), Fraction(atol)
@@ -222,53 +230,94 @@ def within(expected: object, actual: object, rtol: float, atol: float, time_limi
         return abs(av - ev) - (_interval(atol_q, ctx) + _interval(rtol_q, ctx) * abs(ev))
 
     try:
-        return _sign(excess, PRECISIONS, time.monotonic() + time_limit) < 0
+        return _sign(excess, deadline) < 0
+    except OutOfTime:
+        raise
     except Undecidable as error:
         # The difference sits exactly on the tolerance boundary only for a rational reference,
         # which Fraction arithmetic would have caught; say so rather than guess.
         raise Undecidable(f"could not decide the tolerance test: {error}") from None
 
 
-def equal(expected: object, actual: object, time_limit: float) -> bool:
+# The prover is consulted from this precision on, and only when the difference is below
+# 2**-(prec/2) of the values: intervals of huge cancelling terms are wide, and values that
+# differ by 1 must be told apart by more precision, not handed to sympy as "agreeing".
+_PROVER_PRECISION = 256
+
+
+def equal(expected: object, actual: object, deadline: float) -> bool:
     """expected == actual as real numbers, decided exactly.
 
-    Fast paths: Fraction equality; sympy structural equality; intervals at 64 and 256 bits that
-    separate (a proof of inequality). Values still together go to sympy in a worker process with
-    a hard time limit: "equal" only when sympy proves the difference is zero. If it cannot, higher
-    precision may still separate them; otherwise the question is Undecidable.
+    Fast paths: Fraction equality; sympy structural equality; intervals that separate (a proof
+    of inequality) or that are the single point zero (a proof of equality). Values whose
+    difference is tiny relative to them go to sympy in a worker process: "equal" only when sympy
+    proves the difference is zero. If it cannot, higher precision may still separate them;
+    otherwise the question is Undecidable (OutOfTime if the deadline passed first).
     """
     e, a = as_fraction(expected), as_fraction(actual)
     if e is not None and a is not None:
         return e == a
-    deadline = time.monotonic() + time_limit
     sympy = _sympy()
     se, sa = _to_sympy(expected, sympy), _to_sympy(actual, sympy)
     if se == sa:
         return True
 
-    def difference(ctx: Any) -> Any:
-        return _interval(se, ctx) - _interval(sa, ctx)
-
-    quick, slow = PRECISIONS[:2], PRECISIONS[2:]
-    bits = _agreement(difference, quick, deadline)
-    if bits is None:
-        return False
-    why_unproven = _prove_equal(se, sa, deadline - time.monotonic())
-    if why_unproven is None:
-        return True
-    bits = _agreement(difference, slow, deadline) if time.monotonic() < deadline else bits
-    if bits is None:
-        return False
-    raise Undecidable(f"the values agree to {bits} bits but {why_unproven}")
-
-
-def _agreement(difference: Any, precisions: tuple[int, ...], deadline: float) -> int | None:
-    """None if the two values are proven different; else the bits to which they agree."""
+    unproven: list[str] = []  # set once the prover has answered without a proof
     try:
-        _sign(difference, precisions, deadline)
-        return None
-    except _Together as together:
-        return together.bits
+        return _refine_equality(se, sa, deadline, unproven)
+    except OutOfTime as error:
+        if not unproven:
+            raise
+        raise OutOfTime(f"{unproven[0]} ({error})") from None
+
+
+def _refine_equality(se: Any, sa: Any, deadline: float, unproven: list[str]) -> bool:
+    def intervals(ctx: Any) -> tuple[Any, Any, Any]:
+        ev, av = _interval(se, ctx), _interval(sa, ctx)
+        return ev - av, ev, av
+
+    for prec, (difference, ev, av) in _refinements(intervals, deadline):
+        if difference.a > 0 or difference.b < 0:
+            return False
+        if difference.a == 0 and difference.b == 0:
+            return True  # the enclosure of the difference is the point zero
+        bits, relative = _agreement(difference, ev, av)
+        agreement = (f"the values agree to {bits} bits" if relative
+                     else f"both values are within 2**-{bits} of zero")
+        if not unproven and prec >= _PROVER_PRECISION and bits >= prec // 2:
+            try:
+                why_unproven = _prove_equal(se, sa, deadline)
+            except OutOfTime:
+                raise OutOfTime(f"{agreement} but sympy had not proven them equal by the deadline") from None
+            if why_unproven is None:
+                return True
+            unproven.append(f"{agreement} but {why_unproven}")
+    if not unproven:
+        raise Undecidable(f"could not separate the values at {prec} bits: their difference is not small "
+                          f"relative to them (large terms cancel)")
+    raise Undecidable(unproven[0])
+
+
+def _agreement(difference: Any, ev: Any, av: Any) -> tuple[int, bool]:
+    """(n, True) if |difference| < 2**-n * |value| (relative); (n, False) if only |difference| < 2**-n
+    is known (both values' intervals contain zero)."""
+    top = max(_upper_bits(end) for end in difference._mpi_)
+    sizes = [_lower_bits(x) for x in (ev, av) if x.a > 0 or x.b < 0]
+    return (max(sizes) - top, True) if sizes else (-top, False)
+
+
+def _upper_bits(end: tuple) -> int:
+    """k with |end| < 2**k, for an mpf tuple (sign, man, exp, bc); huge for inf or nan."""
+    _, man, exp, bc = end
+    if man:
+        return exp + bc
+    return -(1 << 30) if end == (0, 0, 0, 0) else 1 << 30
+
+
+def _lower_bits(x: Any) -> int:
+    """k with 2**k <= |y| for every y in the interval x, which excludes zero."""
+    _, man, exp, bc = x._mpi_[0] if x.a > 0 else x._mpi_[1]
+    return exp + bc - 1 if man else -(1 << 30)
 
 
 def _to_sympy(x: object, sympy: Any) -> Any:
@@ -276,8 +325,8 @@ def _to_sympy(x: object, sympy: Any) -> Any:
     return sympy.Rational(q.numerator, q.denominator) if q is not None else x
 
 
-def _prove_equal(expected: Any, actual: Any, time_limit: float) -> str | None:
-    """None if sympy proves expected == actual within time_limit, else why not."""
+def _prove_equal(expected: Any, actual: Any, deadline: float) -> str | None:
+    """None if sympy proves expected == actual by deadline, else why not; OutOfTime at the deadline."""
     from exactgrade import _timeout, wire
 
     try:
@@ -285,9 +334,9 @@ def _prove_equal(expected: Any, actual: Any, time_limit: float) -> str | None:
     except wire.WireError as error:
         return f"they cannot be sent to the prover: {error}"
     try:
-        answer = _timeout.call("exactgrade._real:prove_zero_difference", payload, max(time_limit, 0.0))
+        answer = _timeout.call("exactgrade._real:prove_zero_difference", payload, deadline - time.monotonic())
     except _timeout.DeadlineExceeded:
-        return "sympy could not decide equality in time"
+        raise OutOfTime("the prover ran out of time") from None
     except _timeout.WorkerError as error:
         return f"the prover failed: {error}"
     return None if answer == "zero" else "sympy could not prove them equal"
@@ -312,3 +361,14 @@ def prove_zero_difference(expected_wire: str, actual_wire: str) -> str:
     if sympy.simplify(difference) == 0 or difference.equals(0) is True:
         return "zero"
     return "unproven"
+
+
+def warm_up() -> None:
+    """Worker side, at startup: one typical proof, so that its first real one is not slower."""
+    from exactgrade import wire
+
+    sympy = _sympy()
+    ratio = sympy.log(8) / sympy.log(2)
+    root = sympy.Pow(sympy.Integer(8), sympy.Rational(1, 2), evaluate=False)
+    prove_zero_difference(wire.encode(ratio), wire.encode(sympy.Integer(3)))
+    prove_zero_difference(wire.encode(root), wire.encode(2 * sympy.sqrt(2)))

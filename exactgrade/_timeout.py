@@ -2,8 +2,15 @@
 
 A signal-based timeout (signal.alarm) only works in the main thread and cannot interrupt long C
 calls; a thread cannot be killed at all. So the work runs in a separate Python process that is
-killed when the deadline passes. One worker is kept alive between calls (starting one costs the
-sympy import), is restarted after a kill or a crash, and is never shared with a forked child.
+killed when the deadline passes.
+
+Workers form a pool: each call has a worker to itself for its duration, so a hostile proof that
+holds one worker until its deadline never delays another caller's proof. A call takes an idle
+worker or, if none is idle, starts a new one (starting costs the sympy import, about a second,
+and does not count against the deadline); at most MAX_IDLE workers are kept between calls, a
+killed or crashed one is replaced by the next call that needs one, and none is ever shared with
+a forked child. The number of workers at once is the number of concurrent callers (grading
+threads), each capped at WORKER_MEMORY_BYTES.
 
 The protocol is one JSON line each way. Functions are named as "module:function" and take and
 return JSON values; nothing is pickled. The caller is always exactgrade's own code: the names
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import select
 import subprocess
@@ -23,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Imported by the worker before it reports ready, so imports never eat into a call's deadline.
+# Imported by the worker before it reports ready, then WARM_UP is run (sympy imports most of its
+# simplification machinery on first use: about a second), so none of it eats into a deadline.
 PRELOAD = ("sympy", "exactgrade._real", "exactgrade.wire")
+WARM_UP = "exactgrade._real:warm_up"
 STARTUP_SECONDS = 60.0  # generous: the box may be loaded; startup does not count against a deadline
 WORKER_MEMORY_BYTES = 2 << 30
 
@@ -68,8 +78,9 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceeded
-            readable, _, _ = select.select([fd], [], [], remaining)
-            if not readable:
+            poller = select.poll()  # not select.select: a busy grader's fds may exceed FD_SETSIZE
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(max(1, math.ceil(remaining * 1000))):
                 raise DeadlineExceeded
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -99,58 +110,89 @@ class _Worker:
                 stream.close()
 
 
-_lock = threading.Lock()
-_worker: _Worker | None = None
+MAX_IDLE = 4  # idle workers kept for the next calls; beyond that a returned worker is stopped
+
+_lock = threading.Lock()  # guards the two collections below, never held during a call
+_idle: list[_Worker] = []
+_busy: set[_Worker] = set()
 
 
 def call(function: str, args: list[Any], seconds: float) -> Any:
-    """Run function(*args) in the worker process; DeadlineExceeded after `seconds` (worker killed).
+    """Run function(*args) in a worker process of its own; DeadlineExceeded after `seconds`
+    (that worker killed).
 
-    function is "module:name"; args and the result are JSON values. Calls are serialised (one
-    worker); time spent waiting for another call counts against the deadline.
+    function is "module:name"; args and the result are JSON values. Concurrent calls run in
+    separate workers, so one call never waits for another.
     """
-    global _worker
-    started = time.monotonic()
-    if not _lock.acquire(timeout=min(max(seconds, 0.0), threading.TIMEOUT_MAX)):
-        raise DeadlineExceeded
+    if seconds <= 0:
+        raise DeadlineExceeded  # nothing sent: no worker is spent on it
+    worker = _take_worker()
     try:
-        if _worker is None:
-            startup_began = time.monotonic()
-            _worker = _Worker()
-            started += time.monotonic() - startup_began  # startup does not count against the deadline
-        remaining = seconds - (time.monotonic() - started)
-        if remaining <= 0:
-            raise DeadlineExceeded  # nothing sent: the worker stays usable
-        try:
-            return _worker.call(function, args, remaining)
-        except (DeadlineExceeded, WorkerError, json.JSONDecodeError) as error:
-            _worker.kill()
-            _worker = None
-            if isinstance(error, json.JSONDecodeError):
-                raise WorkerError("unreadable reply from worker") from None
-            raise
+        return worker.call(function, args, seconds)
+    except (DeadlineExceeded, WorkerError, json.JSONDecodeError) as error:
+        _discard(worker)
+        worker = None
+        if isinstance(error, json.JSONDecodeError):
+            raise WorkerError("unreadable reply from worker") from None
+        raise
     finally:
-        _lock.release()
+        if worker is not None:
+            _give_back(worker)
+
+
+def in_use() -> int:
+    """How many workers are running a call right now."""
+    with _lock:
+        return len(_busy)
+
+
+def _take_worker() -> _Worker:
+    with _lock:
+        worker = _idle.pop() if _idle else None
+        if worker is not None:
+            _busy.add(worker)
+            return worker
+    worker = _Worker()  # outside the lock: other callers must not wait for this start
+    with _lock:
+        _busy.add(worker)
+    return worker
+
+
+def _give_back(worker: _Worker) -> None:
+    with _lock:
+        _busy.discard(worker)
+        keep = worker.owner_pid == os.getpid() and len(_idle) < MAX_IDLE
+        if keep:
+            _idle.append(worker)
+    if not keep:
+        worker.kill()
+
+
+def _discard(worker: _Worker) -> None:
+    with _lock:
+        _busy.discard(worker)
+    worker.kill()
 
 
 def shutdown() -> None:
-    """Stop the worker process, if any (also run at interpreter exit)."""
-    global _worker
+    """Stop every worker (also run at interpreter exit); a call in progress fails with WorkerError."""
     with _lock:
-        if _worker is not None and _worker.owner_pid == os.getpid():
-            _worker.kill()
-        _worker = None
+        workers = [w for w in (*_idle, *_busy) if w.owner_pid == os.getpid()]
+        _idle.clear()
+    for worker in workers:
+        worker.kill()
 
 
-def _forget_parent_worker() -> None:
-    """In a forked child: the parent's worker and lock state are not ours to use."""
-    global _lock, _worker
+def _forget_parent_workers() -> None:
+    """In a forked child: the parent's workers and lock state are not ours to use."""
+    global _lock, _idle, _busy
     _lock = threading.Lock()
-    _worker = None
+    _idle = []
+    _busy = set()
 
 
 atexit.register(shutdown)
-os.register_at_fork(after_in_child=_forget_parent_worker)
+os.register_at_fork(after_in_child=_forget_parent_workers)
 
 
 def _serve() -> None:
@@ -165,6 +207,8 @@ def _serve() -> None:
         pass  # no rlimit on this platform; the time limit still holds
     for module_name in PRELOAD:
         importlib.import_module(module_name)
+    module_name, _, name = WARM_UP.partition(":")
+    getattr(importlib.import_module(module_name), name)()
 
     out = sys.stdout.buffer
     out.write(b'{"ready": true}\n')

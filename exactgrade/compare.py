@@ -11,7 +11,7 @@ not its kind, or decides with a Verdict. The order is the rule book:
   4. non-finite floats equal only the same non-finite category;
   5. an int reference requires an exact integer answer (an integral Fraction or sympy value is
      an ordinary exact value);
-  6. exact vs exact is exact equality, whatever the policy;
+  6. exact vs exact: exact equality under Exact, tolerance rule otherwise (decided exactly);
   7. exact reference vs float answer: refused under Exact, tolerance rule otherwise;
   8. float reference: exact equality under Exact, tolerance rule otherwise.
 
@@ -22,6 +22,7 @@ path (rows[2]['grad']), what differed, and the policy or tolerance used.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,13 +35,14 @@ from exactgrade.verdict import PathPart, Verdict, render_path
 
 Path = tuple[PathPart, ...]
 
-DEFAULT_TIME_LIMIT = 5.0  # seconds for deciding one irrational number; "could not decide" fails
+DEFAULT_TIME_LIMIT = 5.0  # seconds for all irrational work of one compare call; "could not decide" fails
+OUT_OF_TIME = "could not decide in time"
 
 
 @dataclass(frozen=True, slots=True)
 class _Context:
     policy: Policy
-    time_limit: float
+    deadline: float  # time.monotonic() by which every irrational question must be settled
 
 
 Comparer = Callable[[Any, Any, _Context, Path], "Verdict | None"]
@@ -51,16 +53,18 @@ def compare(expected: Any, actual: Any, policy: Policy | None = None, *,
     """Grade actual against the reference expected under policy (None means Exact()).
 
     Never raises: a bug or an unsupported value becomes a failed Verdict whose reason says so.
-    time_limit bounds the work on one irrational comparison: interval refinement and the rare
-    sympy equality proof (run in a separate process and killed at the limit). A hostile answer
-    can overrun it by the cost of one precision step (about a second at worst).
+    time_limit bounds the irrational work of the whole call, across all elements: interval
+    refinement (the deadline is checked at every node evaluated, so it is overrun by at most one
+    interval operation) and the rare sympy equality proof (in a worker process of the call's
+    own, killed at the deadline; starting a worker when none is idle is not counted). Rational
+    and tensor work is linear in the size of the values and is not cut short.
     """
     if policy is None:
         policy = Exact()
     if not isinstance(policy, Exact | RelTol | AllClose):
         return Verdict(False, f"value: not a policy: {type(policy).__name__}")
     try:
-        return _compare(expected, actual, _Context(policy, time_limit), ())
+        return _compare(expected, actual, _Context(policy, time.monotonic() + time_limit), ())
     except RecursionError:
         return Verdict(False, "value: internal error: values nested too deeply to compare")
     except Exception as error:  # a comparer bug must not crash the grader
@@ -297,13 +301,14 @@ def _compare_integer_reference(expected: Any, actual: Any, context: _Context, pa
 
 
 def _compare_exact(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
+    # Under a tolerance an exact answer is graded like a float one (a Fraction built from float
+    # literals carries float noise too); an int reference keeps its own rule: exact equality. A
+    # zero tolerance is equality, which only the prover can decide for equal irrationals.
     if not (_is_exact(expected) and _is_exact(actual)):
         return None
-    try:
-        equal = _real.equal(expected, actual, context.time_limit)
-    except _real.Undecidable as error:
-        return _mismatch(expected, actual, path, f"could not decide equality: {error}")
-    return _pass(path) if equal else _mismatch(expected, actual, path, "exact values differ")
+    if type(expected) is not int and _tolerances(context.policy) != (0.0, 0.0):
+        return _tolerance_verdict(expected, actual, context, path)
+    return _equality_verdict(expected, actual, context, path, "exact values differ")
 
 
 def _compare_exact_to_float(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
@@ -319,12 +324,18 @@ def _compare_float_reference(expected: Any, actual: Any, context: _Context, path
     if type(expected) is not float or not (type(actual) is float or _is_exact(actual)):
         return None
     if isinstance(context.policy, Exact):
-        try:
-            equal = _real.equal(Fraction(expected), actual, context.time_limit)
-        except _real.Undecidable as error:
-            return _mismatch(expected, actual, path, f"could not decide equality: {error}")
-        return _pass(path) if equal else _mismatch(expected, actual, path, "values differ (policy Exact())")
+        return _equality_verdict(Fraction(expected), actual, context, path, "values differ (policy Exact())")
     return _tolerance_verdict(expected, actual, context, path)
+
+
+def _equality_verdict(expected: Any, actual: Any, context: _Context, path: Path, differ: str) -> Verdict:
+    try:
+        equal = _real.equal(expected, actual, context.deadline)
+    except _real.OutOfTime as error:
+        return _mismatch(expected, actual, path, f"{OUT_OF_TIME}: {error}")
+    except _real.Undecidable as error:
+        return _mismatch(expected, actual, path, f"could not decide equality: {error}")
+    return _pass(path) if equal else _mismatch(expected, actual, path, differ)
 
 
 _COMPARERS: tuple[Comparer, ...] = (
@@ -350,7 +361,9 @@ def _tolerance_verdict(expected: Any, actual: Any, context: _Context, path: Path
     policy = context.policy
     rtol, atol = _tolerances(policy)
     try:
-        close = _real.within(expected, actual, rtol, atol, context.time_limit)
+        close = _real.within(expected, actual, rtol, atol, context.deadline)
+    except _real.OutOfTime as error:
+        return _mismatch(expected, actual, path, f"{OUT_OF_TIME}: {error} (policy {policy.describe()})")
     except _real.Undecidable as error:
         return _mismatch(expected, actual, path, f"{error} (policy {policy.describe()})")
     if close:

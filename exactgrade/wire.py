@@ -2,8 +2,10 @@
 
 encode(value) -> str is canonical (sorted keys, no spaces, ASCII): equal values built the same
 way give identical bytes, so dataset builds are reproducible. decode(text) -> value is strict:
-it never evals, unpickles or sympifies; it checks size and nesting before parsing and every tag
-after; and it raises only WireError (a ValueError with a one-line reason), whatever the input.
+it never evals, unpickles or sympifies; it checks size, nesting, value count, string lengths and
+digit runs on the text before parsing and every tag while parsing (never walking the tree again,
+so any 1 MiB shape costs a small multiple of json.loads); and it raises only WireError (a
+ValueError with a one-line reason), whatever the input.
 
     null, true, false, "text", 12, 2.5     None, bool, str, int, finite float (2.0 is a float, 2 an int)
     [v, ...]                               list (tuples encode as lists)
@@ -34,6 +36,7 @@ import re
 import sys
 from collections.abc import Callable
 from fractions import Fraction
+from itertools import accumulate
 from typing import Any
 
 from .values import DTYPES, TensorValue, dtype_family
@@ -54,8 +57,12 @@ _INT_RANGES = {
 }
 _FRACTION = re.compile(r"(-?(?:0|[1-9][0-9]*))/([1-9][0-9]*)")
 # A JSON string (an unterminated one runs to the end of the text: matching it must never be
-# retried from a later quote, which made the scan quadratic) or a bracket outside strings.
-_DEPTH_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+# retried from a later quote, which made the scan quadratic).
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_NOT_STRUCTURE = re.compile(r"[^\[\]{},]+")
+_LONG_NUMBER = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1}}}")
+_KEY_END = re.compile(r"[ \t\n\r]*:")
+_NESTING_STEP = {"[": 1, "{": 1, "]": -1, "}": -1, ",": 0}
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _TAGS = ("$float", "$frac", "$sym", "$tensor")
 
@@ -258,34 +265,87 @@ def _decode(text: Any, max_bytes: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("payload is not valid UTF-8") from None
-    _check_depth(text)
+    _check_structure(text)
     try:
-        tree = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int,
-                          parse_float=_parse_float, parse_constant=_parse_constant)
+        return json.loads(text, object_pairs_hook=_object, parse_float=_parse_float,
+                          parse_constant=_parse_constant)
     except json.JSONDecodeError as error:
         raise WireError(f"not JSON: {error.msg} at position {error.pos}") from None
-    return _from_json(tree, [0])
+
+
+# Every check runs on the text or inside json.loads' own hooks (numbers, objects): the decoded
+# tree is never walked again, since a megabyte holds half a million values and a walk in Python
+# costs a microsecond or more for each. The text checks are regular expressions and C loops.
+
+def _check_structure(text: str) -> None:
+    """Nesting depth, value count and string lengths, from the text alone (before json.loads)."""
+    if max(map(len, _STRING.findall(text)), default=0) > MAX_STR_CHARS + 2:
+        _check_long_strings(text)
+    outside_strings = _STRING.sub("", text)
+    if _LONG_NUMBER.search(outside_strings):  # before json.loads converts it (no hook per int)
+        raise WireError(f"number with more than {MAX_INT_DIGITS} digits")
+    skeleton = _NOT_STRUCTURE.sub("", outside_strings)
+    _check_nesting(skeleton)
+    # Values: the root, and in each non-empty container one more than its commas.
+    values = (1 + skeleton.count(",") + skeleton.count("[") + skeleton.count("{")
+              - skeleton.count("[]") - skeleton.count("{}"))
+    if values > MAX_ELEMENTS:
+        raise WireError(f"more than {MAX_ELEMENTS} elements")
+
+
+def _check_long_strings(text: str) -> None:
+    """The exact length of each string literal that may be too long (escapes shrink a literal;
+    an escaped "$$" key may be one longer than the limit, which applies to the key encoded)."""
+    for match in _STRING.finditer(text):
+        literal = match.group()
+        if len(literal) <= MAX_STR_CHARS + 2:
+            continue
+        try:
+            value = json.loads(literal)
+        except json.JSONDecodeError:
+            continue  # unterminated: the parse of the whole text says so
+        is_key = _KEY_END.match(text, match.end()) is not None
+        if len(value) > MAX_STR_CHARS + (is_key and value.startswith("$$")):
+            raise WireError(f"string longer than {MAX_STR_CHARS} characters")
 
 
 def _check_depth(text: str) -> None:
     """Maximum bracket nesting outside strings, without recursion (before json.loads recurses)."""
-    depth = deepest = 0
-    for token in _DEPTH_TOKENS.findall(text):
-        if token[0] == '"':
-            continue
-        depth += 1 if token in "[{" else -1
-        deepest = max(deepest, depth)
-        if deepest > MAX_DEPTH:
-            raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+    _check_nesting(_NOT_STRUCTURE.sub("", _STRING.sub("", text)))
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise WireError(f"duplicate key {key[:40]!r}")
-        out[key] = value
+def _check_nesting(skeleton: str) -> None:
+    """skeleton: the brackets and commas outside strings."""
+    if skeleton and max(accumulate(map(_NESTING_STEP.__getitem__, skeleton))) > MAX_DEPTH:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> Any:
+    """One JSON object, its members already decoded: a tagged value, or a dict."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise WireError(f"duplicate key {duplicate[:40]!r}")
+    for key in out:
+        if key[:1] == "$":
+            if len(out) == 1 and key in _TAG_DECODERS:  # the common case, without another scan
+                return _TAG_DECODERS[key](out[key])
+            return _dollar_object(out)
     return out
+
+
+def _dollar_object(out: dict[str, Any]) -> Any:
+    """An object with a key starting with "$": a tagged value, or a dict with escaped keys."""
+    tag = next((key for key in out if key.startswith("$") and not key.startswith("$$")), None)
+    if tag is None:
+        return {key[1:] if key.startswith("$$") else key: value for key, value in out.items()}
+    if len(out) != 1:
+        raise WireError(f"tag {tag[:40]!r} must be the only key of its object")
+    decoder = _TAG_DECODERS.get(tag)
+    if decoder is None:
+        raise WireError(f"unknown tag {tag[:40]!r}")
+    return decoder(out[tag])
 
 
 def _parse_int(token: str) -> int:
@@ -307,51 +367,23 @@ def _parse_constant(token: str) -> Any:
     raise WireError(f"bare {token} is not allowed; use {{\"$float\": ...}}")
 
 
-def _from_json(x: Any, counter: list[int]) -> Any:
-    _count(counter)
-    t = type(x)
-    if x is None or t in (bool, int, float):
-        return x
-    if t is str:
-        _check_str(x)
-        return x
-    if t is list:
-        return [_from_json(item, counter) for item in x]
-    tag = next((key for key in x if key.startswith("$") and not key.startswith("$$")), None)
-    if tag is None:
-        return {_dict_key(key): _from_json(v, counter) for key, v in x.items()}
-    if len(x) != 1:
-        raise WireError(f"tag {tag[:40]!r} must be the only key of its object")
-    decoder = _TAG_DECODERS.get(tag)
-    if decoder is None:
-        raise WireError(f"unknown tag {tag[:40]!r}")
-    return decoder(x[tag], counter)
-
-
-def _dict_key(key: str) -> str:
-    """Unescape a "$$..." key; the length limit applies to the key as encoded from, as in encode."""
-    key = key[1:] if key.startswith("$$") else key
-    _check_str(key)
-    return key
-
-
-def _decode_float(body: Any, counter: list[int]) -> float:
+def _decode_float(body: Any) -> float:
     if type(body) is not str or body not in _NONFINITE:
         raise WireError('$float must be "nan", "inf" or "-inf"')
     return _NONFINITE[body]
 
 
-def _decode_fraction(body: Any, counter: list[int]) -> Fraction:
+def _decode_fraction(body: Any) -> Fraction:
     match = _FRACTION.fullmatch(body) if type(body) is str else None
     if match is None:
         raise WireError('$frac must be a string "n/d" with integer n and d >= 1')
-    numerator, denominator = (_parse_int(group) for group in match.groups())
+    numerator, denominator = _parse_int(match[1]), _parse_int(match[2])
     if math.gcd(numerator, denominator) != 1:
         raise WireError(f"$frac {body[:40]} is not in lowest terms")
     return Fraction(numerator, denominator)
 
 
-def _decode_tensor(body: Any, counter: list[int]) -> TensorValue:
+def _decode_tensor(body: Any) -> TensorValue:
     if type(body) is not dict or set(body) != {"dtype", "shape", "data"}:
         raise WireError('$tensor must be {"dtype": ..., "shape": [...], "data": [...]}')
     dtype, shape, data = body["dtype"], body["shape"], body["data"]
@@ -362,7 +394,6 @@ def _decode_tensor(body: Any, counter: list[int]) -> TensorValue:
     _check_shape(shape)
     if type(data) is not list or len(data) != math.prod(shape):
         raise WireError(f"tensor data length does not match shape {shape}")
-    _count(counter, len(data))
     family = dtype_family(dtype)
     if family == "float":
         elements = [_float_element(v) for v in data]
@@ -379,11 +410,11 @@ def _float_element(v: Any) -> float:
     if type(v) is float:
         return v
     if type(v) is dict and len(v) == 1 and "$float" in v:
-        return _decode_float(v["$float"], [0])
+        return _decode_float(v["$float"])
     raise WireError("float tensor data must be floats (non-finite ones tagged with $float)")
 
 
-def _decode_sympy(body: Any, counter: list[int]) -> Any:
+def _decode_sympy(body: Any) -> Any:
     import sympy
 
     return _build_sympy(body, sympy, [0])
@@ -435,7 +466,7 @@ _SYMPY_BUILDERS: dict[str, tuple[int | None, Callable[..., Any]]] = {
 }
 
 
-_TAG_DECODERS: dict[str, Callable[[Any, list[int]], Any]] = {
+_TAG_DECODERS: dict[str, Callable[[Any], Any]] = {
     "$float": _decode_float,
     "$frac": _decode_fraction,
     "$sym": _decode_sympy,

@@ -1,4 +1,5 @@
-"""Properties of the comparator: float evaluation order, perturbations, reflexivity, reasons."""
+"""Properties of the comparator: float evaluation order (in floats or Fractions of floats),
+perturbations, reflexivity, reasons."""
 
 from __future__ import annotations
 
@@ -52,6 +53,36 @@ def test_dropping_a_factor_fails(data: st.DataObject, factors: list[Fraction]) -
     wrong = factors[:index] + factors[index + 1:]
     approx = data.draw(float_evaluation(wrong, lambda a, b: a * b))
     verdict = compare(exact_product(factors), approx, RelTol(1e-9))
+    assert not verdict.ok and "relative difference" in verdict.reason
+
+
+@st.composite
+def fraction_of_floats(draw: st.DrawFn, terms: list[Fraction], combine) -> Fraction:
+    """A Fraction as a model mixing float literals into Fraction arithmetic builds it: every
+    term goes through a float, and each step is done exactly or in floats, in a random order."""
+    values = [Fraction(float(t)) for t in draw(st.permutations(terms))]
+    while len(values) > 1:
+        i = draw(st.integers(0, len(values) - 2))
+        a, b = values[i:i + 2]
+        values[i:i + 2] = [combine(a, b) if draw(st.booleans()) else Fraction(combine(float(a), float(b)))]
+    return values[0]
+
+
+@given(st.data(), FACTORS)
+def test_fractions_of_reassociated_floats_pass_reltol(data: st.DataObject, factors: list[Fraction]) -> None:
+    approx = data.draw(fraction_of_floats(factors, lambda a, b: a * b))
+    verdict = compare(exact_product(factors), approx, RelTol(1e-9))
+    assert verdict.ok, verdict.reason
+    assert compare(exact_product(factors), approx, AllClose(1e-9, 0.0)).ok
+
+
+@given(st.data(), FACTORS)
+def test_a_fraction_of_floats_dropping_a_factor_fails(data: st.DataObject, factors: list[Fraction]) -> None:
+    assume(len(factors) > 1)
+    index = data.draw(st.integers(0, len(factors) - 1))
+    assume(factors[index] != 1)
+    wrong = data.draw(fraction_of_floats(factors[:index] + factors[index + 1:], lambda a, b: a * b))
+    verdict = compare(exact_product(factors), wrong, RelTol(1e-9))
     assert not verdict.ok and "relative difference" in verdict.reason
 
 

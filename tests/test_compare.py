@@ -23,6 +23,12 @@ RING_SECONDS = 2 * F(N - 1, N) * M / B
 PARAMS, TOKENS, PEAK, MFU = 7 * 10**9, 14 * 10**11, 312 * 10**12, F(2, 5)
 TRAIN_SECONDS = 6 * PARAMS * TOKENS / (PEAK * MFU)
 TRAIN_FLOAT = 6.0 * (float(PARAMS) * (float(TOKENS) / (float(PEAK) * 0.4)))
+# The same with float literals in Fraction arithmetic: Fraction(0.4) is not 2/5 (5e-17 relative).
+TRAIN_FRACTION_OF_FLOATS = F(6 * PARAMS * TOKENS) / (F(312e12) * F(0.4))
+# 2, written with cancelling terms far larger than 2: 10**999*pi needs ~3300 bits to cancel,
+# exp(10**6) more than any working precision.
+HUGE_CANCELLING_TWO = sympy.Add(10**999 * sympy.pi, 2, -(10**999) * sympy.pi, evaluate=False)
+BEYOND_CANCELLING_TWO = sympy.Add(sympy.exp(10**6), 2, -sympy.exp(10**6), evaluate=False)
 
 
 def t(dtype: str, shape: tuple[int, ...], *data: object) -> TensorValue:
@@ -45,8 +51,33 @@ CASES = [
     ("issue-example-reltol", F(7, 4), 1.75, RTOL, True, ""),
     ("issue-example-exact", F(7, 4), 1.75, None, False, "a float was given where an exact value is required"),
     ("exact-vs-exact-equal", F(7, 4), F(14, 8), None, True, ""),
-    ("exact-vs-exact-under-reltol-still-exact", F(7, 4), F(1750000001, 10**9), RTOL, False,
+    # exact answers under a tolerance: the same rule as a float answer, decided exactly
+    ("exact-answer-within-rtol", F(7, 4), F(1750000001, 10**9), RTOL, True, ""),
+    ("exact-answer-outside-rtol", F(7, 4), F(1750001, 10**6), RTOL, False,
+     "not close: relative difference 5.71e-07 > rtol 1e-09 (policy RelTol(rtol=1e-09))"),
+    ("exact-answer-within-rtol-under-exact", F(7, 4), F(1750000001, 10**9), None, False,
      "exact values differ"),
+    ("fraction-of-float-literals-passes", TRAIN_SECONDS, TRAIN_FRACTION_OF_FLOATS, RTOL, True, ""),
+    ("fraction-of-float-literals-under-exact", TRAIN_SECONDS, TRAIN_FRACTION_OF_FLOATS, None, False,
+     "exact values differ"),
+    ("fraction-of-float-literals-dropped-mfu", TRAIN_SECONDS, TRAIN_FRACTION_OF_FLOATS * F(0.4), RTOL, False,
+     "relative difference 0.6 > rtol 1e-09"),
+    ("int-reference-close-fraction-still-exact", 11, F(11 * 10**12 + 1, 10**12), RTOL, False,
+     "exact values differ"),
+    ("irrational-exact-answer-within-rtol", sympy.sqrt(2), sympy.sqrt(2) * (1 + sympy.Rational(1, 10**12)),
+     RTOL, True, ""),
+    ("irrational-exact-answer-outside-rtol", sympy.sqrt(2), sympy.sqrt(2) * (1 + sympy.Rational(1, 10**6)),
+     RTOL, False, "relative difference 1e-06"),
+    ("exact-answer-allclose-atol", F(0), F(1, 10**8), CLOSE, True, ""),
+    ("exact-answer-allclose-outside", F(0), F(2, 10**7), CLOSE, False, "absolute difference 2e-07"),
+    ("log-ratio-under-reltol-needs-no-proof", F(3), sympy.log(8) / LOG2, RTOL, True, ""),
+    ("log-ratio-under-zero-tolerance-is-proven", F(3), sympy.log(8) / LOG2, RelTol(0.0), True, ""),
+    ("zero-tolerance-exact-answers-differ", F(7, 4), F(1750000001, 10**9), AllClose(0.0, 0.0), False,
+     "exact values differ"),
+    # huge cancelling terms: wide intervals are not "agreement", and the prover is not consulted
+    ("huge-cancelling-terms-differ-by-one", 1, HUGE_CANCELLING_TWO, None, False, "exact values differ"),
+    ("cancelling-beyond-every-precision", 1, BEYOND_CANCELLING_TWO, None, False,
+     "could not separate the values at 4096 bits: their difference is not small relative to them"),
     ("nan-for-exact", F(1, 3), math.nan, RTOL, False, "got float nan"),
     ("inf-for-exact", F(1, 3), math.inf, RTOL, False, "got float inf"),
     ("zero-reference-needs-zero", F(0), 1e-300, RTOL, False, "not close"),
@@ -209,7 +240,7 @@ def test_equality_needing_a_proof_passes_with_time_and_fails_without() -> None:
     assert compare(*hard).ok
     verdict = compare(*hard, time_limit=1e-4)
     assert not verdict.ok
-    assert "could not decide equality in time" in verdict.reason
+    assert "could not decide in time" in verdict.reason
 
 
 def test_not_a_real_number_fails_with_reason() -> None:
@@ -261,3 +292,66 @@ def test_compare_is_safe_from_several_threads() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         verdicts = list(pool.map(lambda pair: compare(*pair, RTOL, time_limit=60), pairs * 2))
     assert all(verdict.ok for verdict in verdicts), [v.reason for v in verdicts if not v.ok]
+
+
+def _denested_zero(a: int, b: int) -> sympy.Expr:
+    """sqrt(a + b + 2*sqrt(a*b)) - sqrt(a) - sqrt(b), unevaluated: exactly zero."""
+    def root(x: sympy.Expr) -> sympy.Expr:
+        return sympy.Pow(x, sympy.Rational(1, 2), evaluate=False)
+
+    inner = sympy.Add(sympy.Integer(a + b), sympy.Mul(2, root(sympy.Integer(a * b)), evaluate=False),
+                      evaluate=False)
+    return sympy.Add(root(inner), sympy.Mul(-1, root(sympy.Integer(a)), evaluate=False),
+                     sympy.Mul(-1, root(sympy.Integer(b)), evaluate=False), evaluate=False)
+
+
+# 3 plus twenty such zeros: agrees with 3 to every bit, and sympy needs about 9 s to give up.
+PRIMES = list(sympy.primerange(2, 200))[:40]
+HOSTILE_THREE = sympy.Add(3, *(_denested_zero(a, b) for a, b in zip(PRIMES[::2], PRIMES[1::2], strict=True)),
+                          evaluate=False)
+
+
+def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None:
+    import threading
+    import time
+
+    from exactgrade import _timeout
+
+    hostile: list[Verdict] = []
+    rollout = threading.Thread(target=lambda: hostile.append(compare(3, HOSTILE_THREE, time_limit=4)))
+    rollout.start()
+    while _timeout.in_use() == 0 and rollout.is_alive():
+        time.sleep(0.01)
+    assert rollout.is_alive(), hostile  # the hostile proof holds a prover now
+    correct = compare(3, sympy.log(8) / LOG2)  # needs a proof too
+    rollout.join()
+    assert correct.ok, correct.reason
+    assert not hostile[0].ok
+    assert "could not decide in time: the values agree to" in hostile[0].reason, hostile[0].reason
+
+
+# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision, and a step
+# at 4096 bits of 330 logarithms of 61-digit integers takes seconds.
+EDGE = 1 + F(1e-9)
+LOGS_NEXT_TO_ONE = sympy.Add(sympy.Rational(EDGE.numerator, EDGE.denominator),
+                             *(term for k in range(165) for term in (
+                                 sympy.log(sympy.Integer(10**60 + k), evaluate=False),
+                                 sympy.Mul(-1, sympy.log(sympy.Integer(10**60 + k), evaluate=False),
+                                           evaluate=False))),
+                             evaluate=False)
+
+
+def test_the_time_limit_stops_a_precision_step_in_the_middle() -> None:
+    verdict = compare(1.0, LOGS_NEXT_TO_ONE, RelTol(1e-9), time_limit=1)
+    assert not verdict.ok
+    assert "could not decide in time: stopped at" in verdict.reason, verdict.reason
+    assert "(policy RelTol(rtol=1e-09))" in verdict.reason
+
+
+def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
+    # Each of these proofs takes milliseconds, far below the limit; all of them together do not.
+    pairs = [sympy.log(2**k) / LOG2 for k in range(2, 202)]
+    verdict = compare(list(range(2, 202)), pairs, time_limit=0.2)
+    assert not verdict.ok
+    assert "could not decide in time" in verdict.reason, verdict.reason
+    assert compare(list(range(2, 12)), pairs[:10], time_limit=60).ok

@@ -37,23 +37,55 @@ def test_a_crashed_worker_is_replaced() -> None:
 
 def test_shutdown_then_call_starts_a_new_worker() -> None:
     _timeout.call("builtins:len", [""], 30.0)
+    idle = list(_timeout._idle)
+    assert idle
     _timeout.shutdown()
-    assert _timeout._worker is None
+    assert _timeout._idle == [] and all(worker.process.poll() is not None for worker in idle)
     assert _timeout.call("builtins:len", ["ab"], 30.0) == 2
+
+
+def test_a_call_never_waits_for_another_callers_worker() -> None:
+    import threading
+
+    outcome: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            _timeout.call("time:sleep", [120], 120.0)
+        except BaseException as error:
+            outcome.append(error)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    while _timeout.in_use() == 0 and holder.is_alive():
+        time.sleep(0.01)
+    assert _timeout.call("math:gcd", [12, 18], 60.0) == 6  # its own worker, while the other sleeps
+    assert _timeout.in_use() == 1 and holder.is_alive()
+    _timeout.shutdown()  # ends the sleeping call too
+    holder.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], _timeout.WorkerError)
+
+
+def test_no_time_left_sends_nothing_and_spends_no_worker() -> None:
+    _timeout.call("builtins:len", [""], 30.0)
+    idle = list(_timeout._idle)
+    with pytest.raises(_timeout.DeadlineExceeded):
+        _timeout.call("builtins:len", [""], 0.0)
+    assert _timeout._idle == idle and all(worker.process.poll() is None for worker in idle)
 
 
 def test_a_forked_child_starts_its_own_worker() -> None:
     _timeout.call("builtins:len", [""], 30.0)
-    parent_worker = _timeout._worker
+    parent_idle = list(_timeout._idle)
     pid = os.fork()
-    if pid == 0:  # child: must not touch the parent's worker
+    if pid == 0:  # child: must not touch the parent's workers
         code = 3
         try:
-            fresh = _timeout._worker is None
+            fresh = _timeout._idle == [] and _timeout.in_use() == 0
             code = 0 if fresh and _timeout.call("builtins:len", ["abc"], 30.0) == 3 else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert _timeout._worker is parent_worker and parent_worker.process.poll() is None
+    assert _timeout._idle == parent_idle and all(worker.process.poll() is None for worker in parent_idle)
     assert _timeout.call("builtins:len", ["ab"], 30.0) == 2

@@ -231,6 +231,16 @@ DECODE_REJECTS = [
      "larger than 10000"),
     ("not-text", 3, "payload must be str"),
     ("invalid-utf8", b"\xff\xfe", "not valid UTF-8"),
+    # string lengths are checked on the text: escapes shrink a literal, and only a "$$" key
+    # (escaped from "$") may be one longer than the limit
+    ("long-string-among-values", json.dumps([1, "x" * (wire.MAX_STR_CHARS + 1), 2]), "string longer than"),
+    ("long-key", json.dumps({"k" * (wire.MAX_STR_CHARS + 1): 1}), "string longer than"),
+    ("long-dollar-dollar-value", json.dumps(["$$" + "k" * (wire.MAX_STR_CHARS - 1)]), "string longer than"),
+    ("long-escaped-dollar-key", json.dumps({"$$" + "k" * wire.MAX_STR_CHARS: 1}), "string longer than"),
+    ("unicode-escaped-tag", '{"\\u0024pickle": 1}', "unknown tag '$pickle'"),
+    ("tag-inside-tensor-data", _tensor("float32", [1], [{"$frac": "1/2"}]),
+     "float tensor data must be floats"),
+    ("tag-as-sympy-node", _sym({"$sym": ["pi"]}), 'a $sym node must be a list'),
 ]
 
 
@@ -242,6 +252,50 @@ def test_decode_rejects(payload: str, fragment: str) -> None:
     message = str(error.value)
     assert fragment in message
     assert "\n" not in message and len(message) < 300
+
+
+def test_escapes_make_a_long_literal_short_enough() -> None:
+    text = json.dumps(["\u00e9" * wire.MAX_STR_CHARS])  # 6 characters of text for each one decoded
+    assert len(text) > 5 * wire.MAX_STR_CHARS and wire.decode(text) == ["\u00e9" * wire.MAX_STR_CHARS]
+
+
+def test_the_value_count_is_capped_when_max_bytes_allows_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    cap = 1000
+    monkeypatch.setattr(wire, "MAX_ELEMENTS", cap)  # the count is exact: a small cap tests it as well
+    over = ("[" + "0," * cap + "0]", "[" + "[]," * cap + "[]]", '{"a":[' + "{}," * (cap - 2) + "{}]}")
+    for payload in over:
+        with pytest.raises(wire.WireError, match=f"more than {cap} elements"):
+            wire.decode(payload)
+    at_most = ("[" + "0," * (cap - 2) + "0]", '{"a":[' + "{}," * (cap - 3) + "{}]}",
+               '[[], {}, "a,b", [' + "1," * (cap - 7) + "1]]")
+    for payload in at_most:
+        assert wire.decode(payload) == json.loads(payload)
+
+
+# The worst shapes for decode (benchmarks/bench_decode.py times a megabyte of each; here an
+# eighth): each decodes to exactly what json.loads gives, or, with one tag appended, that plus the
+# tagged value.
+def _filled_with(item: str) -> str:
+    return "[" + ",".join([item] * ((wire.MAX_BYTES // 8) // (len(item) + 1))) + "]"
+
+
+WORST_SHAPES = [
+    ("62-deep-nested-empty-lists", "[" * 61 + "]" * 61),
+    ("empty-dicts", "{}"),
+    ("one-key-dicts", '{"a":0}'),
+    ("empty-strings", '""'),
+    ("escaped-dollar-keys", '{"$$a":1}'),
+]
+
+
+@pytest.mark.parametrize("item", [shape[1] for shape in WORST_SHAPES],
+                         ids=[shape[0] for shape in WORST_SHAPES])
+def test_worst_shapes_decode_exactly(item: str) -> None:
+    text = _filled_with(item)
+    expected = json.loads(text.replace('"$$', '"$'))
+    assert wire.decode(text) == expected
+    tagged = text[:-1] + ',{"$frac":"1/3"}]'
+    assert wire.decode(tagged) == [*expected, F(1, 3)]
 
 
 def test_max_bytes_is_adjustable() -> None:

@@ -17,7 +17,7 @@ values are given as `int` or `fractions.Fraction`.
 
 Answer format: leave the answer in the variable `result` as a dict `{"rows": [...]}` with exactly
 the row keys, row order and value types the prompt shows.
-- `<number>`: an exact value (int or Fraction) or a float. A float passes when it is within a
+- `<number>`: an exact value (int or Fraction) or a float. Either passes when it is within a
   relative 1e-9 of the exact answer: the same formula in any order of operations passes, while a
   dropped factor (a missing (N-1)/N, a factor of 2) or an error of one part in a million fails.
   Do not round.
