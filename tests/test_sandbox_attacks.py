@@ -456,3 +456,115 @@ def test_sandbox_processes_cannot_signal_the_zygote_or_each_other(backend):
         assert a.execute_code("print('alive')") == "alive\n"
     if backend == "namespaces":  # own pid namespace: only itself (pid 1 init, pid 2 worker)
         assert out.split() == ["visible", "1", "visible", "2"]
+
+
+# ---- issue 15: kernel resources shared with the host, and a trickled reply --------------------------
+
+SOCKET_PROBE = dedent("""
+    import errno, socket
+    for name, family, kind, proto in probes:
+        try:
+            socket.socket(family, kind, proto).close()
+            print(name, 'OPENED')
+        except OSError as e:
+            print(name, errno.errorcode[e.errno])
+    try:
+        socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        print('socketpair OPENED')
+    except OSError as e:
+        print('socketpair', errno.errorcode[e.errno])
+""")
+# (name, family, type, protocol): every family but AF_UNIX carries the network or host kernel state
+SOCKET_FAMILIES = [
+    ("vsock", socket.AF_VSOCK, socket.SOCK_STREAM, 0),  # not separated by network namespaces
+    ("netlink_usersock", socket.AF_NETLINK, socket.SOCK_RAW, 2),  # queues outside the memory cgroup
+    ("netlink_route", socket.AF_NETLINK, socket.SOCK_RAW, 0),
+    ("inet_tcp", socket.AF_INET, socket.SOCK_STREAM, 0),
+    ("inet_udp", socket.AF_INET, socket.SOCK_DGRAM, 0),
+    ("inet6", socket.AF_INET6, socket.SOCK_DGRAM, 0),
+    ("packet", socket.AF_PACKET, socket.SOCK_DGRAM, 0),
+    ("unix", socket.AF_UNIX, socket.SOCK_STREAM, 0),
+]
+
+
+def test_only_unix_sockets(backend):
+    """AF_VSOCK is one port space with the host (a vsock port bound on the host is taken inside too);
+    NETLINK queues are kernel memory outside the memory cgroup. Only AF_UNIX is left, and only where
+    the sandbox has its own network namespace (namespaces); landlock refuses socket() altogether."""
+    probes = [[name, int(family), int(kind), proto] for name, family, kind, proto in SOCKET_FAMILIES]
+    with Sandbox(inputs={"probes": probes}, backend=backend) as sb:
+        out = sb.execute_code(SOCKET_PROBE)
+    seen = dict(line.split() for line in out.splitlines())
+    unix = "OPENED" if backend == "namespaces" else "EAFNOSUPPORT"
+    assert seen == {**{name: "EAFNOSUPPORT" for name, *_ in SOCKET_FAMILIES}, "unix": unix,
+                    "socketpair": "OPENED"}
+
+
+def _has_cap_sys_resource() -> bool:
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff")), 16)
+    return bool(cap_eff & (1 << 24))
+
+
+def test_sandboxes_are_the_oom_killers_first_choice(backend):
+    code = dedent("""
+        print(open('/proc/self/oom_score_adj').read().strip())
+        for value in ('-1', '0'):
+            try:
+                with open('/proc/self/oom_score_adj', 'w') as f:
+                    f.write(value)
+                print('lowered to', value)
+            except OSError as e:
+                print('refused', type(e).__name__)
+    """)
+    with Sandbox(backend=backend) as sb:
+        if backend == "namespaces":  # landlock: a child process cannot read its own /proc entry
+            assert sb.bash("cat /proc/self/oom_score_adj") == "1000\n"
+        out = sb.execute_code(code).splitlines()
+    assert out[0] == "1000"
+    assert out[1].startswith("refused")  # below the floor: never
+    if backend == "landlock" or _has_cap_sys_resource():  # floor raised to 1000 (or no write access)
+        assert out[2].startswith("refused")
+    else:  # this host's root lacks CAP_SYS_RESOURCE: the floor stays 0 (README, accepted)
+        assert out[2] == "lowered to 0"
+
+
+def test_kernel_aio_contexts_are_refused(backend):
+    """16 io_setup(4096) fill the host-wide fs.aio-max-nr; io_uring is refused as well."""
+    code = dedent("""
+        import ctypes, errno
+        libc = ctypes.CDLL(None, use_errno=True)
+        ctx = ctypes.c_ulong(0)
+        for nr, name in ((206, 'io_setup'), (425, 'io_uring_setup')):
+            ret = libc.syscall(nr, 4096, ctypes.byref(ctx))
+            print(name, ret, errno.errorcode.get(ctypes.get_errno()))
+    """)
+    with Sandbox(backend=backend) as sb:
+        out = sb.execute_code(code)
+    assert out.split("\n")[:2] == ["io_setup -1 EPERM", "io_uring_setup -1 EPERM"]
+
+
+OPEN_PTYS = dedent("""
+    import os
+    ptys = []
+    try:
+        while len(ptys) < 100:
+            ptys.append(os.openpty())
+    except OSError as e:
+        print(type(e).__name__, e.errno)
+    print('ptys', len(ptys))
+""")
+
+
+def test_one_sandbox_cannot_take_every_pty(backend):
+    """Namespaces: a private devpts per sandbox with a small max; landlock: no pty at all."""
+    from exactgrade.sandbox.inside.zygote import MAX_PTYS
+
+    with Sandbox(backend=backend) as a, Sandbox(backend=backend) as b:
+        hog = a.execute_code(OPEN_PTYS)
+        other = b.execute_code(OPEN_PTYS)
+    if backend == "namespaces":
+        assert hog == other == f"OSError 28\nptys {MAX_PTYS}\n"  # ENOSPC at its own max, not the host's
+    else:
+        assert hog == other == "PermissionError 13\nptys 0\n"
+

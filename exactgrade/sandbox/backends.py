@@ -36,7 +36,9 @@ BACKENDS = ("namespaces", "landlock", "unsafe")
 INSIDE_ROOT = "/opt/eg"  # where the runtime tree appears inside the namespaces backend
 _BOOT = ("import sys; sys.path[:0] = [sys.argv[3], sys.argv[4]]; "
          "from _eginside.zygote import main; main()")
-_CAPS_KEPT = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+# What the zygote needs to confine its children: mounts and namespaces, the uid change, dropping the
+# bounding set, and CAP_SYS_RESOURCE so that a child's oom_score_adj floor can be raised to 1000.
+_CAPS_KEPT = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_RESOURCE")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from typing import Any
 from . import confine, worker
 
 _HIGH_FD = 100
+MAX_PTYS = 8  # ptys one namespaces sandbox may hold at once
 
 
 def main() -> None:
@@ -81,6 +82,7 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
             _enter_namespaces(spec)
         _set_limits(spec)
         if os.getuid() == 0:
+            confine.prefer_for_oom_kill()
             confine.drop_privileges(spec["uid"], spec["gid"])
         if mode != "namespaces":  # no pid namespace to collapse: die with the zygote (set after the
             confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)  # uid change, which clears it)
@@ -91,7 +93,7 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
             confine.landlock_restrict(read_paths=runtime + _SYSTEM_READ,
                                       write_paths=[spec["workdir"], "/dev/null"])
         if mode in ("namespaces", "landlock"):
-            confine.install_seccomp(deny_sockets=(mode == "landlock"))
+            confine.install_seccomp(namespaced=(mode == "namespaces"))
         if mode == "namespaces":
             _become_init_and_fork_worker()
         _run_worker(spec, request_fd, reply_fd)
@@ -134,6 +136,10 @@ def _enter_namespaces(spec: dict[str, Any]) -> None:
     confine.mount("tmpfs", "/work", "tmpfs", flags, size)
     for shared in ("/tmp", "/dev/shm"):  # private: no channel between sandboxes, nothing left behind
         confine.mount("tmpfs", shared, "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=1777")
+    # A private pty instance with a small max: ptys come out of one host-wide pool (kernel.pty.max),
+    # and one sandbox must not take every pty of the others. /dev/ptmx links to pts/ptmx.
+    confine.mount("devpts", "/dev/pts", "devpts", confine.MS_NOSUID | confine.MS_NOEXEC,
+                  f"newinstance,ptmxmode=0666,mode=0620,max={MAX_PTYS}")
     confine.sethostname("sandbox")
 
 
