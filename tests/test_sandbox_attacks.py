@@ -568,3 +568,35 @@ def test_one_sandbox_cannot_take_every_pty(backend):
     else:
         assert hog == other == "PermissionError 13\nptys 0\n"
 
+
+TRICKLE = dedent("""
+    import _eginside.worker as w, fcntl, json, os, time
+    def trickle(self, message):
+        flags = fcntl.fcntl(self.reply_fd, fcntl.F_GETFL)
+        fcntl.fcntl(self.reply_fd, fcntl.F_SETFL, flags | os.O_DIRECT)  # packet mode: a write per read
+        data = json.dumps(message).encode() + b'\\n'
+        data = prefix.encode() + b' ' * 900_000 + data[len(prefix):]
+        for start in range(0, len(data), chunk):
+            os.write(self.reply_fd, data[start:start + chunk])
+            time.sleep(pause)
+    genuine = w.Worker.reply
+    w.Worker.reply = lambda self, message: (trickle if 'wire' in message else genuine)(self, message)
+    result = 42
+""")
+
+
+@pytest.mark.parametrize(("prefix", "chunk", "pause", "reason"), [
+    ("", 1, 0, "protocol violation: reply does not start with '{'"),  # leading whitespace
+    ("{", 1, 0, "protocol violation: reply trickled"),  # valid JSON, one byte per read
+    ("{", 4096, 0.05, "result timed out after 2 s"),  # page-sized pieces, slowly: held to the limit only
+])
+def test_a_trickled_reply_ends_at_the_time_limit(backend, prefix, chunk, pause, reason):
+    inputs = {"prefix": prefix, "chunk": chunk, "pause": pause}
+    with Sandbox(inputs=inputs, backend=backend, limits=Limits(call_timeout=2)) as sb:
+        sb.execute_code(TRICKLE)
+        started = time.monotonic()
+        with pytest.raises(SandboxDied) as died:
+            sb.result()
+        held = time.monotonic() - started
+    assert str(died.value).startswith(reason)
+    assert held < 3 * 2  # safety bound only: the typed reason above is the assertion

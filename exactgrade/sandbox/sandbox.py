@@ -31,6 +31,10 @@ from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 PROFILES = ("python", "torch")
 _REPLY_KEYS = frozenset({"id", "ok", "output", "wire", "error"})
 _TRUNCATED = "\n[output truncated by the host]"
+# The worker writes a reply in one write(), which a pipe delivers in pieces of at least a page (4 KiB)
+# but the last: far fewer bytes per read means a trickle costing the host a syscall per byte.
+_FREE_READS = 8
+_MIN_BYTES_PER_READ = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,7 @@ class Sandbox:
         self._use_cgroups = use_cgroups
         self._workdir: Path | None = None
         self._request_fd = self._reply_fd = -1
-        self._buffer = b""
+        self._buffer = bytearray()  # reply bytes read but not yet consumed
         self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
         state = state_dir or default_state_dir()
         runtime = ensure_runtime(state)
@@ -294,10 +298,20 @@ class Sandbox:
                 self._die(self._exit_reason())
 
     def _read_line(self, deadline: float, op: str) -> bytes:
-        while b"\n" not in self._buffer:
-            if len(self._buffer) > self._max_line:
+        """One reply line, within the call's deadline however the bytes arrive (a reply trickled one
+        byte per read must not hold the call, or the thread serving it, past its limit)."""
+        buffer = self._buffer
+        searched = reads = 0
+        while (newline := buffer.find(b"\n", searched)) < 0:
+            searched = len(buffer)
+            if buffer[:1] not in (b"", b"{"):  # every reply is a JSON object, sent in one write
+                self._die("protocol violation: reply does not start with '{'")
+            if reads > _FREE_READS and len(buffer) < _MIN_BYTES_PER_READ * reads:
+                self._die(f"protocol violation: reply trickled ({len(buffer)} bytes in {reads} reads)")
+            if len(buffer) > self._max_line:
                 self._die(f"protocol violation: reply longer than {self._max_line} bytes")
-            if not self._readable(deadline - time.monotonic()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._readable(remaining):
                 self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed")
             try:
                 chunk = os.read(self._reply_fd, 1 << 16)
@@ -307,10 +321,12 @@ class Sandbox:
                 chunk = b""
             if not chunk:
                 self._die(self._exit_reason())
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        if len(line) > self._max_line:
+            reads += 1
+            buffer += chunk
+        if newline > self._max_line:
             self._die(f"protocol violation: reply longer than {self._max_line} bytes")
+        line = bytes(buffer[:newline])
+        del buffer[: newline + 1]
         return line
 
     def _exit_reason(self) -> str:
