@@ -21,7 +21,7 @@ import pytest
 
 import exactgrade
 from exactgrade.sandbox import Limits, ResultNotEncodable, Sandbox, SandboxDied, backends, uids
-from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.sandbox.cgroups import PARENT, SandboxCgroup
 from exactgrade.wire import WireError
 
 BACKENDS = ("namespaces", "landlock")
@@ -251,8 +251,7 @@ def test_sleep_past_the_call_limit(backend):
 
 def _assert_no_processes(uid):
     assert uids.processes_of(uid) == []
-    for controller in ("memory", "pids"):
-        assert not (CGROUP_ROOT / controller / PARENT / f"sb-{uid}").exists()
+    assert [d for d in SandboxCgroup(f"sb-{uid}").dirs if d.exists()] == []
 
 
 FORK_300 = dedent("""
@@ -340,11 +339,11 @@ def test_os_exit(backend):
             sb.execute_code("import os; os._exit(0)")
         with pytest.raises(SandboxDied, match="worker exited"):
             sb.result()
-    with Sandbox(backend=backend) as sb:  # exiting between calls, from a background thread
+    with Sandbox(backend=backend) as sb:  # a background thread exits (frozen between calls: in the next)
         sb.execute_code("import os, threading\nthreading.Timer(0.1, os._exit, (0,)).start()")
         time.sleep(0.5)
         with pytest.raises(SandboxDied, match="worker exited"):
-            sb.execute_code("print(1)")
+            sb.execute_code("import time\ntime.sleep(5)")
     _assert_host_fine(backend)
 
 
@@ -600,3 +599,32 @@ def test_a_trickled_reply_ends_at_the_time_limit(backend, prefix, chunk, pause, 
         held = time.monotonic() - started
     assert str(died.value).startswith(reason)
     assert held < 3 * 2  # safety bound only: the typed reason above is the assertion
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """utime + stime of pids (host view), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def test_busy_loops_left_between_calls_get_almost_no_cpu(backend):
+    """60 setsid busy loops (60 sessions, so 60 autogroups outside a cgroup) left running after a call:
+    in the sandbox's cpu group they share its quota, which between calls is IDLE_CPUS."""
+    from exactgrade.sandbox.cgroups import IDLE_CPUS
+
+    with Sandbox(backend=backend) as a:
+        a.bash("for i in $(seq 60); do setsid sh -c 'while :; do :; done' >/dev/null 2>&1 & done")
+        group = SandboxCgroup(f"sb-{a.uid}")
+        pids = group.pids()
+        assert len(pids) >= 60 and pids <= set(uids.processes_of(a.uid))  # setsid did not leave it
+        used = _cpu_seconds(pids)
+        time.sleep(1.0)
+        idle_cpu = _cpu_seconds(pids) - used
+        assert a.execute_code("print('alive')") == "alive\n"
+    assert idle_cpu < 10 * IDLE_CPUS * 1.0 + 0.05  # unthrottled they would take up to 2 CPU-s here

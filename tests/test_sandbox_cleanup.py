@@ -17,7 +17,7 @@ import time
 import pytest
 
 from exactgrade.sandbox import Sandbox, SandboxDied, backends, uids
-from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.sandbox.cgroups import SandboxCgroup
 from exactgrade.sandbox.runtime import default_state_dir
 from exactgrade.sandbox.sandbox import reclaim_stale
 
@@ -45,10 +45,7 @@ def _leftovers(uid: int) -> list[str]:
 
 def _leftovers_of_free_slot(uid: int) -> list[str]:
     found = [f"process {pid}" for pid in uids.processes_of(uid)]
-    for controller in ("memory", "pids"):
-        group = CGROUP_ROOT / controller / PARENT / f"sb-{uid}"
-        if group.exists():
-            found.append(str(group))
+    found += [str(group) for group in SandboxCgroup(f"sb-{uid}").dirs if group.exists()]
     workdir = default_state_dir() / "work" / str(uid)
     if workdir.exists():
         found.append(str(workdir))

@@ -1,9 +1,15 @@
-"""Per-sandbox cgroup v1 groups (memory + pids): limits that bind root-started trees, and a kill
-switch that reaches every process of a sandbox, daemons and fork storms included.
+"""Per-sandbox cgroup v1 groups (memory, pids, cpu): limits that bind root-started trees, a CPU
+bound, and a kill switch that reaches every process of a sandbox, daemons and fork storms included.
 
-The host creates /sys/fs/cgroup/{memory,pids}/exactgrade/<name>, sets the limits, and hands the
-open cgroup.procs files to the zygote; the forked child writes "0" to them (v1: "move me")
-before it does anything else, so every later process of the sandbox is inside.
+The host creates /sys/fs/cgroup/{memory,pids,cpu}/exactgrade/<name>, sets the limits, and
+hands the open cgroup.procs files to the zygote; the forked child writes "0" to them (v1: "move
+me") before it does anything else, so every later process of the sandbox is inside.
+
+CPU: every sandbox group has the same weight (cpu.shares 1024) and a CFS quota of `cpus` CPUs
+while one of its calls runs, IDLE_CPUS between calls. A group outside the root task group also
+leaves the autogroup scheduler, so 60 setsid busy loops (60 sessions, 60 autogroups) weigh as one
+sandbox, not as 60 host sessions. (Not a freeze: a frozen v1 process ignores SIGKILL until thawed,
+so the sandboxes of a crashed host would stay instead of dying with their zygote.)
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids", "cpu")
+CFS_PERIOD_US = 100_000
+IDLE_CPUS = 0.01  # what processes left running between calls get: 1 ms per 100 ms
 PARENT = "exactgrade"
 
 
 def unavailable_reason() -> str | None:
-    """None when per-sandbox v1 memory and pids groups can be created here, else why not."""
+    """None when per-sandbox v1 memory, pids and cpu groups can be created here, else why not."""
     if os.geteuid() != 0:
         return "not running as root"
     for controller in CONTROLLERS:
@@ -48,7 +56,7 @@ def existing_uids() -> set[int]:
 
 @dataclass(frozen=True, slots=True)
 class SandboxCgroup:
-    """The memory and pids groups of one sandbox."""
+    """The memory, pids and cpu groups of one sandbox."""
 
     name: str
 
@@ -57,11 +65,11 @@ class SandboxCgroup:
         return tuple(CGROUP_ROOT / controller / PARENT / self.name for controller in CONTROLLERS)
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, max_processes: int) -> SandboxCgroup:
+    def create(cls, name: str, memory_bytes: int, max_processes: int, cpus: float) -> SandboxCgroup:
         group = cls(name)
         if any(d.exists() for d in group.dirs):  # left over by a host process that crashed
             group.destroy()
-        memory_dir, pids_dir = group.dirs
+        memory_dir, pids_dir, cpu_dir = group.dirs
         for d in group.dirs:
             d.mkdir()
         (memory_dir / "memory.limit_in_bytes").write_text(str(memory_bytes))
@@ -69,7 +77,16 @@ class SandboxCgroup:
         if memsw.exists():
             memsw.write_text(str(memory_bytes))  # no escape into swap
         (pids_dir / "pids.max").write_text(str(max_processes))
+        (cpu_dir / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        group.limit_cpu(cpus)
         return group
+
+    def limit_cpu(self, cpus: float) -> None:
+        """Let the sandbox use at most `cpus` CPUs from now on (the CFS minimum is 1 ms per period)."""
+        try:
+            (self.dirs[2] / "cpu.cfs_quota_us").write_text(str(max(1000, round(cpus * CFS_PERIOD_US))))
+        except FileNotFoundError:
+            pass  # destroyed meanwhile by close() in another thread
 
     def procs_fds(self) -> list[int]:
         """Open cgroup.procs of each group for writing (the zygote's child writes "0" into them)."""
@@ -118,7 +135,7 @@ class SandboxCgroup:
             delay = min(delay * 2, 0.02)
 
     def destroy(self, timeout: float = 10.0) -> bool:
-        """Kill everything inside and remove both groups; False if that did not fully succeed."""
+        """Kill everything inside and remove every group; False if that did not fully succeed."""
         clean = self.kill_all(timeout)
         deadline = time.monotonic() + timeout
         for d in self.dirs:

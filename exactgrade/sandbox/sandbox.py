@@ -45,6 +45,7 @@ class Limits:
     memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without cgroups); also the tmpfs size
     max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
     cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
+    cpus: float = 1.0  # CFS quota of the sandbox's cpu cgroup, in CPUs (no bound without cgroups)
     max_output: int = 16 * 1024  # bytes of stdout+stderr returned per call
     max_result_bytes: int = 1 << 20  # encoded size of `result`
     max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE
@@ -188,7 +189,7 @@ class Sandbox:
     def _start_worker(self, zygote: backends.Zygote, state: Path) -> None:
         if self._use_cgroups and backends.probe().cgroups is None:  # creating it also kills leftovers
             self._cgroup = cgroups.SandboxCgroup.create(f"sb-{self.uid}", self.limits.memory_bytes,
-                                                        self.limits.max_processes)
+                                                        self.limits.max_processes, self.limits.cpus)
         else:
             uids.kill_all(self.uid)  # leftovers of a crashed host that held this uid
         paths = zygote.paths()
@@ -277,8 +278,12 @@ class Sandbox:
                       else self._exit_reason())
         request_id = secrets.token_hex(16)
         line = json.dumps({"id": request_id, **request}) + "\n"
+        if self._cgroup is not None:
+            self._cgroup.limit_cpu(self.limits.cpus)
         self._send(line.encode("utf-8", "surrogatepass"), deadline)
         line = self._read_line(deadline, request["op"])
+        if self._cgroup is not None:  # between calls processes left running get almost no CPU: 60
+            self._cgroup.limit_cpu(cgroups.IDLE_CPUS)  # busy loops must not slow other sandboxes
         return self._check_reply(line, request_id)
 
     def _readable(self, timeout: float) -> bool:
