@@ -19,7 +19,7 @@ import pytest
 from exactgrade.sandbox import Sandbox, SandboxDied, backends, uids
 from exactgrade.sandbox.cgroups import SandboxCgroup
 from exactgrade.sandbox.runtime import default_state_dir
-from exactgrade.sandbox.sandbox import reclaim_stale
+from exactgrade.sandbox.sandbox import reclaim_stale, reclaim_uid
 
 CYCLES = 120
 
@@ -160,3 +160,47 @@ def test_eight_concurrent_sandboxes(backend):
     assert results == {i: [i, i, 1] for i in range(8)}
     assert len(set(uid_of.values())) == 8
     assert [leak for uid in uid_of.values() for leak in _leftovers(uid)] == []
+
+
+DEEP = 1_200  # deeper than the recursion limit: shutil.rmtree raised RecursionError from close()
+DEEP_TREE = f"""
+import os
+for _ in range({DEEP}):
+    os.mkdir('d')
+    os.chdir('d')
+os.chdir(top)
+print('ok')
+"""
+
+
+def _holders_of(lock_file) -> set[int]:
+    inode = f":{os.stat(lock_file).st_ino} "
+    return {int(line.split()[4]) for line in open("/proc/locks") if inode in line}
+
+
+def test_a_deep_tree_does_not_keep_the_work_dir_or_the_uid(backend):
+    with Sandbox(backend=backend) as sb:
+        top = sb.execute_code("import os\nprint(os.getcwd())").strip()
+        sb.execute_code(f"top = {top!r}")
+        assert sb.execute_code(DEEP_TREE) == "ok\n"
+        uid = sb.uid
+    assert os.getpid() not in _holders_of(default_state_dir() / "uids" / str(uid))  # slot released
+    assert not (default_state_dir() / "work" / str(uid)).exists()
+
+
+def test_reclaim_removes_a_stale_deep_tree():
+    slot = uids.acquire(default_state_dir())  # a uid of our own: other processes' sandboxes stay alone
+    stale = default_state_dir() / "work" / str(slot.uid)
+    stale.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stale, os.O_RDONLY)
+    for _ in range(DEEP):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    slot.release()
+    if reclaim_uid(default_state_dir(), slot.uid):
+        assert not stale.exists()
+    else:  # another process claimed the uid in between (its Sandbox() removes the tree itself)
+        assert _holders_of(default_state_dir() / "uids" / str(slot.uid)) - {os.getpid()}

@@ -14,9 +14,9 @@ import json
 import os
 import secrets
 import select
-import shutil
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from exactgrade import wire
-from exactgrade.sandbox import backends, cgroups, uids
+from exactgrade.sandbox import backends, cgroups, uids, workdirs
 from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
@@ -63,24 +63,37 @@ _swept = threading.Event()
 
 
 def reclaim_stale(state_dir: Path | None = None) -> list[int]:
-    """Clean up after hosts that were killed: for every uid slot nobody holds that still has a
-    cgroup or a work dir, kill its processes (a landlock sandbox's daemons outlive its host; a
-    namespaces sandbox already died with bwrap), remove its groups and its work dir.
-    Runs once per process before its first sandbox; returns the uids cleaned."""
+    """Clean up after hosts that were killed: every uid slot nobody holds that still has a cgroup or
+    a work dir is reclaimed (reclaim_uid). Runs once per process before its first sandbox; returns
+    the uids cleaned. One uid that cannot be cleaned is skipped, not fatal: it stays for next time."""
     state = state_dir or default_state_dir()
     work = state / "work"
     with_dirs = {int(d.name) for d in work.iterdir() if d.name.isdigit()} if work.is_dir() else set()
     cleaned = []
     for uid in sorted(cgroups.existing_uids() | with_dirs):
-        slot = uids.try_claim(state, uid)
-        if slot is None:
-            continue
+        try:
+            if reclaim_uid(state, uid):
+                cleaned.append(uid)
+        except OSError as error:
+            warnings.warn(f"exactgrade.sandbox: could not reclaim sandbox uid {uid}: {error}", RuntimeWarning,
+                          stacklevel=2)
+    return cleaned
+
+
+def reclaim_uid(state: Path, uid: int) -> bool:
+    """If nobody holds uid's slot: kill its processes (a landlock sandbox's daemons outlive its host;
+    a namespaces sandbox already died with bwrap), remove its groups and its work dir. False if the
+    slot is held (a live sandbox)."""
+    slot = uids.try_claim(state, uid)
+    if slot is None:
+        return False
+    try:
         if not cgroups.SandboxCgroup(f"sb-{uid}").destroy() or uids.processes_of(uid):
             uids.kill_all(uid)
-        shutil.rmtree(work / str(uid), ignore_errors=True)
+        workdirs.remove_tree(state / "work" / str(uid))
+    finally:
         slot.release()
-        cleaned.append(uid)
-    return cleaned
+    return True
 
 
 @atexit.register
@@ -171,9 +184,11 @@ class Sandbox:
             self._closed = True
             if self._death is None:
                 self._death = "the sandbox was closed"
-            self._teardown()
-            self._slot.release()
-            _live.discard(self)
+            try:
+                self._teardown()
+            finally:  # whatever teardown met, the uid goes back (reclaim_stale retries the rest)
+                self._slot.release()
+                _live.discard(self)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -197,7 +212,7 @@ class Sandbox:
             workdir = "/work"
         else:
             self._workdir = backends.work_root(state) / str(self.uid)
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            workdirs.remove_tree(self._workdir)
             self._workdir.mkdir(mode=0o700)
             os.chown(self._workdir, self.uid, self.uid)
             workdir = str(self._workdir)
@@ -212,7 +227,8 @@ class Sandbox:
             "max_processes": self.limits.max_processes, "max_file_bytes": self.limits.max_file_bytes,
             "tmpfs_bytes": self.limits.memory_bytes, "max_output": self.limits.max_output,
             "max_reply": self.limits.max_result_bytes,
-            "runtime_paths": [paths["prefix"], paths["site"], paths["lib"]],
+            "read_paths": [paths["prefix"], paths["site"], paths["lib"]]
+            + (backends.system_view().landlock_paths() if self.backend == "landlock" else []),
         }
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
@@ -235,7 +251,11 @@ class Sandbox:
                 os.close(fd)
         self._request_fd = self._reply_fd = -1
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            try:
+                workdirs.remove_tree(self._workdir)
+            except OSError as error:  # left for reclaim_stale, or the next sandbox of this uid
+                message = f"exactgrade.sandbox: could not remove {self._workdir}: {error}"
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def _die(self, reason: str) -> NoReturn:
         with self._lock:

@@ -89,8 +89,7 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
             if os.getppid() == 1:
                 raise OSError("the zygote exited during setup")
         if mode == "landlock":
-            runtime = spec["runtime_paths"]
-            confine.landlock_restrict(read_paths=runtime + _SYSTEM_READ,
+            confine.landlock_restrict(read_paths=spec["read_paths"] + _DEVICES_READ,
                                       write_paths=[spec["workdir"], "/dev/null"])
         if mode in ("namespaces", "landlock"):
             confine.install_seccomp(namespaced=(mode == "namespaces"))
@@ -109,9 +108,9 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
     os._exit(0)
 
 
-# Host paths the landlock backend may read besides the runtime tree (libraries, bash, coreutils).
-_SYSTEM_READ = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
-                "/proc/cpuinfo", "/proc/self", "/dev/urandom", "/dev/zero"]
+# Besides the runtime tree and the system view (spec["read_paths"]): what torch and Python read at
+# run time. Not /proc/self: without a network namespace its net/ lists the host's sockets.
+_DEVICES_READ = ["/proc/cpuinfo", "/dev/urandom", "/dev/zero"]
 
 
 def _move_high(request_fd: int, reply_fd: int) -> tuple[int, int]:
