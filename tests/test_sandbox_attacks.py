@@ -303,7 +303,8 @@ def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
             print('MemoryError')
         subprocess.Popen(['setsid', 'sleep', '600'])
     """) + FORK_300
-    with Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
+    with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"), \
+            Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
         out = sb.execute_code(code)
         uid = sb.uid
         for pid in uids.processes_of(uid):  # none of them is in a cgroup of ours
@@ -731,3 +732,45 @@ def test_sysv_ipc_is_private_or_refused(backend, token):
     host_objects = [line for kind in ("shm", "msg", "sem")
                     for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]]
     assert not [line for line in host_objects if str(uid_a) in line.split()]
+
+
+# ---- issue 15 item 6: one memory budget without a cgroup ----------------------------------------------
+
+FILL = dedent("""
+    import os
+    print(len({os.stat(d).st_dev for d in ('/work', '/tmp', '/dev/shm')}), 'filesystem(s)')
+    for d in ('/work', '/tmp', '/dev/shm'):
+        try:
+            with open(f'{d}/fill', 'wb') as f:
+                for _ in range(40):
+                    f.write(b'x' * (1 << 20))  # 40 MiB in pieces: RLIMIT_AS is 64 MiB too
+            print(d, 'filled')
+        except OSError as e:
+            print(d, type(e).__name__, e.errno)
+""")
+
+
+def test_the_three_tmpfs_share_one_budget():
+    """Namespaces (landlock has no tmpfs: its work dir is on the host disk): /work, /tmp and /dev/shm
+    are one tmpfs of memory_bytes, so 3 x 40 MiB do not fit into 64 MiB even without a cgroup."""
+    if backends.probe().unavailable("namespaces") is not None:
+        pytest.skip("namespaces backend unavailable on this machine")
+    limits = Limits(memory_bytes=64 << 20, call_timeout=20)
+    with pytest.warns(RuntimeWarning), Sandbox(backend="namespaces", use_cgroups=False, limits=limits) as sb:
+        out = sb.execute_code(FILL)
+    assert out == "1 filesystem(s)\n/work filled\n/tmp OSError 28\n/dev/shm OSError 28\n"
+
+
+def test_running_without_a_cgroup_is_an_explicit_opt_in(backend):
+    from exactgrade.sandbox import SandboxUnavailable
+    from exactgrade.sandbox.sandbox import _check_cgroups
+
+    reason = backends.probe().cgroups
+    if reason is None:  # cgroups work here: the default uses them, asking for none warns
+        with Sandbox(backend=backend) as sb:
+            assert SandboxCgroup(f"sb-{sb.uid}").pids()
+    else:
+        with pytest.raises(SandboxUnavailable, match="use_cgroups=False"):
+            Sandbox(backend=backend)
+    with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"):
+        _check_cgroups(False)

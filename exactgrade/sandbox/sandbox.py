@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import select
+import sys
 import threading
 import time
 import warnings
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 
 from exactgrade import wire
 from exactgrade.sandbox import backends, cgroups, uids, workdirs
-from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied
+from exactgrade.sandbox.errors import NoResult, ResultNotEncodable, SandboxDied, SandboxUnavailable
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
 PROFILES = ("python", "torch")
@@ -42,7 +43,7 @@ class Limits:
     """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes)."""
 
     call_timeout: float = 30.0  # wall clock per call, enforced by the host killing the sandbox
-    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without cgroups); also the tmpfs size
+    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without); also the one tmpfs budget
     max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
     cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
     cpus: float = 1.0  # CFS quota of the sandbox's cpu cgroup, in CPUs (no bound without cgroups)
@@ -111,9 +112,10 @@ class Sandbox:
     ...     sb.result()
     Fraction(3, 1)
 
-    Memory and process limits use a per-sandbox cgroup when the host allows it; with
-    use_cgroups=False (or no writable cgroup v1) they fall back to RLIMIT_AS / RLIMIT_NPROC of the
-    sandbox's own uid, and cleanup kills by uid. Not thread-safe: one sandbox serves one rollout;
+    Memory, process and CPU limits use a per-sandbox cgroup (v1, or v2 where v1 is absent); where
+    none can be made, Sandbox() raises SandboxUnavailable unless use_cgroups=False is passed, which
+    warns and falls back to RLIMIT_AS / RLIMIT_NPROC of the sandbox's own uid (no CPU bound), with
+    cleanup by uid. Not thread-safe: one sandbox serves one rollout;
     run several sandboxes for concurrency (close() may be called from another thread).
     """
 
@@ -127,6 +129,7 @@ class Sandbox:
         self.limits = limits or Limits()
         inputs_text = wire.encode(dict(inputs or {}))  # WireError for values outside the wire model
         self.backend = backends.resolve(backend, unsafe)
+        _check_cgroups(use_cgroups)
         self._death: str | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -202,7 +205,7 @@ class Sandbox:
 
     # -- setup and teardown ------------------------------------------------------------------------
     def _start_worker(self, zygote: backends.Zygote, state: Path) -> None:
-        if self._use_cgroups and backends.probe().cgroups is None:  # creating it also kills leftovers
+        if self._use_cgroups:  # creating it also kills leftovers
             self._cgroup = cgroups.SandboxCgroup.create(f"sb-{self.uid}", self.limits.memory_bytes,
                                                         self.limits.max_processes, self.limits.cpus)
         else:
@@ -379,6 +382,21 @@ class Sandbox:
         if "wire" in reply and reply["wire"] is not None and type(reply["wire"]) is not str:
             self._die("protocol violation: result reply without wire text")
         return reply
+
+
+def _check_cgroups(use_cgroups: bool) -> None:
+    """Without a cgroup the memory limit is per process (4 processes and the tmpfs hold several times
+    memory_bytes), CPU is unbounded and cleanup is by uid: only when asked for, and loudly."""
+    reason = backends.probe().cgroups
+    if use_cgroups and reason is not None:
+        raise SandboxUnavailable(
+            f"no per-sandbox cgroup can be made here ({reason}); without one the memory limit holds per "
+            "process only and CPU is unbounded. Pass use_cgroups=False to run so anyway.")
+    if not use_cgroups:
+        message = ("exactgrade.sandbox: running WITHOUT a cgroup (use_cgroups=False): memory is limited per "
+                   "process by RLIMIT_AS, processes by RLIMIT_NPROC of the sandbox uid, CPU not at all")
+        print(f"WARNING: {message}", file=sys.stderr)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _clean(text: str) -> str:

@@ -131,10 +131,15 @@ def _enter_namespaces(spec: dict[str, Any]) -> None:
         os._exit(0)  # the first child of the new pid namespace carries on as its pid 1
     flags = confine.MS_NOSUID | confine.MS_NODEV
     confine.mount("proc", "/proc", "proc", flags | confine.MS_NOEXEC)
-    size = f"size={spec['tmpfs_bytes']},mode=0700,uid={spec['uid']},gid={spec['gid']}"
-    confine.mount("tmpfs", "/work", "tmpfs", flags, size)
-    for shared in ("/tmp", "/dev/shm"):  # private: no channel between sandboxes, nothing left behind
-        confine.mount("tmpfs", shared, "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=1777")
+    # One tmpfs for /work, /tmp and /dev/shm: one budget of tmpfs_bytes for all three, not one each.
+    # Mounted on /tmp, its three subdirs are bound into place and /tmp's own bind then covers it.
+    confine.mount("tmpfs", "/tmp", "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=0755")
+    for name, mode, owner in (("work", 0o700, spec["uid"]), ("shm", 0o1777, 0), ("tmp", 0o1777, 0)):
+        os.mkdir(f"/tmp/{name}")
+        os.chown(f"/tmp/{name}", owner, owner)
+        os.chmod(f"/tmp/{name}", mode)
+    for name, target in (("work", "/work"), ("shm", "/dev/shm"), ("tmp", "/tmp")):
+        confine.mount(f"/tmp/{name}", target, None, confine.MS_BIND)
     # A private pty instance with a small max: ptys come out of one host-wide pool (kernel.pty.max),
     # and one sandbox must not take every pty of the others. /dev/ptmx links to pts/ptmx.
     confine.mount("devpts", "/dev/pts", "devpts", confine.MS_NOSUID | confine.MS_NOEXEC,
