@@ -100,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"bubblewrap: {bwrap or 'not installed'} ({version})")
     print(f"landlock:   ABI {confine.landlock_abi()}; seccomp filter: "
           f"{'yes' if confine.seccomp_supported() else 'no (x86_64 only)'}")
-    cgroup_text = "per-sandbox v1 memory + pids + cpu" if found.cgroups is None else f"NO: {found.cgroups}"
+    from exactgrade.sandbox import cgroups
+
+    cgroup_text = (f"per-sandbox v{cgroups.version()} memory + pids + cpu" if found.cgroups is None
+                   else f"NO: {found.cgroups}")
     print(f"cgroups:    {cgroup_text}")
     for backend in ("namespaces", "landlock"):
         reason = found.unavailable(backend)
