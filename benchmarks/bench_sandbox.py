@@ -23,7 +23,7 @@ import sys
 import time
 
 from exactgrade.sandbox import Sandbox, backends, uids
-from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.sandbox.cgroups import SandboxCgroup
 from exactgrade.sandbox.runtime import default_state_dir
 
 BASELINE_WORKER = r"""
@@ -122,8 +122,7 @@ def bench_cycles(backend: str, cycles: int) -> int:
             reused += 1
             continue
         leaks += [f"process {pid} of uid {uid}" for pid in uids.processes_of(uid)]
-        leaks += [f"cgroup {controller}/sb-{uid}" for controller in ("memory", "pids")
-                  if (CGROUP_ROOT / controller / PARENT / f"sb-{uid}").exists()]
+        leaks += [f"cgroup {group}" for group in SandboxCgroup(f"sb-{uid}").dirs if group.exists()]
         if (default_state_dir() / "work" / str(uid)).exists():
             leaks.append(f"work dir of uid {uid}")
         slot.release()

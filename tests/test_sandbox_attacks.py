@@ -21,7 +21,7 @@ import pytest
 
 import exactgrade
 from exactgrade.sandbox import Limits, ResultNotEncodable, Sandbox, SandboxDied, backends, uids
-from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.sandbox.cgroups import PARENT, SandboxCgroup
 from exactgrade.wire import WireError
 
 BACKENDS = ("namespaces", "landlock")
@@ -251,8 +251,7 @@ def test_sleep_past_the_call_limit(backend):
 
 def _assert_no_processes(uid):
     assert uids.processes_of(uid) == []
-    for controller in ("memory", "pids"):
-        assert not (CGROUP_ROOT / controller / PARENT / f"sb-{uid}").exists()
+    assert [d for d in SandboxCgroup(f"sb-{uid}").dirs if d.exists()] == []
 
 
 FORK_300 = dedent("""
@@ -304,7 +303,8 @@ def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
             print('MemoryError')
         subprocess.Popen(['setsid', 'sleep', '600'])
     """) + FORK_300
-    with Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
+    with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"), \
+            Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=20)) as sb:
         out = sb.execute_code(code)
         uid = sb.uid
         for pid in uids.processes_of(uid):  # none of them is in a cgroup of ours
@@ -340,11 +340,11 @@ def test_os_exit(backend):
             sb.execute_code("import os; os._exit(0)")
         with pytest.raises(SandboxDied, match="worker exited"):
             sb.result()
-    with Sandbox(backend=backend) as sb:  # exiting between calls, from a background thread
+    with Sandbox(backend=backend) as sb:  # a background thread exits (frozen between calls: in the next)
         sb.execute_code("import os, threading\nthreading.Timer(0.1, os._exit, (0,)).start()")
         time.sleep(0.5)
         with pytest.raises(SandboxDied, match="worker exited"):
-            sb.execute_code("print(1)")
+            sb.execute_code("import time\ntime.sleep(5)")
     _assert_host_fine(backend)
 
 
@@ -457,3 +457,321 @@ def test_sandbox_processes_cannot_signal_the_zygote_or_each_other(backend):
         assert a.execute_code("print('alive')") == "alive\n"
     if backend == "namespaces":  # own pid namespace: only itself (pid 1 init, pid 2 worker)
         assert out.split() == ["visible", "1", "visible", "2"]
+
+
+# ---- issue 15: kernel resources shared with the host, and a trickled reply --------------------------
+
+SOCKET_PROBE = dedent("""
+    import errno, socket
+    for name, family, kind, proto in probes:
+        try:
+            socket.socket(family, kind, proto).close()
+            print(name, 'OPENED')
+        except OSError as e:
+            print(name, errno.errorcode[e.errno])
+    try:
+        socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        print('socketpair OPENED')
+    except OSError as e:
+        print('socketpair', errno.errorcode[e.errno])
+""")
+# (name, family, type, protocol): every family but AF_UNIX carries the network or host kernel state
+SOCKET_FAMILIES = [
+    ("vsock", socket.AF_VSOCK, socket.SOCK_STREAM, 0),  # not separated by network namespaces
+    ("netlink_usersock", socket.AF_NETLINK, socket.SOCK_RAW, 2),  # queues outside the memory cgroup
+    ("netlink_route", socket.AF_NETLINK, socket.SOCK_RAW, 0),
+    ("inet_tcp", socket.AF_INET, socket.SOCK_STREAM, 0),
+    ("inet_udp", socket.AF_INET, socket.SOCK_DGRAM, 0),
+    ("inet6", socket.AF_INET6, socket.SOCK_DGRAM, 0),
+    ("packet", socket.AF_PACKET, socket.SOCK_DGRAM, 0),
+    ("unix", socket.AF_UNIX, socket.SOCK_STREAM, 0),
+]
+
+
+def test_only_unix_sockets(backend):
+    """AF_VSOCK is one port space with the host (a vsock port bound on the host is taken inside too);
+    NETLINK queues are kernel memory outside the memory cgroup. Only AF_UNIX is left, and only where
+    the sandbox has its own network namespace (namespaces); landlock refuses socket() altogether."""
+    probes = [[name, int(family), int(kind), proto] for name, family, kind, proto in SOCKET_FAMILIES]
+    with Sandbox(inputs={"probes": probes}, backend=backend) as sb:
+        out = sb.execute_code(SOCKET_PROBE)
+    seen = dict(line.split() for line in out.splitlines())
+    unix = "OPENED" if backend == "namespaces" else "EAFNOSUPPORT"
+    assert seen == {**{name: "EAFNOSUPPORT" for name, *_ in SOCKET_FAMILIES}, "unix": unix,
+                    "socketpair": "OPENED"}
+
+
+def _has_cap_sys_resource() -> bool:
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff")), 16)
+    return bool(cap_eff & (1 << 24))
+
+
+def test_sandboxes_are_the_oom_killers_first_choice(backend):
+    code = dedent("""
+        for value in ('-1', '0'):
+            try:
+                with open('/proc/self/oom_score_adj', 'w') as f:
+                    f.write(value)
+                print('lowered to', value)
+            except OSError as e:
+                print('refused', type(e).__name__)
+    """)
+    with Sandbox(backend=backend) as sb:
+        sb.bash("sleep 30 >/dev/null 2>&1 &")
+        adjustments = {Path(f"/proc/{pid}/oom_score_adj").read_text() for pid in uids.processes_of(sb.uid)}
+        out = sb.execute_code(code).splitlines()
+    assert adjustments == {"1000\n"}  # the worker, its pid 1 and what it started
+    assert out[0].startswith("refused")  # below the floor: never
+    if backend == "landlock" or _has_cap_sys_resource():  # floor raised to 1000 (or no write access)
+        assert out[1].startswith("refused")
+    else:  # this host's root lacks CAP_SYS_RESOURCE: the floor stays 0 (README, accepted)
+        assert out[1] == "lowered to 0"
+
+
+def test_kernel_aio_contexts_are_refused(backend):
+    """16 io_setup(4096) fill the host-wide fs.aio-max-nr; io_uring is refused as well."""
+    code = dedent("""
+        import ctypes, errno
+        libc = ctypes.CDLL(None, use_errno=True)
+        ctx = ctypes.c_ulong(0)
+        for nr, name in ((206, 'io_setup'), (425, 'io_uring_setup')):
+            ret = libc.syscall(nr, 4096, ctypes.byref(ctx))
+            print(name, ret, errno.errorcode.get(ctypes.get_errno()))
+    """)
+    with Sandbox(backend=backend) as sb:
+        out = sb.execute_code(code)
+    assert out.split("\n")[:2] == ["io_setup -1 EPERM", "io_uring_setup -1 EPERM"]
+
+
+OPEN_PTYS = dedent("""
+    import os
+    ptys = []
+    try:
+        while len(ptys) < 100:
+            ptys.append(os.openpty())
+    except OSError as e:
+        print(type(e).__name__, e.errno)
+    print('ptys', len(ptys))
+""")
+
+
+def test_one_sandbox_cannot_take_every_pty(backend):
+    """Namespaces: a private devpts per sandbox with a small max; landlock: no pty at all."""
+    from exactgrade.sandbox.inside.zygote import MAX_PTYS
+
+    with Sandbox(backend=backend) as a, Sandbox(backend=backend) as b:
+        hog = a.execute_code(OPEN_PTYS)
+        other = b.execute_code(OPEN_PTYS)
+    if backend == "namespaces":
+        assert hog == other == f"OSError 28\nptys {MAX_PTYS}\n"  # ENOSPC at its own max, not the host's
+    else:
+        assert hog == other == "PermissionError 13\nptys 0\n"
+
+
+TRICKLE = dedent("""
+    import _eginside.worker as w, fcntl, json, os, time
+    def trickle(self, message):
+        flags = fcntl.fcntl(self.reply_fd, fcntl.F_GETFL)
+        fcntl.fcntl(self.reply_fd, fcntl.F_SETFL, flags | os.O_DIRECT)  # packet mode: a write per read
+        data = json.dumps(message).encode() + b'\\n'
+        data = prefix.encode() + b' ' * 900_000 + data[len(prefix):]
+        for start in range(0, len(data), chunk):
+            os.write(self.reply_fd, data[start:start + chunk])
+            time.sleep(pause)
+    genuine = w.Worker.reply
+    w.Worker.reply = lambda self, message: (trickle if 'wire' in message else genuine)(self, message)
+    result = 42
+""")
+
+
+@pytest.mark.parametrize(("prefix", "chunk", "pause", "reason"), [
+    ("", 1, 0, "protocol violation: reply does not start with '{'"),  # leading whitespace
+    ("{", 1, 0, "protocol violation: reply trickled"),  # valid JSON, one byte per read
+    ("{", 4096, 0.05, "result timed out after 2 s"),  # page-sized pieces, slowly: held to the limit only
+])
+def test_a_trickled_reply_ends_at_the_time_limit(backend, prefix, chunk, pause, reason):
+    inputs = {"prefix": prefix, "chunk": chunk, "pause": pause}
+    with Sandbox(inputs=inputs, backend=backend, limits=Limits(call_timeout=2)) as sb:
+        sb.execute_code(TRICKLE)
+        started = time.monotonic()
+        with pytest.raises(SandboxDied) as died:
+            sb.result()
+        held = time.monotonic() - started
+    assert str(died.value).startswith(reason)
+    assert held < 3 * 2  # safety bound only: the typed reason above is the assertion
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """utime + stime of pids (host view), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def test_busy_loops_left_between_calls_get_almost_no_cpu(backend):
+    """60 setsid busy loops (60 sessions, so 60 autogroups outside a cgroup) left running after a call:
+    in the sandbox's cpu group they share its quota, which between calls is IDLE_CPUS."""
+    from exactgrade.sandbox.cgroups import IDLE_CPUS
+
+    with Sandbox(backend=backend) as a:
+        a.bash("for i in $(seq 60); do setsid sh -c 'while :; do :; done' >/dev/null 2>&1 & done")
+        group = SandboxCgroup(f"sb-{a.uid}")
+        pids = group.pids()
+        assert len(pids) >= 60 and pids <= set(uids.processes_of(a.uid))  # setsid did not leave it
+        used = _cpu_seconds(pids)
+        time.sleep(1.0)
+        idle_cpu = _cpu_seconds(pids) - used
+        assert a.execute_code("print('alive')") == "alive\n"
+    assert idle_cpu < 10 * IDLE_CPUS * 1.0 + 0.05  # unthrottled they would take up to 2 CPU-s here
+
+
+# ---- issue 15 item 5: what the system view shows ------------------------------------------------------
+
+@pytest.fixture
+def bait_in_site_dirs(token):
+    """An answer key planted where `pip install` as root puts packages: /usr/local/lib and a
+    distro's /usr/lib/python3*/ (removed afterwards)."""
+    planted = []
+    for parent in ("/usr/local/lib", "/usr/lib/python3"):
+        if os.path.isdir(parent):
+            bait = Path(tempfile.mkdtemp(prefix="eg-bait-", dir=parent))
+            bait.chmod(0o755)
+            (bait / "answer_key.json").write_text(token)
+            (bait / "answer_key.json").chmod(0o644)
+            planted.append(bait)
+    yield planted
+    for bait in planted:
+        shutil.rmtree(bait)
+
+
+def test_python_site_directories_are_not_visible(backend, bait_in_site_dirs, token):
+    files = [str(bait / "answer_key.json") for bait in bait_in_site_dirs]
+    code = dedent("""
+        import os
+        for path in files + ['/usr/local', '/usr/lib/python3']:
+            try:
+                print(path, open(path).read() if os.path.isfile(path) else os.listdir(path))
+            except OSError as e:
+                print(path, type(e).__name__)
+    """)
+    with Sandbox(inputs={"files": files}, backend=backend) as sb:
+        out = sb.execute_code(code)
+        out += sb.bash("cat " + " ".join(files) + "; ls /usr/local /usr/lib/python3 2>&1; echo bash works")
+        out += sb.execute_code("import subprocess; print(subprocess.run(['python3', '-c', 'print(6*7)'], "
+                               "capture_output=True, text=True).stdout)")
+    assert token not in out
+    refused = "PermissionError" if backend == "landlock" else "FileNotFoundError"
+    for path in files:
+        assert f"{path} {refused}" in out
+    assert f"/usr/local {refused}" in out  # not even listed
+    assert f"/usr/lib/python3 {'PermissionError' if backend == 'landlock' else '[]'}" in out
+    assert "bash works" in out and "42" in out  # binaries and libraries still are
+
+
+def test_proc_net_does_not_list_host_sockets(backend):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = f":{server.getsockname()[1]:04X}"  # as /proc/net/tcp writes it
+    code = dedent("""
+        for path in ('/proc/self/net/tcp', '/proc/net/tcp', '/proc/net/unix', '/proc/self/net/unix'):
+            try:
+                print(path, open(path).read())
+            except OSError as e:
+                print(path, type(e).__name__)
+    """)
+    try:
+        assert port in Path("/proc/net/tcp").read_text()  # the host does list it
+        with Sandbox(backend=backend) as sb:
+            out = sb.execute_code(code)
+    finally:
+        server.close()
+    assert port not in out
+    if backend == "landlock":  # no network namespace: not readable at all
+        assert out.count("PermissionError") == 4, out
+
+
+SYSV_IPC = dedent("""
+    import ctypes, errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    def report(name, ret):
+        print(name, 'ok' if ret != -1 else errno.errorcode[ctypes.get_errno()])
+    shm = libc.shmget(key, 1 << 20, 0o1666)  # IPC_CREAT | 0666
+    report('shmget', shm)
+    if shm != -1 and write:
+        ctypes.memmove(libc.shmat(shm, None, 0), token.encode(), len(token))
+    if shm != -1 and not write:
+        print('read', ctypes.string_at(libc.shmat(shm, None, 0), len(token)).decode(errors='replace'))
+    report('msgget', libc.msgget(key, 0o1666))
+    report('semget', libc.semget(key, 1, 0o1666))
+    libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    report('mq_open', libc.mq_open(b'/eg-attack', 0o100 | 2, 0o666, None))  # O_CREAT | O_RDWR
+""")
+
+
+def test_sysv_ipc_is_private_or_refused(backend, token):
+    """SysV shm of one sandbox must not be readable by another (another uid) or outlive it."""
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    inputs = {"key": key, "token": token}
+    with Sandbox(inputs={**inputs, "write": True}, backend=backend) as a, \
+            Sandbox(inputs={**inputs, "write": False}, backend=backend) as b:
+        wrote = a.execute_code(SYSV_IPC)
+        read = b.execute_code(SYSV_IPC)
+        uid_a = a.uid
+    assert token not in read
+    if backend == "landlock":  # the host's IPC namespace: refused
+        assert wrote == read == "shmget EPERM\nmsgget EPERM\nsemget EPERM\nmq_open EPERM\n"
+    else:  # its own IPC namespace: b's shmget makes a fresh, empty segment
+        assert wrote.startswith("shmget ok\nmsgget ok\nsemget ok\nmq_open ok")
+    host_objects = [line for kind in ("shm", "msg", "sem")
+                    for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]]
+    assert not [line for line in host_objects if str(uid_a) in line.split()]
+
+
+# ---- issue 15 item 6: one memory budget without a cgroup ----------------------------------------------
+
+FILL = dedent("""
+    import os
+    print(len({os.stat(d).st_dev for d in ('/work', '/tmp', '/dev/shm')}), 'filesystem(s)')
+    for d in ('/work', '/tmp', '/dev/shm'):
+        try:
+            with open(f'{d}/fill', 'wb') as f:
+                for _ in range(40):
+                    f.write(b'x' * (1 << 20))  # 40 MiB in pieces: RLIMIT_AS is 64 MiB too
+            print(d, 'filled')
+        except OSError as e:
+            print(d, type(e).__name__, e.errno)
+""")
+
+
+def test_the_three_tmpfs_share_one_budget():
+    """Namespaces (landlock has no tmpfs: its work dir is on the host disk): /work, /tmp and /dev/shm
+    are one tmpfs of memory_bytes, so 3 x 40 MiB do not fit into 64 MiB even without a cgroup."""
+    if backends.probe().unavailable("namespaces") is not None:
+        pytest.skip("namespaces backend unavailable on this machine")
+    limits = Limits(memory_bytes=64 << 20, call_timeout=20)
+    with pytest.warns(RuntimeWarning), Sandbox(backend="namespaces", use_cgroups=False, limits=limits) as sb:
+        out = sb.execute_code(FILL)
+    assert out == "1 filesystem(s)\n/work filled\n/tmp OSError 28\n/dev/shm OSError 28\n"
+
+
+def test_running_without_a_cgroup_is_an_explicit_opt_in(backend):
+    from exactgrade.sandbox import SandboxUnavailable
+    from exactgrade.sandbox.sandbox import _check_cgroups
+
+    reason = backends.probe().cgroups
+    if reason is None:  # cgroups work here: the default uses them, asking for none warns
+        with Sandbox(backend=backend) as sb:
+            assert SandboxCgroup(f"sb-{sb.uid}").pids()
+    else:
+        with pytest.raises(SandboxUnavailable, match="use_cgroups=False"):
+            Sandbox(backend=backend)
+    with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"):
+        _check_cgroups(False)

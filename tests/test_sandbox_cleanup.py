@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from exactgrade.sandbox import Sandbox, SandboxDied, backends, uids
-from exactgrade.sandbox.cgroups import CGROUP_ROOT, PARENT
+from exactgrade.sandbox import Sandbox, SandboxDied, backends, cgroups, uids
+from exactgrade.sandbox.cgroups import SandboxCgroup
 from exactgrade.sandbox.runtime import default_state_dir
-from exactgrade.sandbox.sandbox import reclaim_stale
+from exactgrade.sandbox.sandbox import reclaim_stale, reclaim_uid
 
 CYCLES = 120
 
@@ -45,10 +45,7 @@ def _leftovers(uid: int) -> list[str]:
 
 def _leftovers_of_free_slot(uid: int) -> list[str]:
     found = [f"process {pid}" for pid in uids.processes_of(uid)]
-    for controller in ("memory", "pids"):
-        group = CGROUP_ROOT / controller / PARENT / f"sb-{uid}"
-        if group.exists():
-            found.append(str(group))
+    found += [str(group) for group in SandboxCgroup(f"sb-{uid}").dirs if group.exists()]
     workdir = default_state_dir() / "work" / str(uid)
     if workdir.exists():
         found.append(str(workdir))
@@ -163,3 +160,82 @@ def test_eight_concurrent_sandboxes(backend):
     assert results == {i: [i, i, 1] for i in range(8)}
     assert len(set(uid_of.values())) == 8
     assert [leak for uid in uid_of.values() for leak in _leftovers(uid)] == []
+
+
+DEEP = 1_200  # deeper than the recursion limit: shutil.rmtree raised RecursionError from close()
+DEEP_TREE = f"""
+import os
+for _ in range({DEEP}):
+    os.mkdir('d')
+    os.chdir('d')
+os.chdir(top)
+print('ok')
+"""
+
+
+def _holders_of(lock_file) -> set[int]:
+    inode = f":{os.stat(lock_file).st_ino} "
+    return {int(line.split()[4]) for line in open("/proc/locks") if inode in line}
+
+
+def test_a_deep_tree_does_not_keep_the_work_dir_or_the_uid(backend):
+    with Sandbox(backend=backend) as sb:
+        top = sb.execute_code("import os\nprint(os.getcwd())").strip()
+        sb.execute_code(f"top = {top!r}")
+        assert sb.execute_code(DEEP_TREE) == "ok\n"
+        uid = sb.uid
+    assert os.getpid() not in _holders_of(default_state_dir() / "uids" / str(uid))  # slot released
+    assert not (default_state_dir() / "work" / str(uid)).exists()
+
+
+def test_reclaim_removes_a_stale_deep_tree():
+    slot = uids.acquire(default_state_dir())  # a uid of our own: other processes' sandboxes stay alone
+    stale = default_state_dir() / "work" / str(slot.uid)
+    stale.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stale, os.O_RDONLY)
+    for _ in range(DEEP):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    slot.release()
+    if reclaim_uid(default_state_dir(), slot.uid):
+        assert not stale.exists()
+    else:  # another process claimed the uid in between (its Sandbox() removes the tree itself)
+        assert _holders_of(default_state_dir() / "uids" / str(slot.uid)) - {os.getpid()}
+
+
+def test_a_cgroup_v2_group_contains_and_kills_a_process_tree():
+    """The v2 code path on this host's unified hierarchy (a hybrid host: memory, pids and cpu are bound
+    to v1 here, so their limits cannot be exercised; joining, listing and cgroup.kill can)."""
+    root = cgroups.v2_root()
+    if root is None or os.geteuid() != 0:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    (root / cgroups.PARENT).mkdir(exist_ok=True)
+    group = SandboxCgroup(f"test-{os.getpid()}", version=2)  # not an sb-<uid> name: reclaim ignores it
+    group.dirs[0].mkdir()
+    procs = group.procs_fds()[0]
+    try:
+        tree = subprocess.Popen(["sh", "-c", "setsid sleep 600 & sleep 600"], pass_fds=(procs,),
+                                preexec_fn=lambda: os.write(procs, b"0"))  # joins as the sandbox child does
+    finally:
+        os.close(procs)
+    deadline = time.monotonic() + 10
+    while len(group.pids()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    members = group.pids()
+    assert tree.pid in members and len(members) == 3  # sh, and both sleeps (setsid did not leave it)
+    assert group.destroy() is True
+    assert tree.wait(timeout=10) == -9
+    assert not group.dirs[0].exists()
+    assert not [pid for pid in members if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper is dead)."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status and "\nState:\tX" not in status

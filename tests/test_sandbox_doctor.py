@@ -24,6 +24,8 @@ def test_doctor_reports_the_backend_and_passes_the_live_check():
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"IN USE: {expected}" in done.stdout
     for probe in ("tcp blocked", "dns blocked", "host_file blocked", "import_project blocked",
-                  "signal_host blocked"):
+                  "signal_host blocked", "vsock blocked", "netlink blocked", "installed_copy blocked"):
         assert probe in done.stdout
+    assert "installed copies of the project found on this host:" in done.stdout
+    assert "visible to a sandbox: none" in done.stdout
     assert "live check: passed" in done.stdout

@@ -1,7 +1,7 @@
 """Backends (how a sandbox is isolated) and the zygote processes that fork sandboxes.
 
 namespaces  (default) one long-lived bubblewrap per profile, started as root with its own mount
-            view (runtime tree, /usr, nothing else), pid/net/ipc/uts namespaces and only the
+            view (runtime tree, the system view below, nothing else), pid/net/ipc/uts namespaces and only the
             capabilities needed to confine children; inside it the zygote forks each sandbox into
             fresh mount/pid/net/ipc/uts/cgroup namespaces as its own uid (see inside/zygote.py).
 landlock    (fallback where namespaces are refused, e.g. an unprivileged container) the zygote runs
@@ -36,7 +36,9 @@ BACKENDS = ("namespaces", "landlock", "unsafe")
 INSIDE_ROOT = "/opt/eg"  # where the runtime tree appears inside the namespaces backend
 _BOOT = ("import sys; sys.path[:0] = [sys.argv[3], sys.argv[4]]; "
          "from _eginside.zygote import main; main()")
-_CAPS_KEPT = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+# What the zygote needs to confine its children: mounts and namespaces, the uid change, dropping the
+# bounding set, and CAP_SYS_RESOURCE so that a child's oom_score_adj floor can be raised to 1000.
+_CAPS_KEPT = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_RESOURCE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,45 @@ def _landlock_reason() -> str | None:
     return None
 
 
+# The system view: binaries and shared libraries, never a Python site directory (a pip install as
+# root puts packages, and so a project's answer keys, under /usr/local or /usr/lib/python3*).
+_SYSTEM_ROOTS = ("/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib", "/usr/lib64", "/usr/lib32",
+                 "/usr/libx32", "/bin", "/sbin", "/lib", "/lib64")  # the last four where not links to /usr
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemView:
+    """The host directories a sandbox may read besides the runtime tree."""
+
+    roots: tuple[str, ...]  # visible, except for `hidden`
+    hidden: tuple[str, ...]  # Python directories inside a root (python3, python3.11, ...)
+
+    def landlock_paths(self) -> list[str]:
+        """Landlock can only allow: every root that hides nothing, and the children of the others."""
+        paths = []
+        for root in self.roots:
+            if any(h.startswith(root + "/") for h in self.hidden):
+                paths += [entry.path for entry in sorted(os.scandir(root), key=lambda e: e.name)
+                          if entry.path not in self.hidden]
+            else:
+                paths.append(root)
+        return paths + [f for f in SYSTEM_FILES if os.path.exists(f)]
+
+    def shows(self, path: str) -> bool:
+        """True if a sandbox can read host path `path` (symlinks resolved)."""
+        real = os.path.realpath(path)
+        inside = (real == d or real.startswith(d + "/") for d in self.roots)
+        return any(inside) and not any(real == h or real.startswith(h + "/") for h in self.hidden)
+
+
+def system_view() -> SystemView:
+    roots = tuple(r for r in _SYSTEM_ROOTS if os.path.isdir(r) and not os.path.islink(r))
+    hidden = tuple(entry.path for root in roots if "/lib" in root for entry in sorted(os.scandir(root),
+                   key=lambda e: e.name) if entry.name.startswith("python") and entry.is_dir())
+    return SystemView(roots, hidden)
+
+
 _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="eg-sandbox-zygote")
 
 
@@ -155,16 +196,18 @@ class Zygote:
             return zygote, env
         argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv",
                 "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                "--cap-drop", "ALL", *[arg for cap in _CAPS_KEPT for arg in ("--cap-add", cap)],
-                "--ro-bind", "/usr", "/usr"]
-        for hidden in ("/usr/local", "/usr/lib/python3/dist-packages"):
-            if os.path.isdir(hidden):  # other interpreters' packages: not part of the view
-                argv += ["--tmpfs", hidden]
-        argv += ["--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"]
+                "--cap-drop", "ALL", *[arg for cap in _CAPS_KEPT for arg in ("--cap-add", cap)]]
+        view = system_view()
+        argv += ["--perms", "0755", "--dir", "/usr"]
+        for root in view.roots:
+            argv += ["--ro-bind", root, root]
+        for hidden in view.hidden:  # other interpreters' packages: not part of the view
+            argv += ["--tmpfs", hidden]
+        argv += [arg for link in ("bin", "sbin", "lib", "lib64") if os.path.islink(f"/{link}")
+                 for arg in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
         argv += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/opt",
                  "--perms", "0755", "--dir", INSIDE_ROOT]
-        for etc in ("/etc/ld.so.cache", "/etc/localtime"):
+        for etc in SYSTEM_FILES:
             if os.path.exists(etc):
                 argv += ["--ro-bind", etc, etc]
         argv += ["--ro-bind", str(self.runtime.python_prefix), paths["prefix"],

@@ -1,45 +1,86 @@
-"""Per-sandbox cgroup v1 groups (memory + pids): limits that bind root-started trees, and a kill
-switch that reaches every process of a sandbox, daemons and fork storms included.
+"""Per-sandbox cgroups (memory, pids, cpu): limits that bind root-started trees, a CPU bound, and a
+kill switch that reaches every process of a sandbox, daemons and fork storms included.
 
-The host creates /sys/fs/cgroup/{memory,pids}/exactgrade/<name>, sets the limits, and hands the
-open cgroup.procs files to the zygote; the forked child writes "0" to them (v1: "move me")
-before it does anything else, so every later process of the sandbox is inside.
+cgroup v1 where its memory hierarchy is mounted: /sys/fs/cgroup/{memory,pids,cpu}/exactgrade/<name>.
+cgroup v2 otherwise (every v2-only distro): <v2 root>/exactgrade/<name>, with the memory, pids and
+cpu controllers enabled for exactgrade/. The host creates the groups, sets the limits, and hands
+the open cgroup.procs files to the zygote; the forked child writes "0" to them ("move me", in both
+versions; v2 checks the permission against the opener, the host) before it does anything else,
+so every later process of the sandbox is inside.
+
+CPU: every sandbox group has the same weight and a CFS quota of `cpus` CPUs while one of its calls
+runs, IDLE_CPUS between calls. A group outside the root task group also leaves the autogroup
+scheduler, so 60 setsid busy loops (60 sessions, 60 autogroups) weigh as one sandbox, not as 60
+host sessions. (Not a freeze: a frozen v1 process ignores SIGKILL until thawed, so the sandboxes
+of a crashed host would stay instead of dying with their zygote.)
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids", "cpu")
+CFS_PERIOD_US = 100_000
+IDLE_CPUS = 0.01  # what processes left running between calls get: 1 ms per 100 ms
 PARENT = "exactgrade"
 
 
+def v2_root() -> Path | None:
+    """Where the unified (v2) hierarchy is mounted: /sys/fs/cgroup itself, or unified/ (hybrid)."""
+    for root in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
+        if (root / "cgroup.controllers").is_file():
+            return root
+    return None
+
+
+@functools.cache
+def version() -> int:
+    """1 where the v1 memory hierarchy is mounted, else 2 (unavailable_reason says if v2 works)."""
+    return 1 if (CGROUP_ROOT / "memory" / "cgroup.procs").is_file() else 2
+
+
 def unavailable_reason() -> str | None:
-    """None when per-sandbox v1 memory and pids groups can be created here, else why not."""
+    """None when per-sandbox memory, pids and cpu groups can be created here, else why not."""
     if os.geteuid() != 0:
         return "not running as root"
-    for controller in CONTROLLERS:
-        base = CGROUP_ROOT / controller
-        if not (base / "cgroup.procs").is_file():
-            return f"cgroup v1 {controller} hierarchy not mounted at {base}"
-        try:
-            (base / PARENT).mkdir(exist_ok=True)
-        except OSError as error:
-            return f"cannot create {base / PARENT}: {error.strerror}"
+    if version() == 1:
+        for controller in CONTROLLERS:
+            base = CGROUP_ROOT / controller
+            if not (base / "cgroup.procs").is_file():
+                return f"cgroup v1 {controller} hierarchy not mounted at {base}"
+            try:
+                (base / PARENT).mkdir(exist_ok=True)
+            except OSError as error:
+                return f"cannot create {base / PARENT}: {error.strerror}"
+        return None
+    root = v2_root()
+    if root is None:
+        return "neither a cgroup v1 memory hierarchy nor a cgroup v2 mount under /sys/fs/cgroup"
+    missing = set(CONTROLLERS) - set((root / "cgroup.controllers").read_text().split())
+    if missing:
+        return f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) (bound to v1?)"
+    enable = " ".join(f"+{c}" for c in CONTROLLERS)
+    try:
+        (root / PARENT).mkdir(exist_ok=True)
+        for group in (root, root / PARENT):  # a group with processes cannot delegate (EBUSY)
+            if set(CONTROLLERS) - set((group / "cgroup.subtree_control").read_text().split()):
+                (group / "cgroup.subtree_control").write_text(enable)
+    except OSError as error:
+        return f"cannot enable {enable} below {root}: {error.strerror}"
     return None
 
 
 def existing_uids() -> set[int]:
     """Uids that have a sandbox group right now (live, or left behind by a host that was killed)."""
     found = set()
-    for controller in CONTROLLERS:
-        parent = CGROUP_ROOT / controller / PARENT
+    for parent in {d.parent for d in SandboxCgroup("sb-0").dirs}:
         if parent.is_dir():
             found.update(int(d.name[3:]) for d in parent.iterdir() if d.name.startswith("sb-")
                          and d.name[3:].isdigit())
@@ -48,28 +89,52 @@ def existing_uids() -> set[int]:
 
 @dataclass(frozen=True, slots=True)
 class SandboxCgroup:
-    """The memory and pids groups of one sandbox."""
+    """The groups of one sandbox: memory, pids and cpu (v1), or one group with all three (v2)."""
 
     name: str
+    version: int = field(default_factory=version)
 
     @property
     def dirs(self) -> tuple[Path, ...]:
-        return tuple(CGROUP_ROOT / controller / PARENT / self.name for controller in CONTROLLERS)
+        if self.version == 1:
+            return tuple(CGROUP_ROOT / controller / PARENT / self.name for controller in CONTROLLERS)
+        return ((v2_root() or CGROUP_ROOT) / PARENT / self.name,)
+
+    def _file(self, controller: str, name: str) -> Path:
+        return self.dirs[CONTROLLERS.index(controller) if self.version == 1 else 0] / name
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, max_processes: int) -> SandboxCgroup:
+    def create(cls, name: str, memory_bytes: int, max_processes: int, cpus: float) -> SandboxCgroup:
         group = cls(name)
         if any(d.exists() for d in group.dirs):  # left over by a host process that crashed
             group.destroy()
-        memory_dir, pids_dir = group.dirs
         for d in group.dirs:
             d.mkdir()
-        (memory_dir / "memory.limit_in_bytes").write_text(str(memory_bytes))
-        memsw = memory_dir / "memory.memsw.limit_in_bytes"
-        if memsw.exists():
-            memsw.write_text(str(memory_bytes))  # no escape into swap
-        (pids_dir / "pids.max").write_text(str(max_processes))
+        if group.version == 1:
+            group._file("memory", "memory.limit_in_bytes").write_text(str(memory_bytes))
+            memsw = group._file("memory", "memory.memsw.limit_in_bytes")
+            if memsw.exists():
+                memsw.write_text(str(memory_bytes))  # no escape into swap
+            group._file("cpu", "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        else:
+            group._file("memory", "memory.max").write_text(str(memory_bytes))
+            swap = group._file("memory", "memory.swap.max")
+            if swap.exists():
+                swap.write_text("0")
+        group._file("pids", "pids.max").write_text(str(max_processes))
+        group.limit_cpu(cpus)
         return group
+
+    def limit_cpu(self, cpus: float) -> None:
+        """Let the sandbox use at most `cpus` CPUs from now on (the CFS minimum is 1 ms per period)."""
+        quota = max(1000, round(cpus * CFS_PERIOD_US))
+        try:
+            if self.version == 1:
+                self._file("cpu", "cpu.cfs_quota_us").write_text(str(quota))
+            else:
+                self._file("cpu", "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
+        except FileNotFoundError:
+            pass  # destroyed meanwhile by close() in another thread
 
     def procs_fds(self) -> list[int]:
         """Open cgroup.procs of each group for writing (the zygote's child writes "0" into them)."""
@@ -86,31 +151,36 @@ class SandboxCgroup:
 
     def oom_killed(self) -> bool:
         """True if the memory limit made the kernel kill a process of this sandbox."""
+        events = "memory.oom_control" if self.version == 1 else "memory.events"
         try:
-            text = (self.dirs[0] / "memory.oom_control").read_text()
+            text = self._file("memory", events).read_text()
         except OSError:
             return False
         fields = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
         return int(fields.get("oom_kill", "0")) > 0
 
     def memory_failures(self) -> int:
+        """How often a charge hit the memory limit (v1 memory.failcnt; v2 memory.events max)."""
         try:
-            return int((self.dirs[0] / "memory.failcnt").read_text())
-        except OSError:
+            if self.version == 1:
+                return int(self._file("memory", "memory.failcnt").read_text())
+            return int(_events(self._file("memory", "memory.events")).get("max", "0"))
+        except (OSError, ValueError):
             return 0
 
     def peak_memory(self) -> int:
         """The most memory the sandbox ever had charged (bytes; 0 if unknown)."""
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
         try:
-            return int((self.dirs[0] / "memory.max_usage_in_bytes").read_text())
+            return int(self._file("memory", name).read_text())
         except (OSError, ValueError):
             return 0
 
     def pids_limit_hits(self) -> int:
         """How often a fork or clone of this sandbox failed at its process limit (pids.events max)."""
         try:
-            return int((self.dirs[1] / "pids.events").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
+            return int(_events(self._file("pids", "pids.events")).get("max", "0"))
+        except (OSError, ValueError):
             return 0
 
     def kill_all(self, timeout: float = 10.0) -> bool:
@@ -121,6 +191,12 @@ class SandboxCgroup:
             pids = self.pids()
             if not pids:
                 return True
+            kill_file = self.dirs[0] / "cgroup.kill"  # v2 (Linux 5.14+): the kernel kills them all
+            if self.version == 2 and kill_file.exists():
+                try:
+                    kill_file.write_text("1")
+                except FileNotFoundError:
+                    pass
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -132,7 +208,7 @@ class SandboxCgroup:
             delay = min(delay * 2, 0.02)
 
     def destroy(self, timeout: float = 10.0) -> bool:
-        """Kill everything inside and remove both groups; False if that did not fully succeed."""
+        """Kill everything inside and remove every group; False if that did not fully succeed."""
         clean = self.kill_all(timeout)
         deadline = time.monotonic() + timeout
         for d in self.dirs:
@@ -148,3 +224,8 @@ class SandboxCgroup:
                     self.kill_all(0)
                     time.sleep(0.001)
         return clean
+
+
+def _events(path: Path) -> dict[str, str]:
+    """A cgroup `*.events` file as {name: value}."""
+    return dict(line.split() for line in path.read_text().splitlines() if len(line.split()) == 2)

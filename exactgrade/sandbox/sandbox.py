@@ -14,9 +14,10 @@ import json
 import os
 import secrets
 import select
-import shutil
+import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,14 +25,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from exactgrade import wire
-from exactgrade.sandbox import backends, cgroups, deaths, uids
-from exactgrade.sandbox.errors import Death, NoResult, ResultNotEncodable, SandboxDied
+from exactgrade.sandbox import backends, cgroups, deaths, uids, workdirs
+from exactgrade.sandbox.errors import Death, NoResult, ResultNotEncodable, SandboxDied, SandboxUnavailable
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
 PROFILES = ("python", "torch")
 _REPLY_KEYS = frozenset({"id", "ok", "output", "wire", "error"})
 _TRUNCATED = "\n[output truncated by the host]"
 _FORGED = "a reply only the worker's process (model code included) could have written broke the protocol"
+# The worker writes a reply in one write(), which a pipe delivers in pieces of at least a page (4 KiB)
+# but the last: far fewer bytes per read means a trickle costing the host a syscall per byte.
+_FREE_READS = 8
+_MIN_BYTES_PER_READ = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +44,10 @@ class Limits:
     """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes)."""
 
     call_timeout: float = 30.0  # wall clock per call, enforced by the host killing the sandbox
-    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without cgroups); also the tmpfs size
+    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without); also the one tmpfs budget
     max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
     cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
+    cpus: float = 1.0  # CFS quota of the sandbox's cpu cgroup, in CPUs (no bound without cgroups)
     max_output: int = 16 * 1024  # bytes of stdout+stderr returned per call
     max_result_bytes: int = 1 << 20  # encoded size of `result`
     max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE
@@ -59,24 +65,37 @@ _swept = threading.Event()
 
 
 def reclaim_stale(state_dir: Path | None = None) -> list[int]:
-    """Clean up after hosts that were killed: for every uid slot nobody holds that still has a
-    cgroup or a work dir, kill its processes (a landlock sandbox's daemons outlive its host; a
-    namespaces sandbox already died with bwrap), remove its groups and its work dir.
-    Runs once per process before its first sandbox; returns the uids cleaned."""
+    """Clean up after hosts that were killed: every uid slot nobody holds that still has a cgroup or
+    a work dir is reclaimed (reclaim_uid). Runs once per process before its first sandbox; returns
+    the uids cleaned. One uid that cannot be cleaned is skipped, not fatal: it stays for next time."""
     state = state_dir or default_state_dir()
     work = state / "work"
     with_dirs = {int(d.name) for d in work.iterdir() if d.name.isdigit()} if work.is_dir() else set()
     cleaned = []
     for uid in sorted(cgroups.existing_uids() | with_dirs):
-        slot = uids.try_claim(state, uid)
-        if slot is None:
-            continue
+        try:
+            if reclaim_uid(state, uid):
+                cleaned.append(uid)
+        except OSError as error:
+            warnings.warn(f"exactgrade.sandbox: could not reclaim sandbox uid {uid}: {error}", RuntimeWarning,
+                          stacklevel=2)
+    return cleaned
+
+
+def reclaim_uid(state: Path, uid: int) -> bool:
+    """If nobody holds uid's slot: kill its processes (a landlock sandbox's daemons outlive its host;
+    a namespaces sandbox already died with bwrap), remove its groups and its work dir. False if the
+    slot is held (a live sandbox)."""
+    slot = uids.try_claim(state, uid)
+    if slot is None:
+        return False
+    try:
         if not cgroups.SandboxCgroup(f"sb-{uid}").destroy() or uids.processes_of(uid):
             uids.kill_all(uid)
-        shutil.rmtree(work / str(uid), ignore_errors=True)
+        workdirs.remove_tree(state / "work" / str(uid))
+    finally:
         slot.release()
-        cleaned.append(uid)
-    return cleaned
+    return True
 
 
 @atexit.register
@@ -94,9 +113,10 @@ class Sandbox:
     ...     sb.result()
     Fraction(3, 1)
 
-    Memory and process limits use a per-sandbox cgroup when the host allows it; with
-    use_cgroups=False (or no writable cgroup v1) they fall back to RLIMIT_AS / RLIMIT_NPROC of the
-    sandbox's own uid, and cleanup kills by uid. Not thread-safe: one sandbox serves one rollout;
+    Memory, process and CPU limits use a per-sandbox cgroup (v1, or v2 where v1 is absent); where
+    none can be made, Sandbox() raises SandboxUnavailable unless use_cgroups=False is passed, which
+    warns and falls back to RLIMIT_AS / RLIMIT_NPROC of the sandbox's own uid (no CPU bound), with
+    cleanup by uid. Not thread-safe: one sandbox serves one rollout;
     run several sandboxes for concurrency (close() may be called from another thread).
     """
 
@@ -110,6 +130,7 @@ class Sandbox:
         self.limits = limits or Limits()
         inputs_text = wire.encode(dict(inputs or {}))  # WireError for values outside the wire model
         self.backend = backends.resolve(backend, unsafe)
+        _check_cgroups(use_cgroups)
         self._death: Death | None = None
         self._model_ran = False  # set once model code may have run: from then on it can explain a death
         self._closed = False
@@ -118,7 +139,7 @@ class Sandbox:
         self._use_cgroups = use_cgroups
         self._workdir: Path | None = None
         self._request_fd = self._reply_fd = self._status_fd = -1
-        self._buffer = b""
+        self._buffer = bytearray()  # reply bytes read but not yet consumed
         self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
         state = state_dir or default_state_dir()
         runtime = ensure_runtime(state)
@@ -168,9 +189,11 @@ class Sandbox:
             self._closed = True
             if self._death is None:
                 self._death = Death("the sandbox was closed", "harness", "closed by the host")
-            self._teardown()
-            self._slot.release()
-            _live.discard(self)
+            try:
+                self._teardown()
+            finally:  # whatever teardown met, the uid goes back (reclaim_stale retries the rest)
+                self._slot.release()
+                _live.discard(self)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -184,9 +207,9 @@ class Sandbox:
 
     # -- setup and teardown ------------------------------------------------------------------------
     def _start_worker(self, zygote: backends.Zygote, state: Path) -> None:
-        if self._use_cgroups and backends.probe().cgroups is None:  # creating it also kills leftovers
+        if self._use_cgroups:  # creating it also kills leftovers
             self._cgroup = cgroups.SandboxCgroup.create(f"sb-{self.uid}", self.limits.memory_bytes,
-                                                        self.limits.max_processes)
+                                                        self.limits.max_processes, self.limits.cpus)
         else:
             uids.kill_all(self.uid)  # leftovers of a crashed host that held this uid
         paths = zygote.paths()
@@ -194,7 +217,7 @@ class Sandbox:
             workdir = "/work"
         else:
             self._workdir = backends.work_root(state) / str(self.uid)
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            workdirs.remove_tree(self._workdir)
             self._workdir.mkdir(mode=0o700)
             os.chown(self._workdir, self.uid, self.uid)
             workdir = str(self._workdir)
@@ -209,7 +232,8 @@ class Sandbox:
             "max_processes": self.limits.max_processes, "max_file_bytes": self.limits.max_file_bytes,
             "tmpfs_bytes": self.limits.memory_bytes, "max_output": self.limits.max_output,
             "max_reply": self.limits.max_result_bytes,
-            "runtime_paths": [paths["prefix"], paths["site"], paths["lib"]],
+            "read_paths": [paths["prefix"], paths["site"], paths["lib"]]
+            + (backends.system_view().landlock_paths() if self.backend == "landlock" else []),
         }
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
@@ -234,7 +258,11 @@ class Sandbox:
                 os.close(fd)
         self._request_fd = self._reply_fd = self._status_fd = -1
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            try:
+                workdirs.remove_tree(self._workdir)
+            except OSError as error:  # left for reclaim_stale, or the next sandbox of this uid
+                message = f"exactgrade.sandbox: could not remove {self._workdir}: {error}"
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def _die(self, reason: str, evidence: str) -> NoReturn:
         """End the sandbox for a failure its model code can cause (a harness failure before any ran)."""
@@ -283,8 +311,12 @@ class Sandbox:
             self._die("protocol violation: unsolicited bytes on the reply channel", _FORGED)
         request_id = secrets.token_hex(16)
         line = json.dumps({"id": request_id, **request}) + "\n"
+        if self._cgroup is not None:
+            self._cgroup.limit_cpu(self.limits.cpus)
         self._send(line.encode("utf-8", "surrogatepass"), deadline)
         line = self._read_line(deadline, request["op"])
+        if self._cgroup is not None:  # between calls processes left running get almost no CPU: 60
+            self._cgroup.limit_cpu(cgroups.IDLE_CPUS)  # busy loops must not slow other sandboxes
         return self._check_reply(line, request_id)
 
     def _readable(self, timeout: float) -> bool:
@@ -305,10 +337,21 @@ class Sandbox:
                 self._end(self._exit_death())
 
     def _read_line(self, deadline: float, op: str) -> bytes:
-        while b"\n" not in self._buffer:
-            if len(self._buffer) > self._max_line:
+        """One reply line, within the call's deadline however the bytes arrive (a reply trickled one
+        byte per read must not hold the call, or the thread serving it, past its limit)."""
+        buffer = self._buffer
+        searched = reads = 0
+        while (newline := buffer.find(b"\n", searched)) < 0:
+            searched = len(buffer)
+            if buffer[:1] not in (b"", b"{"):  # every reply is a JSON object, sent in one write
+                self._die("protocol violation: reply does not start with '{'", _FORGED)
+            if reads > _FREE_READS and len(buffer) < _MIN_BYTES_PER_READ * reads:
+                self._die(f"protocol violation: reply trickled ({len(buffer)} bytes in {reads} reads)",
+                          _FORGED)
+            if len(buffer) > self._max_line:
                 self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
-            if not self._readable(deadline - time.monotonic()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._readable(remaining):
                 self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed",
                           f"no reply within the call limit of {self.limits.call_timeout:g} s"
                           + deaths.pids_evidence(self._cgroup))
@@ -320,10 +363,12 @@ class Sandbox:
                 chunk = b""
             if not chunk:
                 self._end(self._exit_death())
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        if len(line) > self._max_line:
+            reads += 1
+            buffer += chunk
+        if newline > self._max_line:
             self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
+        line = bytes(buffer[:newline])
+        del buffer[: newline + 1]
         return line
 
     def _exit_death(self) -> Death:
@@ -351,6 +396,21 @@ class Sandbox:
         if "wire" in reply and reply["wire"] is not None and type(reply["wire"]) is not str:
             self._die("protocol violation: result reply without wire text", _FORGED)
         return reply
+
+
+def _check_cgroups(use_cgroups: bool) -> None:
+    """Without a cgroup the memory limit is per process (4 processes and the tmpfs hold several times
+    memory_bytes), CPU is unbounded and cleanup is by uid: only when asked for, and loudly."""
+    reason = backends.probe().cgroups
+    if use_cgroups and reason is not None:
+        raise SandboxUnavailable(
+            f"no per-sandbox cgroup can be made here ({reason}); without one the memory limit holds per "
+            "process only and CPU is unbounded. Pass use_cgroups=False to run so anyway.")
+    if not use_cgroups:
+        message = ("exactgrade.sandbox: running WITHOUT a cgroup (use_cgroups=False): memory is limited per "
+                   "process by RLIMIT_AS, processes by RLIMIT_NPROC of the sandbox uid, CPU not at all")
+        print(f"WARNING: {message}", file=sys.stderr)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _clean(text: str) -> str:

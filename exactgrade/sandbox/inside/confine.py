@@ -97,6 +97,14 @@ def set_rlimits(cpu_seconds: int, address_space: int | None, nproc: int | None, 
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
+def prefer_for_oom_kill() -> None:
+    """oom_score_adj 1000: a host-wide OOM kills sandbox processes before anything else. Written while
+    still privileged, so the kernel also sets the floor (oom_score_adj_min) to 1000: no process of
+    the sandbox can lower it again."""
+    with open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
+
+
 def drop_privileges(uid: int, gid: int) -> None:
     """Become uid/gid for good: empty capability bounding set, no supplementary groups, no_new_privs."""
     if os.getuid() == 0:
@@ -133,7 +141,8 @@ _BPF_JGE_K = 0x35
 _BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 
-# Syscalls no grading code needs and that widen the kernel attack surface or escape confinement.
+# Syscalls no grading code needs and that widen the kernel attack surface or escape confinement;
+# io_setup because kernel AIO contexts come out of one host-wide pool (fs.aio-max-nr).
 DENIED_SYSCALLS = {
     "ptrace": 101, "syslog": 103, "personality": 135, "pivot_root": 155, "chroot": 161, "acct": 163,
     "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173,
@@ -141,14 +150,24 @@ DENIED_SYSCALLS = {
     "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298, "fanotify_init": 300,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "setns": 308, "process_vm_readv": 310,
     "process_vm_writev": 311, "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
-    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "io_setup": 206, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "mount_setattr": 442,
+}
+# Refused where the sandbox shares the host's IPC namespace (landlock): SysV shm/msg/sem objects and
+# POSIX message queues would be visible to other uids' sandboxes and outlive the sandbox.
+HOST_IPC_SYSCALLS = {
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67,
+    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
+    "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
 }
 _NR_CLONE = 56
 _NR_CLONE3 = 435
 _NR_SOCKET = 41
+_NR_SOCKETPAIR = 53
 _NR_IOCTL = 16
 _TIOCSTI = 0x5412
+_AF_UNIX = 1
 
 
 def seccomp_supported() -> bool:
@@ -159,13 +178,19 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def seccomp_program(deny_sockets: bool) -> bytes:
+def seccomp_program(namespaced: bool) -> bytes:
     """The BPF program: wrong arch -> kill; denied syscalls -> EPERM; clone3 -> ENOSYS (glibc falls back
     to clone, whose flags we can inspect); clone with namespace flags -> EPERM; TIOCSTI -> EPERM;
-    optionally socket() -> EAFNOSUPPORT (the fallback backend has no network namespace, and Landlock
-    before ABI 8 does not restrict connecting to host unix sockets; socketpair() stays allowed)."""
+    socketpair() of any family but AF_UNIX -> EAFNOSUPPORT. socket(): with its own network and IPC
+    namespaces (`namespaced`) only AF_UNIX, everything else (AF_VSOCK, which no network namespace
+    separates; AF_NETLINK, whose queues are kernel memory outside the memory cgroup; AF_INET: the
+    sandbox's loopback is down anyway) -> EAFNOSUPPORT. Without them (landlock: the host's network and
+    IPC) socket() is refused for every family (Landlock before ABI 8 does not restrict connecting to
+    host unix sockets) and so are SysV IPC and POSIX message queues."""
     eperm = _SECCOMP_RET_ERRNO | errno.EPERM
+    no_family = _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT
     load_nr = _insn(_BPF_LD_W_ABS, 0)
+    load_arg0 = _insn(_BPF_LD_W_ABS, 16)  # low 32 bits of args[0] (little endian)
     prog = [
         _insn(_BPF_LD_W_ABS, 4),
         _insn(_BPF_JEQ_K, _AUDIT_ARCH_X86_64, 1, 0),
@@ -174,7 +199,8 @@ def seccomp_program(deny_sockets: bool) -> bytes:
         _insn(_BPF_JGE_K, _X32_SYSCALL_BIT, 0, 1),
         _insn(_BPF_RET_K, eperm),
     ]
-    for nr in sorted(DENIED_SYSCALLS.values()):
+    denied = dict(DENIED_SYSCALLS) if namespaced else {**DENIED_SYSCALLS, **HOST_IPC_SYSCALLS}
+    for nr in sorted(denied.values()):
         prog += [_insn(_BPF_JEQ_K, nr, 0, 1), _insn(_BPF_RET_K, eperm)]
     prog += [_insn(_BPF_JEQ_K, _NR_CLONE3, 0, 1), _insn(_BPF_RET_K, _SECCOMP_RET_ERRNO | errno.ENOSYS)]
     # Argument checks: compare, load the argument, test, deny, reload the syscall number.
@@ -182,18 +208,22 @@ def seccomp_program(deny_sockets: bool) -> bytes:
              _insn(_BPF_JSET_K, NAMESPACE_FLAGS, 0, 1), _insn(_BPF_RET_K, eperm), load_nr]
     prog += [_insn(_BPF_JEQ_K, _NR_IOCTL, 0, 3), _insn(_BPF_LD_W_ABS, 24),
              _insn(_BPF_JEQ_K, _TIOCSTI, 0, 1), _insn(_BPF_RET_K, eperm), load_nr]
-    if deny_sockets:
-        no_socket = _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT
-        prog += [_insn(_BPF_JEQ_K, _NR_SOCKET, 0, 1), _insn(_BPF_RET_K, no_socket)]
+    prog += [_insn(_BPF_JEQ_K, _NR_SOCKETPAIR, 0, 3), load_arg0,
+             _insn(_BPF_JEQ_K, _AF_UNIX, 1, 0), _insn(_BPF_RET_K, no_family), load_nr]
+    if namespaced:
+        prog += [_insn(_BPF_JEQ_K, _NR_SOCKET, 0, 3), load_arg0,
+                 _insn(_BPF_JEQ_K, _AF_UNIX, 1, 0), _insn(_BPF_RET_K, no_family), load_nr]
+    else:
+        prog += [_insn(_BPF_JEQ_K, _NR_SOCKET, 0, 1), _insn(_BPF_RET_K, no_family)]
     prog.append(_insn(_BPF_RET_K, _SECCOMP_RET_ALLOW))
     return b"".join(prog)
 
 
-def install_seccomp(deny_sockets: bool) -> None:
+def install_seccomp(namespaced: bool) -> None:
     """Install the filter on the calling thread (inherited by every later child). Needs no_new_privs."""
     if not seccomp_supported():
         raise OSError(errno.ENOSYS, f"seccomp filter is only written for x86_64, not {platform.machine()}")
-    code = seccomp_program(deny_sockets)
+    code = seccomp_program(namespaced)
     buf = ctypes.create_string_buffer(code, len(code))
 
     class SockFprog(ctypes.Structure):

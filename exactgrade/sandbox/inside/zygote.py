@@ -34,6 +34,7 @@ from . import confine, worker
 
 _HIGH_FD = 100  # request pipe; _HIGH_FD + 1: reply pipe; _STATUS_FD: status pipe (pid 1 only)
 _STATUS_FD = _HIGH_FD + 2
+MAX_PTYS = 8  # ptys one namespaces sandbox may hold at once
 
 
 def main() -> None:
@@ -89,17 +90,17 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
             os.close(_STATUS_FD)  # no init to report: the worker must not hold it
         _set_limits(spec)
         if os.getuid() == 0:
+            confine.prefer_for_oom_kill()
             confine.drop_privileges(spec["uid"], spec["gid"])
         if mode != "namespaces":  # no pid namespace to collapse: die with the zygote (set after the
             confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)  # uid change, which clears it)
             if os.getppid() == 1:
                 raise OSError("the zygote exited during setup")
         if mode == "landlock":
-            runtime = spec["runtime_paths"]
-            confine.landlock_restrict(read_paths=runtime + _SYSTEM_READ,
+            confine.landlock_restrict(read_paths=spec["read_paths"] + _DEVICES_READ,
                                       write_paths=[spec["workdir"], "/dev/null"])
         if mode in ("namespaces", "landlock"):
-            confine.install_seccomp(deny_sockets=(mode == "landlock"))
+            confine.install_seccomp(namespaced=(mode == "namespaces"))
         if mode == "namespaces":
             _become_init_and_fork_worker()
         _run_worker(spec, request_fd, reply_fd)
@@ -115,9 +116,9 @@ def _child(spec: dict[str, Any], fds: list[int]) -> None:
     os._exit(0)
 
 
-# Host paths the landlock backend may read besides the runtime tree (libraries, bash, coreutils).
-_SYSTEM_READ = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
-                "/proc/cpuinfo", "/proc/self", "/dev/urandom", "/dev/zero"]
+# Besides the runtime tree and the system view (spec["read_paths"]): what torch and Python read at
+# run time. Not /proc/self: without a network namespace its net/ lists the host's sockets.
+_DEVICES_READ = ["/proc/cpuinfo", "/dev/urandom", "/dev/zero"]
 
 
 def _move_high(request_fd: int, reply_fd: int, status_fd: int) -> tuple[int, int]:
@@ -138,10 +139,19 @@ def _enter_namespaces(spec: dict[str, Any]) -> None:
         os._exit(0)  # the first child of the new pid namespace carries on as its pid 1
     flags = confine.MS_NOSUID | confine.MS_NODEV
     confine.mount("proc", "/proc", "proc", flags | confine.MS_NOEXEC)
-    size = f"size={spec['tmpfs_bytes']},mode=0700,uid={spec['uid']},gid={spec['gid']}"
-    confine.mount("tmpfs", "/work", "tmpfs", flags, size)
-    for shared in ("/tmp", "/dev/shm"):  # private: no channel between sandboxes, nothing left behind
-        confine.mount("tmpfs", shared, "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=1777")
+    # One tmpfs for /work, /tmp and /dev/shm: one budget of tmpfs_bytes for all three, not one each.
+    # Mounted on /tmp, its three subdirs are bound into place and /tmp's own bind then covers it.
+    confine.mount("tmpfs", "/tmp", "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=0755")
+    for name, mode, owner in (("work", 0o700, spec["uid"]), ("shm", 0o1777, 0), ("tmp", 0o1777, 0)):
+        os.mkdir(f"/tmp/{name}")
+        os.chown(f"/tmp/{name}", owner, owner)
+        os.chmod(f"/tmp/{name}", mode)
+    for name, target in (("work", "/work"), ("shm", "/dev/shm"), ("tmp", "/tmp")):
+        confine.mount(f"/tmp/{name}", target, None, confine.MS_BIND)
+    # A private pty instance with a small max: ptys come out of one host-wide pool (kernel.pty.max),
+    # and one sandbox must not take every pty of the others. /dev/ptmx links to pts/ptmx.
+    confine.mount("devpts", "/dev/pts", "devpts", confine.MS_NOSUID | confine.MS_NOEXEC,
+                  f"newinstance,ptmxmode=0666,mode=0620,max={MAX_PTYS}")
     confine.sethostname("sandbox")
 
 
