@@ -135,3 +135,17 @@ def _worker_pid(sb: Sandbox) -> int:
             continue
         return pid
     raise AssertionError("no worker process found")
+
+
+def test_model_code_cannot_reach_the_inits_status_pipe(backend: str) -> None:
+    """A forged or withheld status would make a self-inflicted death look like the harness's."""
+    if backend != "namespaces":
+        pytest.skip("only the namespaces backend has an init that reports")
+    with Sandbox(backend=backend) as sb:
+        out = sb.execute_code(
+            "import os\nfor path in ('/proc/1/fd/102', '/proc/1/fd'):\n    try:\n"
+            "        os.open(path, os.O_WRONLY) if path.endswith('102') else os.listdir(path)\n"
+            "        print('reached', path)\n    except OSError as e:\n        print(type(e).__name__)\n"
+            "try:\n    os.write(102, b'0\\n')\n    print('wrote')\n"
+            "except OSError as e:\n    print(type(e).__name__)")
+    assert out.split() == ["PermissionError", "PermissionError", "OSError"], out

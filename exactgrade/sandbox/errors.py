@@ -49,5 +49,6 @@ class SandboxUnavailable(RuntimeError):
 
 
 class ResultNotEncodable(WireError):
-    """`result` holds something the wire format cannot carry (an arbitrary object, a subclass of a
-    number): the answer is not gradeable, which is a wrong answer, not a harness failure."""
+    """`result` holds something the wire format cannot carry, even read back as a natural answer
+    (an arbitrary object, a complex number, a numpy longdouble): the answer is not gradeable, which
+    is a wrong answer, not a harness failure."""
