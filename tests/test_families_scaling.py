@@ -202,7 +202,7 @@ def test_near_tie_is_relative():
     (Fraction(1, 3), Fraction(1, 3), None),          # exact answers: left to compare
     (5, 5, True), (5, 5.0, False), (5, True, False),
     ("compute", "memory", False), (None, None, True), (True, 1, False),
-    ({"rows": [1]}, {"rows": [1], "extra": 2}, False), ([1], [1, 2], False),
+    ({"rows": [1]}, {"rows": [1], "extra": 2}, False), ([1], [1, 2], False), ([1], (1,), None),
 ])
 def test_the_screen_agrees_with_compare(expected, answer, settled):
     assert screen(expected, answer) is settled
