@@ -45,7 +45,8 @@ def check(task: Task) -> list[str]:
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
-        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("forward", _forward),
+        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("equal_gradients", _equal_gradients),
+        ("forward", _forward),
         ("float_cases", _float_cases), ("linalg", _linalg), ("optimiser", _optimiser),
     ]
     for key, run in checks:  # key None: always runs
@@ -185,6 +186,13 @@ def _gradients(task: Task) -> list[str]:
             problems.append(f"rows[{i}]['grad'] for {row['param']} is {row['grad']} but the exact symmetric "
                             f"finite difference (h = {meta['fd_step']}) is {exact}")
     return problems
+
+
+def _equal_gradients(task: Task) -> list[str]:
+    """Identical units (same incoming weights, bias and outgoing weights) get identical gradients."""
+    grads = {row["param"]: row["grad"] for row in _rows(task)}
+    return [f"{a} and {b} belong to identical units but their gradients {grads[a]} and {grads[b]} differ"
+            for a, b in task.meta["equal_gradients"] if grads[a] != grads[b]]
 
 
 def _forward(task: Task) -> list[str]:
