@@ -10,7 +10,8 @@ from exactgrade.domains.deeplearning.checks import check
 
 PROFILE = "python"
 
-FAMILIES = (*information.FAMILIES,)
+FAMILIES = (*information.FAMILIES, *backprop.FAMILIES, *optimisation.FAMILIES,
+            *linalg.FAMILIES)
 
 TASKS = (*information.TASKS, *backprop.TASKS, *optimisation.TASKS, *linalg.TASKS, *numerical.TASKS)
 
