@@ -11,7 +11,7 @@ from exactgrade.domains.deeplearning.checks import check
 PROFILE = "python"
 
 FAMILIES = (*information.FAMILIES, *backprop.FAMILIES, *optimisation.FAMILIES,
-            *linalg.FAMILIES)
+            *linalg.FAMILIES, *numerical.FAMILIES)
 
 TASKS = (*information.TASKS, *backprop.TASKS, *optimisation.TASKS, *linalg.TASKS, *numerical.TASKS)
 

@@ -213,7 +213,7 @@ def _forward(task: Task) -> list[str]:
 
 
 def _float_cases(task: Task) -> list[str]:
-    from exactgrade.domains.deeplearning.ieee import outcome
+    from exactgrade.domains.deeplearning.ieee import TRANSCENDENTAL_ULPS, outcome, stable_outcome
 
     cases = task.meta["float_cases"]
     rows = _rows(task)
@@ -226,6 +226,11 @@ def _float_cases(task: Task) -> list[str]:
         if row["outcome"] != recomputed:
             problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
                             f"{case['format']} arithmetic gives {recomputed!r}")
+        if stable_outcome(case["expr"], case["format"]) != row["outcome"]:
+            problems.append(f"rows[{i}] ({case['name']}): the outcome is not robust: another correct IEEE "
+                            f"implementation (exp/log within {TRANSCENDENTAL_ULPS} ulps, literals rounded "
+                            "once) "
+                            "could give another category")
         if not str(argument.get(case["name"], "")).strip():
             problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
     return problems
