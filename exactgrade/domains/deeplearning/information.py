@@ -249,7 +249,8 @@ def sample_divergence(draw: Draw, level: int) -> dict:
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
     """q is either a reordering of p (same entropy: the asymmetry is all in the cross terms) or
     an independent distribution; a symmetric pair is redrawn."""
-    outcomes = draw.integer(max(3, MAX_OUTCOMES[level] - 3), MAX_OUTCOMES[level])
+    widest = MAX_OUTCOMES[level] + (2 if level >= 2 else 0)
+    outcomes = draw.integer(max(3, widest - 4), widest)
     p = dyadic_distribution(draw, outcomes)
     q = draw.shuffled(p) if draw.chance(1, 3) else dyadic_distribution(draw, outcomes)
     if kl_bits(p, q) == kl_bits(q, p):
@@ -257,26 +258,33 @@ def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
     return {"pairs": [{"p": p, "q": q}, {"p": q, "q": p}], "unit": "bits" if level == 1 else _unit(draw)}
 
 
+JOINT_OUTCOMES = {1: 6, 2: 14, 3: 16, 4: 18, 5: 20}
+"""|A| per level: wider than MAX_OUTCOMES from level 2, since the key (H(A), H(B), H(A, B)) of a
+narrow joint takes too few values to vary."""
+
+
 def sample_joint(draw: Draw, level: int) -> dict:
-    """B = f(A): P(B) first, then each P(B = b) split over the a with f(a) = b (one a each when
-    f is invertible). Half of the non-invertible joints then pass through a noisy channel: a
-    mixing move takes two equal cells (a1, b1), (a2, b2) whose crossed cells are empty and moves
-    half of each to (a1, b2) and (a2, b1), which keeps every cell and both marginals dyadic
-    while lowering I(A; B) (a joint that reaches I = 0 is refused by the check)."""
-    total = MAX_OUTCOMES[level]
-    invertible = draw.chance(1, 3)
-    n_b = draw.integer(2, total if invertible else max(2, total // 2))
+    """B = f(A): P(B) first, then each P(B = b) split over the a with f(a) = b (one a each when f is
+    invertible, an eighth of the joints, all of the widest support). Seven eighths of the
+    others then pass through a noisy channel: a mixing move takes two equal cells (a1, b1), (a2,
+    b2) whose crossed cells are empty and moves half of each to (a1, b2) and (a2, b1), which
+    keeps every cell and both marginals dyadic while lowering I(A; B) (a joint that reaches I =
+    0 is refused by the check)."""
+    total = JOINT_OUTCOMES[level]
+    invertible = draw.chance(1, 8)
+    few = 2 if level == 1 else 3
+    n_b = draw.integer(total - 2, total) if invertible else draw.integer(few, max(few, total // 2))
     p_b = dyadic_distribution(draw, n_b)
     preimages = [1] * n_b
     if not invertible:
-        for _ in range(draw.integer(1, total - n_b)):
+        for _ in range(draw.integer(min(2, total - n_b), total - n_b)):
             preimages[draw.below(n_b)] += 1
     rows = []
     for b, (mass, count) in enumerate(zip(p_b, preimages, strict=True)):
         for part in dyadic_distribution(draw, count):
             rows.append([mass * part if column == b else 0 for column in range(n_b)])
-    if not invertible and draw.chance(1, 2):
-        for _ in range(draw.integer(1, level)):
+    if not invertible and draw.chance(7, 8):
+        for _ in range(draw.integer(1, level + 1)):
             _mix(draw, rows)
     return {"joint": draw.shuffled(rows), "unit": _unit(draw)}
 
@@ -293,16 +301,16 @@ def _mix(draw: Draw, rows: list[list]) -> None:
 
 
 def sample_classification(draw: Draw, level: int) -> dict:
-    """3..(3 + 5 * level) examples over 3..(2 + 2 * level) classes. Only the true class's
-    probability enters a log, so it alone is a power of two, 2**-k with k up to 8 at level 1
-    and 32 * level above (confidently wrong predictions: without that range the mean loss takes
-    too few values for the key to vary); the other classes share the rest as positive
-    multiples of 2**-(k + 5).
-    The mean loss is never an integer, so the perplexity is irrational (2**(7/3))."""
+    """3..8 examples at level 1, 3..(6 + 5 * level) above, over 3..(2 + 2 * level) classes. Only the
+    true class's probability enters a log, so it alone is a power of two, 2**-k with k up to 8
+    at level 1 and 80 * level above (confidently wrong predictions: without that range the mean
+    loss takes too few values for the key to vary); the other classes share the rest as positive
+    multiples of 2**-(k + 5). The mean loss is never an integer, so the perplexity is irrational
+    (2**(7/3))."""
     classes = draw.integer(3, 2 + 2 * level)
     predictions, labels, total = [], [], 0
-    for _ in range(draw.integer(3, 3 + 5 * level)):
-        k = draw.integer(1, 8 if level == 1 else 32 * level)
+    for _ in range(draw.integer(3, 8 if level == 1 else 6 + 5 * level)):
+        k = draw.integer(1, 8 if level == 1 else 80 * level)
         units = 2 ** (k + 5) - 32  # 1 - 2**-k in units of 2**-(k + 5)
         cuts: set[int] = set()
         while len(cuts) < classes - 2:
@@ -383,15 +391,15 @@ ENTROPY = dl_family("entropy", build_entropy, sample_entropy,
 DIVERGENCE = dl_family("divergence", build_divergence, sample_divergence,
                        "1+level (p, q) pairs of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
 KL_ASYMMETRY = dl_family("kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
-                         "one asymmetric pair and its reverse, support up to 6/8/10/12/16; q a reordering "
+                         "one asymmetric pair and its reverse, support up to 6/10/12/14/18; q a reordering "
                          "of p or independent; nats from level 2")
 MUTUAL_INFORMATION = dl_family("mutual_information", build_joint, sample_joint,
-                               "B = f(A), f invertible (1/3) or merging, half of the merging ones "
-                               "through 1..level noisy mixing moves; |A| up to 6/8/10/12/16; bits or nats")
+                               "B = f(A), f invertible (1/8) or merging, 3/4 of the merging ones "
+                               "through 1..level+1 noisy mixing moves; |A| up to 6/14/16/18/20; bits or nats")
 CLASSIFICATION_LOSS = dl_family(
     "classification_loss", build_classification, sample_classification,
-    "3..3+5*level examples over 3..2+2*level classes, true-class probability down to 2**-8 "
-    "(level 1), 2**-(32*level) above; the perplexity is always irrational")
+    "3..8 examples (level 1), 3..6+5*level above, over 3..2+2*level classes, true-class probability "
+    "down to 2**-8 (level 1), 2**-(80*level) above; the perplexity is always irrational")
 
 FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
 

@@ -271,32 +271,28 @@ def _logits(draw: Draw, fmt: str, count: int, bits: int) -> list:
     return [_grid(centre + draw.dyadic(-4, 4, bits), bits) for _ in range(count)]
 
 
-def sample_softmax(draw: Draw, level: int) -> dict:
-    """Naive and max-shifted softmax of 2..1+level logits (multiples of 1/2 from level 3)."""
-    bits = 0 if level <= 2 else 1
+def _logit_sampler(stem, naive, shifted, indexed):
+    """Naive and max-shifted cases of 2..1+level logits (multiples of 1/2 from level 3); an
+    indexed function (softmax) also takes the index of the probability asked for."""
 
-    def make(draw, i):
-        fmt = draw.choice(_formats(level))
-        logits = _logits(draw, fmt, draw.integer(2, max(2, 1 + level)), bits)
-        naive = draw.chance(1, 2)
-        expr = (softmax_naive if naive else softmax_shifted)(logits, draw.below(len(logits)))
-        return "naive_p" if naive else "shifted_p", fmt, expr
+    def sample(draw: Draw, level: int) -> dict:
+        bits = 0 if level <= 2 else 1
 
-    return {"cases": _cases(draw, 4 + level, make)}
+        def make(draw, i):
+            fmt = draw.choice(_formats(level))
+            logits = _logits(draw, fmt, draw.integer(2, max(2, 1 + level)), bits)
+            extra = (draw.below(len(logits)),) if indexed else ()
+            is_naive = draw.chance(1, 2)
+            expr = (naive if is_naive else shifted)(logits, *extra)
+            return ("naive_" if is_naive else "shifted_") + stem, fmt, expr
+
+        return {"cases": _cases(draw, 4 + level, make)}
+
+    return sample
 
 
-def sample_logsumexp(draw: Draw, level: int) -> dict:
-    """Naive and max-shifted log-sum-exp of 2..1+level logits (multiples of 1/2 from level 3)."""
-    bits = 0 if level <= 2 else 1
-
-    def make(draw, i):
-        fmt = draw.choice(_formats(level))
-        logits = _logits(draw, fmt, draw.integer(2, max(2, 1 + level)), bits)
-        naive = draw.chance(1, 2)
-        expr = (logsumexp_naive if naive else logsumexp_shifted)(logits)
-        return ("naive_lse" if naive else "shifted_lse"), fmt, expr
-
-    return {"cases": _cases(draw, 4 + level, make)}
+sample_softmax = _logit_sampler("p", softmax_naive, softmax_shifted, indexed=True)
+sample_logsumexp = _logit_sampler("lse", logsumexp_naive, logsumexp_shifted, indexed=False)
 
 
 def underflow_power(q, fmt):
