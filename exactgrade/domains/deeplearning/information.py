@@ -394,8 +394,9 @@ KL_ASYMMETRY = dl_family("kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry
                          "one asymmetric pair and its reverse, support up to 6/10/12/14/18; q a reordering "
                          "of p or independent; nats from level 2")
 MUTUAL_INFORMATION = dl_family("mutual_information", build_joint, sample_joint,
-                               "B = f(A), f invertible (1/8) or merging, 3/4 of the merging ones "
-                               "through 1..level+1 noisy mixing moves; |A| up to 6/14/16/18/20; bits or nats")
+                               "B = f(A), f invertible (1/8) or merging, 7/8 of the merging ones "
+                               "through 1..level+1 noisy mixing moves; A takes up to 6/14/16/18/20 values; "
+                               "bits or nats")
 CLASSIFICATION_LOSS = dl_family(
     "classification_loss", build_classification, sample_classification,
     "3..8 examples (level 1), 3..6+5*level above, over 3..2+2*level classes, true-class probability "
