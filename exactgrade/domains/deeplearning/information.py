@@ -303,14 +303,14 @@ def _mix(draw: Draw, rows: list[list]) -> None:
 def sample_classification(draw: Draw, level: int) -> dict:
     """3..8 examples at level 1, 3..(6 + 5 * level) above, over 3..(2 + 2 * level) classes. Only the
     true class's probability enters a log, so it alone is a power of two, 2**-k with k up to 8
-    at level 1 and 80 * level above (confidently wrong predictions: without that range the mean
-    loss takes too few values for the key to vary); the other classes share the rest as positive
-    multiples of 2**-(k + 5). The mean loss is never an integer, so the perplexity is irrational
-    (2**(7/3))."""
+    at level 1 and min(80 * level, 200) above (the perplexity 2**loss must stay under the key-
+    size limit) (confidently wrong predictions: without that range the mean loss takes too few
+    values for the key to vary); the other classes share the rest as positive multiples of
+    2**-(k + 5). The mean loss is never an integer, so the perplexity is irrational (2**(7/3))."""
     classes = draw.integer(3, 2 + 2 * level)
     predictions, labels, total = [], [], 0
     for _ in range(draw.integer(3, 8 if level == 1 else 6 + 5 * level)):
-        k = draw.integer(1, 8 if level == 1 else 80 * level)
+        k = draw.integer(1, 8 if level == 1 else min(80 * level, 200))
         units = 2 ** (k + 5) - 32  # 1 - 2**-k in units of 2**-(k + 5)
         cuts: set[int] = set()
         while len(cuts) < classes - 2:
@@ -400,7 +400,7 @@ MUTUAL_INFORMATION = dl_family("mutual_information", build_joint, sample_joint,
 CLASSIFICATION_LOSS = dl_family(
     "classification_loss", build_classification, sample_classification,
     "3..8 examples (level 1), 3..6+5*level above, over 3..2+2*level classes, true-class probability "
-    "down to 2**-8 (level 1), 2**-(80*level) above; the perplexity is always irrational")
+    "down to 2**-8 (level 1), 2**-min(80*level, 200) above; the perplexity is always irrational")
 
 FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
 

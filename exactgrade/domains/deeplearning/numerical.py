@@ -143,13 +143,25 @@ def logsumexp_shifted(logits):
     return op("add", m, op("log", op("sum", *[op("exp", op("sub", x, m)) for x in logits])))
 
 
+def _show_int(n: int) -> str:
+    """An int literal; one of 2**24 or more with trailing zero bits as (m*2**k), so float32 and
+    float64 limits stay readable (the exact value is also in `cases`)."""
+    zeros = (n & -n).bit_length() - 1 if n else 0
+    if abs(n) < 2**24 or zeros < 8:
+        return str(n)
+    m = n >> zeros
+    return f"(2**{zeros})" if m == 1 else f"({m}*2**{zeros})"
+
+
 def show_expr(node) -> str:
     """An expression tree as the text the prompt shows."""
     if not isinstance(node, dict):
         q = F(node)
         if q.numerator == 1 and q.denominator > 1 and q.denominator & (q.denominator - 1) == 0:
             return f"2**-{q.denominator.bit_length() - 1}"
-        return str(q) if q.denominator == 1 else f"({q})"
+        if q.denominator == 1:
+            return _show_int(q.numerator)
+        return f"({q})"
     name, args = node["op"], node["args"]
     infix = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
     if name in infix:
@@ -219,13 +231,14 @@ def _grid(value, bits):
 
 
 def _cases(draw: Draw, count: int, make) -> list[dict]:
-    """count cases from make(draw, i) -> (stem, format, expr), each redrawn until its outcome is
-    robust (ieee.stable_outcome), named c<i>_<stem>_<format>."""
+    """count cases from make(draw, i) -> (stem, format, expr), each redrawn until it is new and
+    its outcome is robust (ieee.stable_outcome), named c<i>_<stem>_<format>."""
     cases = []
     for i in range(count):
         for _ in range(32):
             stem, fmt, expr = make(draw, i)
-            if stable_outcome(expr, fmt) is not None:
+            repeated = any(c["format"] == fmt and c["expr"] == expr for c in cases)
+            if not repeated and stable_outcome(expr, fmt) is not None:
                 cases.append({"name": f"c{i}_{stem}_{SHORT[fmt]}", "format": fmt, "expr": expr})
                 break
         else:
