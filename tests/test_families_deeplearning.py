@@ -226,3 +226,11 @@ def test_stable_outcome_marks_threshold_cases(expr, fmt, stable):
     assert stable_outcome(expr, fmt) == stable
     if stable is not None:
         assert outcome(expr, fmt) == stable
+
+
+def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
+    from exactgrade.domains.deeplearning.information import KL_ASYMMETRY
+
+    p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
+    with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):
+        KL_ASYMMETRY.task("dl-x", {"pairs": [{"p": p, "q": p[::-1]}, {"p": p[::-1], "q": p}], "unit": "bits"})
