@@ -186,14 +186,18 @@ def perturb(network: Mapping[str, Any], batch: Sequence[Mapping[str, Any]], name
     return {"layers": net}, data
 
 
-def _activation_signs(net: Sequence[Layer], data: Sequence[Example]) -> list[tuple[str, int]]:
-    signs = []
-    for e, (x, _) in enumerate(data):
+def _signs_and_loss(network: Mapping[str, Any], batch: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[tuple[str, int]], Fraction]:
+    """Every ReLU pre-activation's sign, and the batch loss, from one forward pass per example."""
+    net, data = layers(network), examples(batch)
+    signs, total = [], Fraction(0)
+    for e, (x, t) in enumerate(data):
         trace = forward(net, x)
+        total += squared_error(trace.output, t)
         for n, (layer, z) in enumerate(zip(net, trace.pre, strict=True), start=1):
             if layer.activation == "relu":
                 signs += [(f"example {e} layer {n} unit {i}", (zi > 0) - (zi < 0)) for i, zi in enumerate(z)]
-    return signs
+    return signs, total / len(data)
 
 
 def finite_difference(network: Mapping[str, Any], batch: Sequence[Mapping[str, Any]], name: str,
@@ -212,11 +216,10 @@ def finite_difference(network: Mapping[str, Any], batch: Sequence[Mapping[str, A
     step = as_fraction(h)
     if step <= 0:
         raise ValueError(f"h={step} must be > 0")
-    points = [perturb(network, batch, name, d) for d in (-step, Fraction(0), step)]
-    signs = [_activation_signs(layers(net), examples(data)) for net, data in points]
-    for (unit, below), (_, at), (_, above) in zip(*signs, strict=True):
+    (signs_lo, loss_lo), (signs_at, _), (signs_hi, loss_hi) = (
+        _signs_and_loss(*perturb(network, batch, name, d)) for d in (-step, Fraction(0), step))
+    for (unit, below), (_, at), (_, above) in zip(signs_lo, signs_at, signs_hi, strict=True):
         if below == 0 or at == 0 or above == 0 or not below == at == above:
             raise KinkError(f"{name} +- {step} straddles a ReLU kink: {unit} pre-activation signs "
                             f"{below:+d}, {at:+d}, {above:+d} at p - h, p, p + h")
-    (net_lo, data_lo), _, (net_hi, data_hi) = points
-    return (loss(net_hi, data_hi) - loss(net_lo, data_lo)) / (2 * step)
+    return (loss_hi - loss_lo) / (2 * step)

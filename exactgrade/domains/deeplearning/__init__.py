@@ -10,8 +10,11 @@ from exactgrade.domains.deeplearning.checks import check
 
 PROFILE = "python"
 
+FAMILIES = (*information.FAMILIES, *backprop.FAMILIES, *optimisation.FAMILIES,
+            *linalg.FAMILIES, *numerical.FAMILIES)
+
 TASKS = (*information.TASKS, *backprop.TASKS, *optimisation.TASKS, *linalg.TASKS, *numerical.TASKS)
 
 CATEGORY_COUNTS = {"information": 9, "backprop": 8, "optimisation": 7, "linalg": 6, "numerical": 6}
 
-__all__ = ["CATEGORY_COUNTS", "PROFILE", "TASKS", "check"]
+__all__ = ["CATEGORY_COUNTS", "FAMILIES", "PROFILE", "TASKS", "check"]

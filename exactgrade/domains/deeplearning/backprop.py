@@ -4,13 +4,24 @@ Every network is piecewise linear (affine layers, ReLU, squared error) with rati
 so activations, losses and gradients are exact Fractions. verify cross-checks every gradient
 against an exact symmetric finite difference (exactgrade.rational.finite_difference), which
 refuses to straddle a ReLU kink.
+
+Families: mlp_forward (dl-009) and mlp_gradient (dl-010..016). The gradient sampler draws one
+variant per instance (plain, dead unit, input gradient, batch mean, deep, multi-output,
+identical units) on a network whose width, depth and batch grow with the level; weights are
+multiples of 1/4, inputs of 1/2, targets of 1/4, so every pre-activation is a multiple of 1/32
+or coarser and a finite-difference step of 1/1024 keeps far from every kink (the check refuses
+the instance otherwise). Tags, zero_reason and the identical-unit pairs are derived from the
+inputs by the builder, so a canonical task and a generated one are described alike.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade import rational
+from exactgrade.domains.deeplearning._family import dl_family, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -119,6 +130,198 @@ def _all_names(network, with_inputs=False):
     return names
 
 
+FD_STEP = F(1, 1024)
+_API = api(CONVENTIONS)
+
+# ---------------------------------------------------------------------------- samplers
+
+# (input widths, hidden widths per layer, output widths, batch sizes) per level
+_SIZES = {
+    1: ((2, 3), [(2, 3)], (1, 1), (1, 2)),
+    2: ((2, 3), [(3, 4)], (1, 2), (1, 2)),
+    3: ((3, 3), [(3, 4), (2, 3)], (1, 2), (1, 3)),
+    4: ((3, 4), [(4, 5), (3, 4)], (1, 2), (2, 3)),
+    5: ((4, 4), [(4, 6), (3, 5), (2, 4)], (1, 3), (2, 4)),
+}
+
+
+def _odd_multiple(draw: Draw, bits: int, bound: int = 1) -> F:
+    """An odd multiple of 2**-bits in (-bound, bound)."""
+    half = bound * 2 ** (bits - 1)
+    return F(2 * draw.integer(-half, half - 1) + 1, 2**bits)
+
+
+def _network(draw: Draw, widths: list[int]) -> dict:
+    """Affine layers between the given widths: ReLU on the hidden ones, identity on the last.
+
+    Weights are multiples of 1/4 and inputs of 1/2, and layer k's biases are odd multiples of
+    2**-(4k): W @ a is then a multiple of a coarser power of two than the bias, so no
+    pre-activation is exactly 0 and no output equals its target (a multiple of 1/4)."""
+    layers = []
+    for k, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        W = [[nonzero_dyadic(draw, -2, 2, 2) for _ in range(fan_in)] for _ in range(fan_out)]
+        b = [_odd_multiple(draw, 4 * (k + 1)) for _ in range(fan_out)]
+        layers.append(_layer(W, b, "identity" if k == len(widths) - 2 else "relu"))
+    return {"layers": layers}
+
+
+def _batch(draw: Draw, size: int, d_in: int, d_out: int) -> list[dict]:
+    return [{"x": [nonzero_dyadic(draw, -2, 2, 1) for _ in range(d_in)],
+             "t": [draw.dyadic(-2, 2, 2) for _ in range(d_out)]} for _ in range(size)]
+
+
+def _widths(draw: Draw, level: int, deep: bool = False, multi: bool = False) -> list[int]:
+    d_in, hidden, d_out, _ = _SIZES[level]
+    hidden = [draw.integer(*h) for h in hidden]
+    if deep and len(hidden) < 2:
+        hidden.append(draw.integer(2, 3))
+    out = draw.integer(max(2 if multi else 1, d_out[0]), max(2 if multi else 1, d_out[1]))
+    return [draw.integer(*d_in), *hidden, out]
+
+
+def sample_forward(draw: Draw, level: int) -> dict:
+    widths = _widths(draw, level)
+    low, high = _SIZES[level][3]
+    batch = _batch(draw, draw.integer(low + 1, high + 1), widths[0], widths[-1])
+    return {"network": _network(draw, widths), "batch": batch}
+
+
+GRADIENT_VARIANTS = ("plain", "dead", "input", "batch", "deep", "multi", "identical")
+
+
+def sample_gradient(draw: Draw, level: int) -> dict:
+    """One of GRADIENT_VARIANTS on a network of the level's size; wrt holds 4 + 2 * level names
+    (all of them when there are fewer), always the dead unit's or both identical units'."""
+    variant = draw.choice(GRADIENT_VARIANTS)
+    widths = _widths(draw, level, deep=variant == "deep", multi=variant == "multi")
+    network = _network(draw, widths)
+    low, high = _SIZES[level][3]
+    size = 1 if variant == "input" else draw.integer(max(low, 2 if variant == "batch" else 1), max(high, 2))
+    batch = _batch(draw, size, widths[0], widths[-1])
+    first = network["layers"][0]
+    must = []
+    if variant == "dead":  # push unit i of layer 1 below zero on every example
+        i = draw.below(len(first["b"]))
+        reach = max(sum((w * x for w, x in zip(first["W"][i], e["x"], strict=True)), F(0)) for e in batch)
+        first["b"][i] = -reach - abs(_odd_multiple(draw, 4))
+        must = [f"W1[{i}][{j}]" for j in range(widths[0])] + [f"b1[{i}]", f"W2[0][{i}]"]
+    if variant == "identical":  # unit i' copies unit i, in and out
+        i, twin = draw.sample(range(len(first["b"])), 2)
+        first["W"][twin], first["b"][twin] = list(first["W"][i]), first["b"][i]
+        for row in network["layers"][1]["W"]:
+            row[twin] = row[i]
+        must = [name for j in range(widths[0]) for name in (f"W1[{i}][{j}]", f"W1[{twin}][{j}]")]
+        must += [f"b1[{i}]", f"b1[{twin}]", f"W2[0][{i}]", f"W2[0][{twin}]"]
+    if variant == "input":
+        wrt = [f"x[{j}]" for j in range(widths[0])]
+    else:
+        names = _all_names(network)
+        count = min(len(names), 4 + 2 * level)
+        chosen = set(must) | set(draw.sample([n for n in names if n not in must], max(0, count - len(must))))
+        wrt = [n for n in names if n in chosen]
+    return {"network": network, "batch": batch, "wrt": wrt}
+
+
+# ---------------------------------------------------------------------------- builders
+
+
+def _dead_units(network, batch):
+    """(layer, unit) of every ReLU unit whose pre-activation is < 0 on every example."""
+    net = rational.piecewise.layers(network)
+    traces = [rational.forward(net, [F(v) for v in e["x"]]) for e in batch]
+    return {(k, i) for k, layer in enumerate(net, start=1) if layer.activation == "relu"
+            for i in range(len(layer.b)) if all(t.pre[k - 1][i] < 0 for t in traces)}
+
+
+def _reads_dead_unit(name, dead):
+    """The parameter belongs to a dead unit or reads a dead unit's (zero) output."""
+    if name.startswith("x["):
+        return False
+    layer, rest = name[1:].split("[", 1)
+    indices = [int(n) for n in rest.rstrip("]").split("][")]
+    k = int(layer)
+    return (k, indices[0]) in dead or (name[0] == "W" and (k - 1, indices[1]) in dead)
+
+
+def _identical_pairs(network, wrt):
+    """[name, name] pairs whose gradients must be equal: units of a hidden layer with the same
+    incoming row, bias and outgoing column."""
+    layers = network["layers"]
+    pairs = []
+    for k in range(1, len(layers)):
+        W, b, following = layers[k - 1]["W"], layers[k - 1]["b"], layers[k]["W"]
+        for i in range(len(b)):
+            for twin in range(i + 1, len(b)):
+                if W[i] == W[twin] and b[i] == b[twin] and all(row[i] == row[twin] for row in following):
+                    names = [(f"W{k}[{i}][{j}]", f"W{k}[{twin}][{j}]") for j in range(len(W[i]))]
+                    names += [(f"b{k}[{i}]", f"b{k}[{twin}]")]
+                    names += [(f"W{k + 1}[{r}][{i}]", f"W{k + 1}[{r}][{twin}]")
+                              for r in range(len(following))]
+                    pairs += [[x, y] for x, y in names if x in wrt and y in wrt]
+    return pairs
+
+
+_ZERO_REASONS = {
+    "dl-011": "hidden unit 1 is inactive on this input (pre-activation -3/4 < 0), so the "
+              "gradients of W1[1][*], b1[1] and W2[0][1] are exactly 0: that is the point "
+              "of the task (a dead ReLU unit learns nothing from this example).",
+}
+
+
+def _gradient_zero_reason(task_id, network, batch, wrt):
+    """Why some gradients are exactly 0, when each one is explained by a unit inactive on every
+    example (None otherwise: an unexplained zero is refused as an instance)."""
+    if task_id in _ZERO_REASONS:
+        return _ZERO_REASONS[task_id]
+    try:
+        grads = rational.gradients(network, batch)
+        dead = _dead_units(network, batch)
+    except rational.RationalError:
+        return None  # at a kink: the check refuses the instance
+    zeros = [name for name in wrt if grads.get(name) == 0]
+    if not zeros or not all(_reads_dead_unit(name, dead) for name in zeros):
+        return None
+    units = ", ".join(f"layer {k} unit {i}" for k, i in sorted(dead))
+    return (f"ReLU {units} has a negative pre-activation on every example, so the gradients of "
+            f"{', '.join(zeros)} (which belong to or read from it) are exactly 0: a dead unit learns "
+            "nothing.")
+
+
+def build_forward(task_id, inputs):
+    network, batch = inputs["network"], inputs["batch"]
+    return TaskDef(task_id, "backprop", inputs, mlp_forward_rows, _forward_prompt, _API, POLICY,
+                   tags=("forward",), meta={"network": network, "batch": batch, "forward": True})
+
+
+def build_gradient(task_id, inputs):
+    """Tags: 'gradient' and the first of input-gradient, symmetry, dead-relu, deep, multi-output,
+    batch-mean that applies."""
+    network, batch, wrt = inputs["network"], inputs["batch"], inputs["wrt"]
+    pairs = _identical_pairs(network, wrt)
+    zero_reason = _gradient_zero_reason(task_id, network, batch, wrt)
+    flavours = (("input-gradient", any(n.startswith("x[") for n in wrt)), ("symmetry", bool(pairs)),
+                ("dead-relu", zero_reason is not None), ("deep", len(network["layers"]) > 2),
+                ("multi-output", len(network["layers"][-1]["b"]) > 1), ("batch-mean", len(batch) > 1))
+    flavour = next((name for name, applies in flavours if applies), None)
+    meta = {"network": network, "batch": batch, "gradients_at": wrt, "fd_step": FD_STEP}
+    if pairs:
+        meta["equal_gradients"] = pairs
+    return TaskDef(task_id, "backprop", inputs, mlp_gradient_rows, _gradient_prompt, _API, POLICY,
+                   tags=("gradient", *([flavour] if flavour else [])), zero_reason=zero_reason, meta=meta)
+
+
+MLP_FORWARD = dl_family("mlp_forward", build_forward, sample_forward,
+                        "hidden width 2-3 -> 4-6 and 1 -> 3 hidden layers with the level; batch 2 -> 5; "
+                        "outputs 1 -> 3")
+MLP_GRADIENT = dl_family(
+    "mlp_gradient", build_gradient, sample_gradient,
+    "variants plain/dead unit/input gradient/batch mean/deep/multi-output/identical units; hidden width "
+    "2-3 -> 4-6, 1 -> 3 hidden layers, batch up to 4, 4+2*level gradients asked")
+
+FAMILIES = (MLP_FORWARD, MLP_GRADIENT)
+
+# ---------------------------------------------------------------------------- canonical tasks
+
 # 2-3-1, one hidden unit negative on the first example, a different one on the second.
 _NET_231 = {"layers": [_layer([[1, -1], [F(1, 2), 2], [-1, F(1, 4)]], [F(1, 4), F(-1, 2), F(1, 8)], "relu"),
                        _layer([[2, -1, F(1, 2)]], [F(1, 4)], "identity")]}
@@ -155,36 +358,26 @@ _NET_SYMMETRIC = {"layers": [_layer([[F(1, 2), F(1, 4)], [F(1, 2), F(1, 4)]], [F
                              _layer([[F(3, 4), F(3, 4)]], [0], "identity")]}
 _BATCH_SYMMETRIC = [{"x": [1, 2], "t": [2]}, {"x": [2, -1], "t": [-1]}]
 
-FD_STEP = F(1, 1024)
-_API = api(CONVENTIONS)
+
+def _gradient_task(task_id, network, batch, wrt):
+    return MLP_GRADIENT.task(task_id, {"network": network, "batch": batch, "wrt": wrt})
 
 
-def _gradient_task(task_id, network, batch, wrt, tags, zero_reason=None):
-    return TaskDef(task_id, "backprop", {"network": network, "batch": batch, "wrt": wrt}, mlp_gradient_rows,
-                   _gradient_prompt, _API, POLICY, tags=tags, zero_reason=zero_reason,
-                   meta={"network": network, "batch": batch, "gradients_at": wrt, "fd_step": FD_STEP})
+def _names(text):
+    return text.split()
 
 
 TASKS = (
-    TaskDef("dl-009", "backprop", {"network": _NET_231, "batch": _BATCH_231}, mlp_forward_rows,
-            _forward_prompt, _API, POLICY, tags=("forward",),
-            meta={"network": _NET_231, "batch": _BATCH_231, "forward": True}),
-    _gradient_task("dl-010", _NET_221, _BATCH_221, _all_names(_NET_221), ("gradient",)),
-    _gradient_task("dl-011", _NET_DEAD, _BATCH_DEAD, _all_names(_NET_DEAD), ("gradient", "dead-relu"),
-                   zero_reason="hidden unit 1 is inactive on this input (pre-activation -3/4 < 0), so the "
-                               "gradients of W1[1][*], b1[1] and W2[0][1] are exactly 0: that is the point "
-                               "of the task (a dead ReLU unit learns nothing from this example)."),
-    _gradient_task("dl-012", _NET_321, _BATCH_321, ["x[0]", "x[1]", "x[2]"], ("gradient", "input-gradient")),
+    MLP_FORWARD.task("dl-009", {"network": _NET_231, "batch": _BATCH_231}),
+    _gradient_task("dl-010", _NET_221, _BATCH_221, _all_names(_NET_221)),
+    _gradient_task("dl-011", _NET_DEAD, _BATCH_DEAD, _all_names(_NET_DEAD)),
+    _gradient_task("dl-012", _NET_321, _BATCH_321, ["x[0]", "x[1]", "x[2]"]),
     _gradient_task("dl-013", _NET_BATCH, _BATCH_THREE,
-                   ["W1[0][0]", "W1[0][1]", "W1[1][0]", "W1[1][1]", "b1[0]", "b1[1]", "W2[0][0]", "W2[0][1]"],
-                   ("gradient", "batch-mean")),
+                   _names("W1[0][0] W1[0][1] W1[1][0] W1[1][1] b1[0] b1[1] W2[0][0] W2[0][1]")),
     _gradient_task("dl-014", _NET_DEEP, _BATCH_DEEP,
-                   ["W1[0][0]", "W1[0][1]", "W1[1][0]", "W1[1][1]", "W1[2][0]", "W1[2][1]", "b1[0]", "b1[2]"],
-                   ("gradient", "deep")),
+                   _names("W1[0][0] W1[0][1] W1[1][0] W1[1][1] W1[2][0] W1[2][1] b1[0] b1[2]")),
     _gradient_task("dl-015", _NET_TWO_OUT, _BATCH_TWO_OUT,
-                   ["W2[0][0]", "W2[0][1]", "W2[1][0]", "W2[1][1]", "b2[0]", "b2[1]", "W1[0][0]", "W1[1][1]"],
-                   ("gradient", "multi-output")),
+                   _names("W2[0][0] W2[0][1] W2[1][0] W2[1][1] b2[0] b2[1] W1[0][0] W1[1][1]")),
     _gradient_task("dl-016", _NET_SYMMETRIC, _BATCH_SYMMETRIC,
-                   ["W1[0][0]", "W1[1][0]", "W1[0][1]", "W1[1][1]", "b1[0]", "b1[1]", "W2[0][0]", "W2[0][1]"],
-                   ("gradient", "symmetry")),
+                   _names("W1[0][0] W1[1][0] W1[0][1] W1[1][1] b1[0] b1[1] W2[0][0] W2[0][1]")),
 )

@@ -24,7 +24,7 @@ from exactgrade.verdict import render_path
 
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
-    "information": ("distributions", "joint"),
+    "information": ("distributions", "joint", "labels"),
     "backprop": ("gradients_at", "forward"),
     "numerical": ("float_cases",),
     "linalg": ("linalg",),
@@ -44,8 +44,9 @@ def check(task: Task) -> list[str]:
         problems.append(f"this {task.category} task needs meta[{keys}] for its check")
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
-        ("mutual_information", _mutual_information),
-        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("forward", _forward),
+        ("mutual_information", _mutual_information), ("labels", _label_probabilities),
+        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("equal_gradients", _equal_gradients),
+        ("forward", _forward),
         ("float_cases", _float_cases), ("linalg", _linalg), ("optimiser", _optimiser),
     ]
     for key, run in checks:  # key None: always runs
@@ -59,10 +60,11 @@ def check(task: Task) -> list[str]:
 
 def _meta_mirrors_inputs(task: Task) -> list[str]:
     """The checks read meta; it must describe the same data the reference is given."""
-    problems = [f"meta[{key!r}] differs from inputs[{key!r}]" for key in ("joint", "network", "batch")
+    mirrored = ("joint", "network", "batch", "predictions", "labels")
+    problems = [f"meta[{key!r}] differs from inputs[{key!r}]" for key in mirrored
                 if key in task.meta and key in task.inputs and task.meta[key] != task.inputs[key]]
     inputs = task.inputs
-    given = [*inputs.get("distributions", []), *inputs.get("predictions", []),
+    given = [*inputs.get("distributions", []),
              *(pair[k] for pair in inputs.get("pairs", []) for k in ("p", "q"))]
     listed = task.meta.get("distributions", [])
     problems += [f"input distribution {_show(d)} is missing from meta['distributions']"
@@ -102,6 +104,24 @@ def _distributions(task: Task) -> list[str]:
         bad = [x for x in q if x != 0 and not rational.is_dyadic(x)]
         if bad:
             problems.append(f"distribution {n} {_show(q)} is not dyadic: {bad[0]} is not a power of two")
+    return problems
+
+
+def _label_probabilities(task: Task) -> list[str]:
+    """A classification loss takes the log of the true class's probability only: that one must
+    be a power of two, and every prediction a distribution."""
+    problems = []
+    predictions, labels = task.meta["predictions"], task.meta["labels"]
+    if len(predictions) != len(labels):
+        return [f"{len(predictions)} predictions for {len(labels)} labels"]
+    for n, (p, y) in enumerate(zip(predictions, labels, strict=True)):
+        try:
+            q = rational.information.distribution(p)
+        except rational.RationalError as error:
+            problems.append(f"prediction {n}: {error}")
+            continue
+        if not rational.is_dyadic(q[y]):
+            problems.append(f"prediction {n}: the true class's probability {q[y]} is not a power of two")
     return problems
 
 
@@ -168,6 +188,13 @@ def _gradients(task: Task) -> list[str]:
     return problems
 
 
+def _equal_gradients(task: Task) -> list[str]:
+    """Identical units (same incoming weights, bias and outgoing weights) get identical gradients."""
+    grads = {row["param"]: row["grad"] for row in _rows(task)}
+    return [f"{a} and {b} belong to identical units but their gradients {grads[a]} and {grads[b]} differ"
+            for a, b in task.meta["equal_gradients"] if grads[a] != grads[b]]
+
+
 def _forward(task: Task) -> list[str]:
     net = rational.piecewise.layers(task.meta["network"])
     batch = task.meta["batch"]
@@ -186,7 +213,7 @@ def _forward(task: Task) -> list[str]:
 
 
 def _float_cases(task: Task) -> list[str]:
-    from exactgrade.domains.deeplearning.ieee import outcome
+    from exactgrade.domains.deeplearning.ieee import TRANSCENDENTAL_ULPS, outcome, stable_outcome
 
     cases = task.meta["float_cases"]
     rows = _rows(task)
@@ -199,6 +226,11 @@ def _float_cases(task: Task) -> list[str]:
         if row["outcome"] != recomputed:
             problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
                             f"{case['format']} arithmetic gives {recomputed!r}")
+        if stable_outcome(case["expr"], case["format"]) != row["outcome"]:
+            problems.append(f"rows[{i}] ({case['name']}): the outcome is not robust: another correct IEEE "
+                            f"implementation (exp/log within {TRANSCENDENTAL_ULPS} ulps, literals rounded "
+                            "once) "
+                            "could give another category")
         if not str(argument.get(case["name"], "")).strip():
             problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
     return problems

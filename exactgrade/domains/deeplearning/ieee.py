@@ -48,3 +48,188 @@ def outcome(expr: Any, fmt: str) -> str:
     if np.isinf(value):
         return "inf"
     return "zero" if value == 0 else "finite"
+
+
+# ---------------------------------------------------------------------------- robustness
+
+PRECISION = {"float16": 11, "float32": 24, "float64": 53}
+TRANSCENDENTAL_ULPS = 8
+"""How far (in units of the format's precision) an exp or log may be off in a correct
+implementation: numpy's float16/float32 kernels and libm are within 1-4; 8 leaves room."""
+
+
+class Unstable(Exception):
+    """The category could differ between correct IEEE implementations."""
+
+
+def stable_outcome(expr: Any, fmt: str) -> str | None:
+    """The category of expr in fmt if every correct implementation agrees on it, else None.
+
+    Interval evaluation with the reference's semantics: basic operations are correctly rounded
+    everywhere (numpy's float16 goes through float32, which is innocuous: 24 >= 2 * 11 + 2), so
+    only a literal that float() rounds before the format does (double rounding) and each exp or
+    log (within TRANSCENDENTAL_ULPS of the true value) widen the interval; the category is
+    stable when the final interval holds one category. An instance near a threshold (overflow
+    by a hair, underflow at half the smallest subnormal, a cancellation a few ulps wide) fails.
+    """
+    import math
+    import struct
+
+    code = {"float16": "e", "float32": "f", "float64": None}[fmt]
+    delta = TRANSCENDENTAL_ULPS * 2.0 ** -PRECISION[fmt]
+    nan = "nan"
+
+    def rnd(x: float) -> float:
+        if code is None or math.isnan(x) or math.isinf(x):
+            return x
+        try:
+            return struct.unpack(code, struct.pack(code, x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+
+    def exp(x: float) -> float:
+        try:
+            return math.exp(x)
+        except OverflowError:
+            return math.inf
+
+    def degenerate(*values: Any) -> bool:
+        return all(v[0] == v[1] for v in values)
+
+    def add(a: Any, b: Any) -> Any:
+        if a == nan or b == nan:
+            return nan
+        if (a[1] == math.inf and b[0] == -math.inf) or (a[0] == -math.inf and b[1] == math.inf):
+            if degenerate(a, b):
+                return nan
+            raise Unstable
+        return rnd(a[0] + b[0]), rnd(a[1] + b[1])
+
+    def neg(a: Any) -> Any:
+        return nan if a == nan else (-a[1], -a[0])
+
+    def has_zero(a: Any) -> bool:
+        return a[0] <= 0 <= a[1]
+
+    def has_inf(a: Any) -> bool:
+        return math.isinf(a[0]) or math.isinf(a[1])
+
+    def mul(a: Any, b: Any) -> Any:
+        if a == nan or b == nan:
+            return nan
+        if (has_zero(a) and has_inf(b)) or (has_inf(a) and has_zero(b)):
+            if degenerate(a, b):
+                return nan
+            raise Unstable
+        corners = [x * y for x in a for y in b]
+        return rnd(min(corners)), rnd(max(corners))
+
+    def div(a: Any, b: Any) -> Any:
+        if a == nan or b == nan:
+            return nan
+        if has_zero(b):
+            if not degenerate(a, b):
+                raise Unstable
+            x, y = a[0], b[0]
+            if x == 0 or math.isnan(x):
+                return nan
+            value = math.copysign(math.inf, x) * math.copysign(1.0, y)
+            return value, value
+        if has_inf(a) and has_inf(b):
+            if degenerate(a, b):
+                return nan
+            raise Unstable
+        corners = [x / y for x in a for y in b]
+        return rnd(min(corners)), rnd(max(corners))
+
+    def log_bound(x: float, side: int) -> float:
+        if x == 0:
+            return -math.inf
+        if math.isinf(x):
+            return math.inf
+        value = math.log(x)
+        return value + side * delta * abs(value)
+
+    def evaluate(node: Any) -> Any:
+        if not isinstance(node, dict):
+            q = Fraction(node)
+            d = float(q)
+            if Fraction(d) == q:
+                return rnd(d), rnd(d)
+            return rnd(math.nextafter(d, -math.inf)), rnd(math.nextafter(d, math.inf))
+        name, args = node["op"], node["args"]
+        if name == "powi":
+            x = evaluate(args[0])
+            value = x
+            for _ in range(args[1] - 1):
+                value = mul(value, x)
+            return value
+        values = [evaluate(a) for a in args]
+        if name in ("sum", "add"):
+            total = values[0]
+            for v in values[1:]:
+                total = add(total, v)
+            return total
+        if name == "sub":
+            return add(values[0], neg(values[1]))
+        if name == "mul":
+            return mul(*values)
+        if name == "div":
+            return div(*values)
+        if name == "neg":
+            return neg(values[0])
+        if name == "max":
+            if any(v == nan for v in values):
+                return nan
+            return max(v[0] for v in values), max(v[1] for v in values)
+        (a,) = values
+        if a == nan:
+            return nan
+        if name == "exp":
+            return rnd(exp(a[0] - delta)), rnd(exp(a[1] + delta))
+        if name == "log":
+            if a[1] < 0:
+                return nan
+            if a[0] < 0:
+                raise Unstable
+            return rnd(log_bound(a[0], -1)), rnd(log_bound(a[1], 1))
+        raise ValueError(f"unknown operation {name!r}")
+
+    try:
+        value = evaluate(expr)
+    except Unstable:
+        return None
+    if value == nan:
+        return "nan"
+    lo, hi = value
+    if lo == hi:
+        return "inf" if math.isinf(lo) else "zero" if lo == 0 else "finite"
+    if has_zero(value) or has_inf(value):
+        return None
+    return "finite"
+
+
+def real_value(expr: Any) -> str:
+    """The exact real value of expr (no rounding), to 4 digits, for an argument's text."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        def evaluate(node: Any) -> Any:
+            if not isinstance(node, dict):
+                q = Fraction(node)
+                return mpmath.mpf(q.numerator) / q.denominator
+            name, args = node["op"], node["args"]
+            if name == "powi":
+                return evaluate(args[0]) ** args[1]
+            values = [evaluate(a) for a in args]
+            if name in ("sum", "add"):
+                return mpmath.fsum(values)
+            operations = {"sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+                          "neg": lambda a: -a, "max": lambda *xs: max(xs), "exp": mpmath.exp,
+                          "log": mpmath.log}
+            return operations[name](*values)
+
+        try:
+            return mpmath.nstr(evaluate(expr), 4)
+        except (ZeroDivisionError, ValueError):
+            return "undefined"

@@ -4,13 +4,22 @@ Every probability used in a log is an integer power of two, so every value in bi
 Fraction; nats are bits * log(2), exact sympy values. Joints are built with b a deterministic
 function of a (a dyadic split of a binary axis would force independence and I = 0), with
 marginals chosen dyadic.
+
+Families (one per reference; a canonical task is an instance with fixed inputs): entropy,
+divergence, kl_asymmetry, mutual_information, classification_loss. Their samplers build
+distributions by repeatedly halving one outcome's probability, so every probability is a power
+of two by construction (up to 16 outcomes at level 5); joints put all of P(A = a) on one b = f(a)
+and draw P(B) first and then split each P(B = b) dyadically over f's preimage of b, so both
+marginals are dyadic by construction and I(A; B) = H(B) > 0 (f invertible: I = H(A)).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
 from exactgrade.rational import kl_bits
 from exactgrade.task import TaskDef
 
@@ -188,6 +197,215 @@ def _classification_prompt(inputs):
 HALF_QUARTER_EIGHTHS = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
 UNIFORM4 = [F(1, 4)] * 4
 
+_API = api(CONVENTIONS)
+MAX_OUTCOMES = {1: 6, 2: 8, 3: 10, 4: 12, 5: 16}
+"""The largest support a level draws (level 5 always includes a 16-outcome distribution)."""
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def dyadic_distribution(draw: Draw, outcomes: int, finest: int = 8) -> list[F]:
+    """A distribution over ``outcomes`` outcomes whose probabilities are powers of two: start
+    from [1] and halve a random outcome (never below 2**-finest) until there are enough."""
+    p = [F(1)]
+    while len(p) < outcomes:
+        i = draw.choice([i for i, x in enumerate(p) if x.denominator < 2**finest])
+        p[i:i + 1] = [p[i] / 2, p[i] / 2]
+    return draw.shuffled(p)
+
+
+def _support(draw: Draw, level: int, low: int = 2) -> int:
+    return draw.integer(low, MAX_OUTCOMES[level])
+
+
+def _unit(draw: Draw) -> str:
+    return draw.choice(("bits", "nats"))
+
+
+def _widest_last(draw: Draw, level: int, distributions: list[list[F]]) -> list[list[F]]:
+    """At level 5 one distribution has the full 16 outcomes."""
+    if level == 5:
+        distributions[draw.below(len(distributions))] = dyadic_distribution(draw, MAX_OUTCOMES[5])
+    return distributions
+
+
+def sample_entropy(draw: Draw, level: int) -> dict:
+    distributions = [dyadic_distribution(draw, _support(draw, level)) for _ in range(2 + level)]
+    return {"distributions": _widest_last(draw, level, distributions), "unit": _unit(draw)}
+
+
+def _pair(draw: Draw, outcomes: int) -> dict:
+    return {"p": dyadic_distribution(draw, outcomes), "q": dyadic_distribution(draw, outcomes)}
+
+
+def sample_divergence(draw: Draw, level: int) -> dict:
+    pairs = [_pair(draw, _support(draw, level)) for _ in range(1 + level)]
+    if level == 5:
+        pairs[0] = _pair(draw, MAX_OUTCOMES[5])
+    return {"pairs": pairs, "unit": _unit(draw)}
+
+
+def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
+    """q is either a reordering of p (same entropy: the asymmetry is all in the cross terms) or
+    an independent distribution; a symmetric pair is redrawn."""
+    widest = MAX_OUTCOMES[level] + (2 if level >= 2 else 0)
+    outcomes = draw.integer(max(3, widest - 4), widest)
+    p = dyadic_distribution(draw, outcomes)
+    q = draw.shuffled(p) if draw.chance(1, 3) else dyadic_distribution(draw, outcomes)
+    if kl_bits(p, q) == kl_bits(q, p):
+        raise Reject("D(p || q) = D(q || p): not an asymmetric pair")
+    return {"pairs": [{"p": p, "q": q}, {"p": q, "q": p}], "unit": "bits" if level == 1 else _unit(draw)}
+
+
+JOINT_OUTCOMES = {1: 6, 2: 14, 3: 16, 4: 18, 5: 20}
+"""|A| per level: wider than MAX_OUTCOMES from level 2, since the key (H(A), H(B), H(A, B)) of a
+narrow joint takes too few values to vary."""
+
+
+def sample_joint(draw: Draw, level: int) -> dict:
+    """B = f(A): P(B) first, then each P(B = b) split over the a with f(a) = b (one a each when f is
+    invertible, an eighth of the joints, all of the widest support). Seven eighths of the
+    others then pass through a noisy channel: a mixing move takes two equal cells (a1, b1), (a2,
+    b2) whose crossed cells are empty and moves half of each to (a1, b2) and (a2, b1), which
+    keeps every cell and both marginals dyadic while lowering I(A; B) (a joint that reaches I =
+    0 is refused by the check)."""
+    total = JOINT_OUTCOMES[level]
+    invertible = draw.chance(1, 8)
+    few = 2 if level == 1 else 3
+    n_b = draw.integer(total - 2, total) if invertible else draw.integer(few, max(few, total // 2))
+    p_b = dyadic_distribution(draw, n_b)
+    preimages = [1] * n_b
+    if not invertible:
+        for _ in range(draw.integer(min(2, total - n_b), total - n_b)):
+            preimages[draw.below(n_b)] += 1
+    rows = []
+    for b, (mass, count) in enumerate(zip(p_b, preimages, strict=True)):
+        for part in dyadic_distribution(draw, count):
+            rows.append([mass * part if column == b else 0 for column in range(n_b)])
+    if not invertible and draw.chance(7, 8):
+        for _ in range(draw.integer(1, level + 1)):
+            _mix(draw, rows)
+    return {"joint": draw.shuffled(rows), "unit": _unit(draw)}
+
+
+def _mix(draw: Draw, rows: list[list]) -> None:
+    cells = [(a, b) for a, row in enumerate(rows) for b, x in enumerate(row) if x != 0]
+    moves = [(c, d) for c in cells for d in cells
+             if c < d and c[0] != d[0] and c[1] != d[1] and rows[c[0]][c[1]] == rows[d[0]][d[1]]
+             and rows[c[0]][d[1]] == 0 and rows[d[0]][c[1]] == 0]
+    if moves:
+        (a1, b1), (a2, b2) = draw.choice(moves)
+        half = rows[a1][b1] / 2
+        rows[a1][b1] = rows[a1][b2] = rows[a2][b2] = rows[a2][b1] = half
+
+
+def sample_classification(draw: Draw, level: int) -> dict:
+    """3..8 examples at level 1, 3..(6 + 5 * level) above, over 3..(2 + 2 * level) classes. Only the
+    true class's probability enters a log, so it alone is a power of two, 2**-k with k up to 8
+    at level 1 and min(80 * level, 200) above (the perplexity 2**loss must stay under the key-
+    size limit) (confidently wrong predictions: without that range the mean loss takes too few
+    values for the key to vary); the other classes share the rest as positive multiples of
+    2**-(k + 5). The mean loss is never an integer, so the perplexity is irrational (2**(7/3))."""
+    classes = draw.integer(3, 2 + 2 * level)
+    predictions, labels, total = [], [], 0
+    for _ in range(draw.integer(3, 8 if level == 1 else 6 + 5 * level)):
+        k = draw.integer(1, 8 if level == 1 else min(80 * level, 200))
+        units = 2 ** (k + 5) - 32  # 1 - 2**-k in units of 2**-(k + 5)
+        cuts: set[int] = set()
+        while len(cuts) < classes - 2:
+            cuts.add(draw.integer(1, units - 1))
+        cuts = sorted(cuts)
+        parts = [F(b - a, 2 ** (k + 5)) for a, b in zip([0, *cuts], [*cuts, units], strict=True)]
+        label = draw.below(classes)
+        predictions.append([*parts[:label], F(1, 2**k), *parts[label:]])
+        labels.append(label)
+        total += k
+    if total % len(labels) == 0:
+        raise Reject("the mean loss is an integer: the perplexity would be rational")
+    return {"predictions": predictions, "labels": labels}
+
+
+# ---------------------------------------------------------------------------- builders
+
+
+def _nats_tag(inputs):
+    return ("nats",) if inputs["unit"] == "nats" else ()
+
+
+def build_entropy(task_id, inputs):
+    return TaskDef(task_id, "information", inputs, entropy_rows, _entropy_prompt, _API, POLICY,
+                   tags=("entropy", *_nats_tag(inputs)), meta={"distributions": inputs["distributions"]})
+
+
+def _pair_distributions(inputs):
+    return [d for pair in inputs["pairs"] for d in (pair["p"], pair["q"])]
+
+
+def build_divergence(task_id, inputs):
+    tags = ("kl", "nats") if inputs["unit"] == "nats" else ("cross-entropy", "kl")
+    return TaskDef(task_id, "information", inputs, divergence_rows, _divergence_prompt, _API, POLICY,
+                   tags=tags, meta={"distributions": _pair_distributions(inputs)})
+
+
+def build_kl_asymmetry(task_id, inputs):
+    """The pair (p, q) and its reverse; a symmetric pair is refused."""
+    p, q = inputs["pairs"][0]["p"], inputs["pairs"][0]["q"]
+    if inputs["pairs"][1] != {"p": q, "q": p}:
+        raise ValueError("a KL-asymmetry task lists (p, q) and then (q, p)")
+    if kl_bits(p, q) == kl_bits(q, p):
+        raise ValueError("the KL-asymmetry pair must have D(p || q) != D(q || p)")
+    return TaskDef(task_id, "information", inputs, divergence_rows, _divergence_prompt, _API, POLICY,
+                   tags=("kl", "kl-asymmetry", *_nats_tag(inputs)),
+                   meta={"distributions": [p, q], "kl_asymmetry": {"p": p, "q": q}})
+
+
+INVERTIBLE_REASON = ("B is an invertible function of A, so A is determined by B and H(A | B) = 0 exactly: "
+                     "that is the point of the task (I(A; B) = H(A)).")
+
+
+def build_joint(task_id, inputs):
+    """Invertible when every row and every column has one non-zero cell; H(A | B) = 0 exactly
+    when every column has one (A is then a function of B)."""
+    joint = inputs["joint"]
+    columns_single = all(sum(1 for row in joint if row[b] != 0) == 1 for b in range(len(joint[0])))
+    rows_single = all(sum(1 for x in row if x != 0) == 1 for row in joint)
+    invertible = columns_single and rows_single
+    zero_reason = (INVERTIBLE_REASON if invertible else
+                   "every column has one non-zero cell, so A is a function of B and H(A | B) = 0 exactly"
+                   if columns_single else None)
+    kind = "invertible" if invertible else "non-invertible"
+    return TaskDef(task_id, "information", inputs, joint_information_rows, _joint_prompt, _API, POLICY,
+                   tags=("mutual-information", *_nats_tag(inputs), kind),
+                   zero_reason=zero_reason, meta={"joint": joint, "mutual_information": True})
+
+
+def build_classification(task_id, inputs):
+    return TaskDef(task_id, "information", inputs, classification_loss_rows, _classification_prompt, _API,
+                   POLICY, tags=("cross-entropy", "perplexity"),
+                   meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
+
+
+ENTROPY = dl_family("entropy", build_entropy, sample_entropy,
+                    "2+level distributions of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
+DIVERGENCE = dl_family("divergence", build_divergence, sample_divergence,
+                       "1+level (p, q) pairs of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
+KL_ASYMMETRY = dl_family("kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
+                         "one asymmetric pair and its reverse, support up to 6/10/12/14/18; q a reordering "
+                         "of p or independent; nats from level 2")
+MUTUAL_INFORMATION = dl_family("mutual_information", build_joint, sample_joint,
+                               "B = f(A), f invertible (1/8) or merging, 7/8 of the merging ones "
+                               "through 1..level+1 noisy mixing moves; A takes up to 6/14/16/18/20 values; "
+                               "bits or nats")
+CLASSIFICATION_LOSS = dl_family(
+    "classification_loss", build_classification, sample_classification,
+    "3..8 examples (level 1), 3..6+5*level above, over 3..2+2*level classes, true-class probability "
+    "down to 2**-8 (level 1), 2**-min(80*level, 200) above; the perplexity is always irrational")
+
+FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
+
+# ---------------------------------------------------------------------------- canonical tasks
+
 _ENTROPY = [HALF_QUARTER_EIGHTHS, [F(1, 2)] + [F(1, 8)] * 4, UNIFORM4,
             [F(1, 2), F(1, 4), F(1, 8), F(1, 16), F(1, 32), F(1, 32)]]
 _PAIRS = [{"p": HALF_QUARTER_EIGHTHS, "q": UNIFORM4},
@@ -196,8 +414,6 @@ _PAIRS = [{"p": HALF_QUARTER_EIGHTHS, "q": UNIFORM4},
 # q is p rotated by one place (not reversed): D(p || q) = 1/2 bit but D(q || p) = 5/8 bit.
 _ASYMMETRIC_P = HALF_QUARTER_EIGHTHS
 _ASYMMETRIC_Q = [F(1, 4), F(1, 8), F(1, 8), F(1, 2)]
-if kl_bits(_ASYMMETRIC_P, _ASYMMETRIC_Q) == kl_bits(_ASYMMETRIC_Q, _ASYMMETRIC_P):
-    raise ValueError("the KL-asymmetry pair must have D(p || q) != D(q || p)")
 _NATS_PAIRS = [{"p": [F(1, 2), F(1, 8), F(1, 8), F(1, 8), F(1, 8)],
                 "q": [F(1, 16), F(1, 2), F(1, 16), F(1, 8), F(1, 4)]}]
 
@@ -209,41 +425,17 @@ _JOINT_MERGING = [[F(1, 4), 0, 0], [F(1, 4), 0, 0], [0, F(1, 8), 0], [0, F(1, 8)
 _JOINT_SIX = [[F(1, 4), 0, 0], [0, F(1, 8), 0], [0, F(1, 8), 0], [F(1, 4), 0, 0], [0, 0, F(1, 8)],
               [0, 0, F(1, 8)]]
 
-_API = api(CONVENTIONS)
-
-
-def _joint_task(task_id, joint, unit, tags, zero_reason=None):
-    return TaskDef(task_id, "information", {"joint": joint, "unit": unit}, joint_information_rows,
-                   _joint_prompt, _API, POLICY, tags=tags, zero_reason=zero_reason,
-                   meta={"joint": joint, "mutual_information": True})
-
-
 TASKS = (
-    TaskDef("dl-000", "information", {"distributions": _ENTROPY, "unit": "bits"}, entropy_rows,
-            _entropy_prompt, _API, POLICY, tags=("entropy",), meta={"distributions": _ENTROPY}),
-    TaskDef("dl-001", "information", {"distributions": _ENTROPY[:3], "unit": "nats"}, entropy_rows,
-            _entropy_prompt, _API, POLICY, tags=("entropy", "nats"), meta={"distributions": _ENTROPY[:3]}),
-    TaskDef("dl-002", "information", {"pairs": _PAIRS, "unit": "bits"}, divergence_rows,
-            _divergence_prompt, _API, POLICY, tags=("cross-entropy", "kl"),
-            meta={"distributions": [d for pair in _PAIRS for d in (pair["p"], pair["q"])]}),
-    TaskDef("dl-003", "information",
-            {"pairs": [{"p": _ASYMMETRIC_P, "q": _ASYMMETRIC_Q}, {"p": _ASYMMETRIC_Q, "q": _ASYMMETRIC_P}],
-             "unit": "bits"},
-            divergence_rows, _divergence_prompt, _API, POLICY, tags=("kl", "kl-asymmetry"),
-            meta={"distributions": [_ASYMMETRIC_P, _ASYMMETRIC_Q],
-                  "kl_asymmetry": {"p": _ASYMMETRIC_P, "q": _ASYMMETRIC_Q}}),
-    TaskDef("dl-004", "information", {"pairs": _NATS_PAIRS, "unit": "nats"}, divergence_rows,
-            _divergence_prompt, _API, POLICY, tags=("kl", "nats"),
-            meta={"distributions": [d for pair in _NATS_PAIRS for d in (pair["p"], pair["q"])]}),
-    _joint_task("dl-005", _JOINT_INVERTIBLE, "bits", ("mutual-information", "invertible"),
-                zero_reason="B is an invertible function of A, so A is determined by B and H(A | B) = 0 "
-                            "exactly: that is the point of the task (I(A; B) = H(A))."),
-    _joint_task("dl-006", _JOINT_MERGING, "bits", ("mutual-information", "non-invertible")),
-    TaskDef("dl-007", "information",
-            {"predictions": [HALF_QUARTER_EIGHTHS, UNIFORM4, [F(1, 8), F(1, 8), F(1, 4), F(1, 2)]],
-             "labels": [1, 2, 0]},
-            classification_loss_rows, _classification_prompt, _API, POLICY,
-            tags=("cross-entropy", "perplexity"),
-            meta={"distributions": [HALF_QUARTER_EIGHTHS, UNIFORM4, [F(1, 8), F(1, 8), F(1, 4), F(1, 2)]]}),
-    _joint_task("dl-008", _JOINT_SIX, "nats", ("mutual-information", "nats", "non-invertible")),
+    ENTROPY.task("dl-000", {"distributions": _ENTROPY, "unit": "bits"}),
+    ENTROPY.task("dl-001", {"distributions": _ENTROPY[:3], "unit": "nats"}),
+    DIVERGENCE.task("dl-002", {"pairs": _PAIRS, "unit": "bits"}),
+    KL_ASYMMETRY.task("dl-003", {"pairs": [{"p": _ASYMMETRIC_P, "q": _ASYMMETRIC_Q},
+                                           {"p": _ASYMMETRIC_Q, "q": _ASYMMETRIC_P}], "unit": "bits"}),
+    DIVERGENCE.task("dl-004", {"pairs": _NATS_PAIRS, "unit": "nats"}),
+    MUTUAL_INFORMATION.task("dl-005", {"joint": _JOINT_INVERTIBLE, "unit": "bits"}),
+    MUTUAL_INFORMATION.task("dl-006", {"joint": _JOINT_MERGING, "unit": "bits"}),
+    CLASSIFICATION_LOSS.task("dl-007", {
+        "predictions": [HALF_QUARTER_EIGHTHS, UNIFORM4, [F(1, 8), F(1, 8), F(1, 4), F(1, 2)]],
+        "labels": [1, 2, 0]}),
+    MUTUAL_INFORMATION.task("dl-008", {"joint": _JOINT_SIX, "unit": "nats"}),
 )

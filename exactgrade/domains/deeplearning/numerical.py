@@ -5,13 +5,27 @@ expression tree evaluated in a stated IEEE 754 format with round-to-nearest-even
 operation; the reference computes the category by running the float computation with the
 standard library (struct for float16/float32 rounding), and meta["argument"] says, per case,
 why that category is right. verify recomputes every case independently with numpy scalars.
+
+Families, one per canonical task: exp_range (dl-030), softmax (dl-031), logsumexp (dl-032),
+underflow (dl-033), cancellation (dl-034), format_limits (dl-035). Samplers draw cases around
+the real thresholds of each format (x near ln(max) and ln(smallest subnormal / 2), logits
+around them, powers whose value crosses half the smallest subnormal, increments at the
+ties-to-even boundaries 2**-p, large integers 2**p + 1, squares near sqrt(max), max + half an
+ulp). A case is kept only if ieee.stable_outcome gives it one category under every correct
+implementation (exp/log a few ulps off, literals rounded once), so the reference's
+struct-rounded path and numpy cannot disagree; the check re-derives each category with numpy
+and re-runs the robustness test. Generated arguments state the exact real value, the format's
+limits and the outcome.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.domains.deeplearning.ieee import real_value, stable_outcome
+from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -129,13 +143,25 @@ def logsumexp_shifted(logits):
     return op("add", m, op("log", op("sum", *[op("exp", op("sub", x, m)) for x in logits])))
 
 
+def _show_int(n: int) -> str:
+    """An int literal; one of 2**24 or more with trailing zero bits as (m*2**k), so float32 and
+    float64 limits stay readable (the exact value is also in `cases`)."""
+    zeros = (n & -n).bit_length() - 1 if n else 0
+    if abs(n) < 2**24 or zeros < 8:
+        return str(n)
+    m = n >> zeros
+    return f"(2**{zeros})" if m == 1 else f"({m}*2**{zeros})"
+
+
 def show_expr(node) -> str:
     """An expression tree as the text the prompt shows."""
     if not isinstance(node, dict):
         q = F(node)
         if q.numerator == 1 and q.denominator > 1 and q.denominator & (q.denominator - 1) == 0:
             return f"2**-{q.denominator.bit_length() - 1}"
-        return str(q) if q.denominator == 1 else f"({q})"
+        if q.denominator == 1:
+            return _show_int(q.numerator)
+        return f"({q})"
     name, args = node["op"], node["args"]
     infix = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
     if name in infix:
@@ -168,16 +194,255 @@ def _case(name, fmt, expr, argument):
 
 _MEAN_SQUARE_300 = op("div", op("add", op("mul", 300, 300), op("mul", 300, 300)), 2)
 
+# ---------------------------------------------------------------------------- thresholds
 
-def _task(task_id, tags, cases_with_arguments):
-    cases = [c for c, _ in cases_with_arguments]
-    argument = {c["name"]: why for c, why in cases_with_arguments}
-    return TaskDef(task_id, "numerical", {"cases": cases}, float_outcome_rows, _prompt, api(CONVENTIONS),
-                   POLICY, tags=tags, meta={"float_cases": cases, "argument": argument})
+FORMATS = ("float16", "float32", "float64")
+SHORT = {"float16": "f16", "float32": "f32", "float64": "f64"}
+PRECISION = {"float16": 11, "float32": 24, "float64": 53}
+MAX_EXPONENT = {"float16": 15, "float32": 127, "float64": 1023}
+SUBNORMAL_EXPONENT = {"float16": 24, "float32": 149, "float64": 1074}
+"""The smallest subnormal is 2**-SUBNORMAL_EXPONENT; values below half of it round to 0."""
+LN_MAX = {"float16": F(110898, 10**4), "float32": F(887228, 10**4), "float64": F(7097827, 10**4)}
+LN_HALF_SUBNORMAL = {"float16": F(-173287, 10**4), "float32": F(-1039721, 10**4),
+                     "float64": F(-7451332, 10**4)}
+"""ln(max finite) and ln(2**-(SUBNORMAL_EXPONENT + 1)), to 4 decimals (the robustness test,
+not these constants, decides whether a case is posed)."""
+
+
+def max_finite(fmt):
+    p, e = PRECISION[fmt], MAX_EXPONENT[fmt]
+    return (2**p - 1) * 2 ** (e - p + 1)
+
+
+def _argument(case):
+    fmt = case["format"]
+    outcome = stable_outcome(case["expr"], fmt)
+    return (f"the exact real value is {real_value(case['expr'])}; {fmt} holds at most "
+            f"{float(max_finite(fmt)):.4g} "
+            f"and at least 2**-{SUBNORMAL_EXPONENT[fmt]} in magnitude, and rounding after every step gives "
+            f"{outcome!r}, which no exp/log error of a few ulps can change")
+
+
+def _grid(value, bits):
+    """value rounded down to a multiple of 2**-bits (an int when bits = 0)."""
+    scale = 2**bits
+    q = F(int((value * scale).__floor__()), scale)
+    return q.numerator if q.denominator == 1 else q
+
+
+def _cases(draw: Draw, count: int, make) -> list[dict]:
+    """count cases from make(draw, i) -> (stem, format, expr), each redrawn until it is new and
+    its outcome is robust (ieee.stable_outcome), named c<i>_<stem>_<format>."""
+    cases = []
+    for i in range(count):
+        for _ in range(32):
+            stem, fmt, expr = make(draw, i)
+            repeated = any(c["format"] == fmt and c["expr"] == expr for c in cases)
+            if not repeated and stable_outcome(expr, fmt) is not None:
+                cases.append({"name": f"c{i}_{stem}_{SHORT[fmt]}", "format": fmt, "expr": expr})
+                break
+        else:
+            raise Reject("no robust case near the threshold")
+    if len({stable_outcome(c["expr"], c["format"]) for c in cases}) < 2:
+        raise Reject("every case has the same outcome")
+    return cases
+
+
+def _formats(level):
+    return FORMATS if level >= 2 else ("float16", "float32")
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def sample_exp_range(draw: Draw, level: int) -> dict:
+    """exp(x) with x within 3 of ln(max) or ln(half the smallest subnormal): integers at levels
+    1-2, multiples of 1/4 from level 3, and from level 4 scaled by 2, 1/2 or 1/16 afterwards."""
+    bits = 0 if level <= 2 else 2
+
+    def make(draw, i):
+        fmt = draw.choice(_formats(level))
+        edge = draw.choice((LN_MAX, LN_HALF_SUBNORMAL))[fmt]
+        expr = op("exp", _grid(edge + draw.dyadic(-3, 3, bits), bits))
+        if level >= 4 and draw.chance(1, 2):
+            expr = op(draw.choice(("mul", "div")), expr, draw.choice((2, F(1, 2), F(1, 16))))
+        return "exp", fmt, expr
+
+    return {"cases": _cases(draw, 4 + 2 * level, make)}
+
+
+def _logits(draw: Draw, fmt: str, count: int, bits: int) -> list:
+    """Logits around an overflow or underflow edge of fmt, or around 0 with one far out."""
+    regime = draw.choice(("over", "under", "spread"))
+    if regime == "spread":
+        base = [_grid(draw.dyadic(-4, 4, bits), bits) for _ in range(count)]
+        far = draw.choice((LN_MAX, LN_HALF_SUBNORMAL))[fmt] + draw.dyadic(-2, 6, bits)
+        base[draw.below(count)] = _grid(far, bits)
+        return base
+    edge = (LN_MAX if regime == "over" else LN_HALF_SUBNORMAL)[fmt]
+    centre = edge + draw.dyadic(-3, 3, bits)
+    return [_grid(centre + draw.dyadic(-4, 4, bits), bits) for _ in range(count)]
+
+
+def _logit_sampler(stem, naive, shifted, indexed):
+    """Naive and max-shifted cases of 2..1+level logits (multiples of 1/2 from level 3); an
+    indexed function (softmax) also takes the index of the probability asked for."""
+
+    def sample(draw: Draw, level: int) -> dict:
+        bits = 0 if level <= 2 else 1
+
+        def make(draw, i):
+            fmt = draw.choice(_formats(level))
+            logits = _logits(draw, fmt, draw.integer(2, max(2, 1 + level)), bits)
+            extra = (draw.below(len(logits)),) if indexed else ()
+            is_naive = draw.chance(1, 2)
+            expr = (naive if is_naive else shifted)(logits, *extra)
+            return ("naive_" if is_naive else "shifted_") + stem, fmt, expr
+
+        return {"cases": _cases(draw, 4 + level, make)}
+
+    return sample
+
+
+sample_softmax = _logit_sampler("p", softmax_naive, softmax_shifted, indexed=True)
+sample_logsumexp = _logit_sampler("lse", logsumexp_naive, logsumexp_shifted, indexed=False)
+
+
+def underflow_power(q, fmt):
+    """The smallest n with q**n below half the smallest subnormal of fmt (exact integers)."""
+    q, bound = F(q), 2 ** (SUBNORMAL_EXPONENT[fmt] + 1)
+    low, high = 1, 1
+    while q.numerator ** high * bound >= q.denominator ** high:
+        low, high = high, 2 * high
+    while low < high:
+        mid = (low + high) // 2
+        if q.numerator ** mid * bound < q.denominator ** mid:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def sample_underflow(draw: Draw, level: int) -> dict:
+    """powi(q, n) with n within 3 (level 1) .. 3 + level of where q**n crosses half the smallest
+    subnormal (q = 1/2 gives exact ties), and its log-space twin n * log(q)."""
+    bases = (F(1, 2), F(1, 4), F(1, 1000))
+    if level > 1:
+        bases += (F(1, 8), F(1, 10), F(3, 4), F(1, 3))
+
+    def make(draw, i):
+        fmt = draw.choice(_formats(level))
+        q = draw.choice(bases)
+        n = max(2, underflow_power(q, fmt) + draw.integer(-2 - level, 2 + level))
+        if draw.chance(1, 4):
+            return "log_likelihood", fmt, op("mul", n, op("log", q))
+        return "likelihood", fmt, op("powi", q, n)
+
+    return {"cases": _cases(draw, 4 + level, make)}
+
+
+def _variance(values):
+    """E[x^2] - E[x]^2 in one pass, as the canonical dl-034 case writes it."""
+    n = len(values)
+    mean_square = op("div", op("sum", *[op("mul", x, x) for x in values]), n)
+    mean = op("div", op("sum", *values), n)
+    return op("sub", mean_square, op("mul", mean, mean))
+
+
+def sample_cancellation(draw: Draw, level: int) -> dict:
+    """(1 + d) - 1 with d = 2**-k near the format's precision (ties at k = p) or 10**-k;
+    (2**k + 1) - 2**k at the large-integer tie; one-pass variance of 2 (3 from level 3)
+    integers near 2**(p/2), where the squares stop being exact."""
+
+    def make(draw, i):
+        fmt = draw.choice(_formats(level))
+        p = PRECISION[fmt]
+        kind = draw.choice(("increment", "decimal", "integer", "variance"))
+        if kind == "increment":
+            return "one_plus", fmt, op("sub", op("add", 1, F(1, 2 ** (p + draw.integer(-2, 1)))), 1)
+        if kind == "decimal":
+            k = draw.integer(max(1, p * 3 // 10 - 2), p * 3 // 10 + 2)
+            return "one_plus_decimal", fmt, op("sub", op("add", 1, F(1, 10**k)), 1)
+        if kind == "integer":
+            big = 2 ** (p + draw.integer(-1, 1))
+            return "big_plus_one", fmt, op("sub", op("add", big, draw.choice((1, 2, 3))), big)
+        start = draw.integer(2 ** (p // 2 - 1), 2 ** (p // 2 + 2))
+        values = [start + step for step in sorted(draw.sample(range(0, 5), 3 if level >= 3 else 2))]
+        return "variance_one_pass", fmt, _variance(values)
+
+    return {"cases": _cases(draw, 4 + level, make)}
+
+
+def sample_format_limits(draw: Draw, level: int) -> dict:
+    """max + c around half an ulp (the tie rounds to even = up = inf), k * k around sqrt(max),
+    1 / 2**-k around max, and a two-value mean square; float16 at levels 1-2, all formats above."""
+    formats = ("float16",) if level <= 2 else FORMATS
+
+    def make(draw, i):
+        fmt = draw.choice(formats)
+        p, e = PRECISION[fmt], MAX_EXPONENT[fmt]
+        kind = draw.choice(("max_plus", "square", "reciprocal", "mean_square"))
+        if kind == "max_plus":
+            half_ulp = 2 ** (e - p)
+            return kind, fmt, op("add", max_finite(fmt), half_ulp + draw.integer(-3, 3) * half_ulp // 8)
+        if kind == "square":
+            root = 2 ** ((e + 1) // 2) if e % 2 else 2 ** (e // 2) * 181 // 128
+            k = root + draw.integer(-4, 4) * max(1, root // 256)
+            return kind, fmt, op("mul", k, k)
+        if kind == "reciprocal":
+            k = min(SUBNORMAL_EXPONENT[fmt], e + draw.integer(-2, 2))
+            return kind, fmt, op("div", 1, F(1, 2**k))
+        x = 2 ** (e // 2) * 181 // 128 + draw.integer(-4, 4) * max(1, 2 ** (e // 2) // 256)
+        return kind, fmt, op("div", op("add", op("mul", x, x), op("mul", x, x)), 2)
+
+    return {"cases": _cases(draw, 4 + level, make)}
+
+
+# ---------------------------------------------------------------------------- builders
+
+_ARGUMENTS: dict[str, dict[str, str]] = {}
+"""The hand-written arguments of the canonical cases, by task id."""
+
+
+def _builder(tags):
+    def build(task_id, inputs):
+        cases = inputs["cases"]
+        argument = _ARGUMENTS.get(task_id) or {c["name"]: _argument(c) for c in cases}
+        return TaskDef(task_id, "numerical", inputs, float_outcome_rows, _prompt, api(CONVENTIONS), POLICY,
+                       tags=tags, meta={"float_cases": cases, "argument": argument})
+
+    return build
+
+
+EXP_RANGE = dl_family("exp_range", _builder(("overflow", "exp")), sample_exp_range,
+                      "4+2*level exp cases within 3 of the overflow/underflow edges; x on a 1/4 grid from "
+                      "level 3; scaled afterwards from level 4; float64 from level 2")
+SOFTMAX = dl_family("softmax", _builder(("softmax", "overflow")), sample_softmax,
+                    "4+level naive/shifted softmax cases of 2..1+level logits near the edges; 1/2 grid "
+                    "from level 3")
+LOGSUMEXP = dl_family("logsumexp", _builder(("logsumexp", "overflow", "log0")), sample_logsumexp,
+                      "4+level naive/shifted log-sum-exp cases of 2..1+level logits near the edges")
+UNDERFLOW = dl_family("underflow", _builder(("underflow", "subnormal")), sample_underflow,
+                      "4+level powers q**n within 2+level steps of the underflow edge, and log-space twins; "
+                      "more bases from level 2")
+CANCELLATION = dl_family("cancellation", _builder(("cancellation",)), sample_cancellation,
+                         "4+level cases: (1 + 2**-k) - 1, (1 + 10**-k) - 1, (2**p + c) - 2**p, one-pass "
+                         "variance "
+                         "(3 values from level 3)")
+FORMAT_LIMITS = dl_family("format_limits", _builder(("float16", "overflow", "limits")), sample_format_limits,
+                          "4+level cases at max + half ulp, squares near sqrt(max), 1/2**-k, mean squares; "
+                          "float16 only at levels 1-2, every format above")
+
+FAMILIES = (EXP_RANGE, SOFTMAX, LOGSUMEXP, UNDERFLOW, CANCELLATION, FORMAT_LIMITS)
+
+
+def _canonical(task_id, family, cases_with_arguments):
+    _ARGUMENTS[task_id] = {c["name"]: why for c, why in cases_with_arguments}
+    return family.task(task_id, {"cases": [c for c, _ in cases_with_arguments]})
 
 
 TASKS = (
-    _task("dl-030", ("overflow", "exp"), [
+    _canonical("dl-030", EXP_RANGE, [
         _case("exp88_f32", "float32", op("exp", 88), "e**88 = 1.65e38 < float32 max 3.40e38"),
         _case("exp89_f32", "float32", op("exp", 89), "e**89 = 4.49e38 > float32 max 3.40e38: overflow"),
         _case("exp709_f64", "float64", op("exp", 709), "e**709 = 8.2e307 < float64 max 1.80e308"),
@@ -189,7 +454,7 @@ TASKS = (
         _case("exp_neg110_f32", "float32", op("exp", -110),
               "e**-110 = 1.7e-48 < half the smallest float32 subnormal (7.0e-46): underflows to 0"),
     ]),
-    _task("dl-031", ("softmax", "overflow"), [
+    _canonical("dl-031", SOFTMAX, [
         _case("naive_p0_big", "float64", softmax_naive([1000, 999], 0),
               "exp(1000) and exp(999) overflow to inf, so p0 = inf / (inf + inf) = inf / inf = nan"),
         _case("shifted_p0_big", "float64", softmax_shifted([1000, 999], 0),
@@ -205,7 +470,7 @@ TASKS = (
         _case("shifted_p0_f16", "float16", softmax_shifted([10, 12], 0),
               "shifted exponents -2 and 0: p0 = e**-2 / (e**-2 + 1) = 0.119, finite"),
     ]),
-    _task("dl-032", ("logsumexp", "overflow", "log0"), [
+    _canonical("dl-032", LOGSUMEXP, [
         _case("naive_lse_big", "float64", logsumexp_naive([1000, 1000]),
               "exp(1000) overflows, inf + inf = inf, log(inf) = inf, though the true value is 1000.69"),
         _case("shifted_lse_big", "float64", logsumexp_shifted([1000, 1000]),
@@ -219,7 +484,7 @@ TASKS = (
         _case("naive_lse_f32_overflow", "float32", logsumexp_naive([89, 0]),
               "exp(89) = 4.5e38 overflows float32, log(inf) = inf"),
     ]),
-    _task("dl-033", ("underflow", "subnormal"), [
+    _canonical("dl-033", UNDERFLOW, [
         _case("half_pow149_f32", "float32", op("powi", F(1, 2), 149),
               "2**-149 is exactly the smallest float32 subnormal: representable, finite"),
         _case("half_pow150_f32", "float32", op("powi", F(1, 2), 150),
@@ -235,7 +500,7 @@ TASKS = (
         _case("log_likelihood_110_f64", "float64", op("mul", 110, op("log", F(1, 1000))),
               "in log space the same likelihood is 110 * log(1/1000) = -759.8, finite"),
     ]),
-    _task("dl-034", ("cancellation",), [
+    _canonical("dl-034", CANCELLATION, [
         _case("one_plus_2m24_f32", "float32", op("sub", op("add", 1, F(1, 2**24)), 1),
               "1 + 2**-24 is a tie between 1 and 1 + 2**-23; ties-to-even gives 1, and 1 - 1 = 0"),
         _case("one_plus_2m23_f32", "float32", op("sub", op("add", 1, F(1, 2**23)), 1),
@@ -255,7 +520,7 @@ TASKS = (
               "4099**2 = 16801801 exceed 2**24 and are odd, so float32 rounds them to even neighbours; "
               "their mean 16793604 is exact, 4098**2 = 16793604 is exact, and the difference is 0"),
     ]),
-    _task("dl-035", ("float16", "overflow", "limits"), [
+    _canonical("dl-035", FORMAT_LIMITS, [
         _case("max_plus_15_f16", "float16", op("add", 65504, 15),
               "65519 is below the rounding boundary 65520 between 65504 and 2**16: rounds to 65504"),
         _case("max_plus_16_f16", "float16", op("add", 65504, 16),

@@ -6,13 +6,23 @@ trajectories as powers of each coordinate's linear state map, and Adam and the s
 80-digit mpmath arithmetic. Adam's square root is kept
 exact with sympy (its first step is rational: sqrt(g**2) = |g|); the cosine schedule is exact
 sympy at multiples of pi/12.
+
+Families: sgd (dl-017..020), adam (dl-021, 022), warmup_cosine (dl-023). SGD instances draw a
+learning rate on either side of the stability limit of their optimiser (2/lambda_max for plain
+SGD, with lambda_max = max curvature + weight decay; 2(1 + mu)/lambda_max for heavy ball;
+2(1 + mu)/((1 + 2mu) lambda_max) for Nesterov), so about a third of them diverge. Adam keeps its
+square roots exact, and nested roots grow fast with the steps (4 steps with eps > 0 is ~3 kB
+of sympy), so Adam stops at 3 steps and the key-size rule refuses the largest. Schedules use
+decay lengths whose cosines sympy writes in radicals (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 24, 30).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -160,38 +170,142 @@ def _schedule_prompt(inputs):
 
 
 _API = api(CONVENTIONS)
-_BOWL = {"curvature": [1, 4], "center": [1, -1], "w0": [3, 2]}
+
+# ---------------------------------------------------------------------------- samplers
 
 
-def _sgd(task_id, tags, lr, momentum=0, nesterov=False, weight_decay=0, steps=3, bowl=None):
-    inputs = {**(bowl or _BOWL), "lr": lr, "momentum": momentum, "nesterov": nesterov,
-              "weight_decay": weight_decay, "steps": steps}
-    return TaskDef(task_id, "optimisation", inputs, sgd_trajectory, _sgd_prompt, _API, POLICY, tags=tags,
-                   meta={"optimiser": "sgd"})
+def stability_limit(momentum, nesterov, weight_decay, curvature):
+    """The largest stable learning rate of torch's SGD on the quadratic (an exact Fraction)."""
+    mu, lam = F(momentum), max(F(a) for a in curvature) + F(weight_decay)
+    if mu == 0:
+        return 2 / lam
+    return 2 * (1 + mu) / ((1 + 2 * mu) * lam) if nesterov else 2 * (1 + mu) / lam
 
 
-def _adam(task_id, tags, bowl, lr, eps, steps):
-    inputs = {**bowl, "lr": lr, "beta1": F(9, 10), "beta2": F(999, 1000), "eps": eps, "steps": steps}
+def _bowl(draw: Draw, dims: int, curvature_high: int = 8, bits: int = 2) -> dict:
+    center = [nonzero_dyadic(draw, -2, 2, 2) for _ in range(dims)]
+    w0 = [nonzero_dyadic(draw, -3, 3, 1) for _ in range(dims)]
+    if any(w == c for w, c in zip(w0, center, strict=True)):
+        raise Reject("w0 starts at the minimiser in one coordinate")
+    return {"curvature": [as_int(draw.dyadic(F(1, 2**bits), curvature_high, bits)) for _ in range(dims)],
+            "center": [as_int(c) for c in center], "w0": [as_int(w) for w in w0]}
+
+
+_SGD_STEPS = {1: (3, 4), 2: (4, 5), 3: (5, 6), 4: (6, 8), 5: (8, 10)}
+_SGD_DIMS = {1: (2, 2), 2: (2, 3), 3: (2, 3), 4: (2, 4), 5: (3, 4)}
+
+
+def sample_sgd(draw: Draw, level: int) -> dict:
+    """Plain, heavy-ball or Nesterov SGD, weight decay in a third; lr a multiple of 1/64 at 1/8
+    to 5/4 of the stability limit. From level 4 momentum and decay are dyadic and lr a multiple
+    of 1/16 (curvatures of 1/2 at level 5) so that 8-10 steps keep the key under the size limit."""
+    bowl = _bowl(draw, draw.integer(*_SGD_DIMS[level]), bits=1 if level == 5 else 2)
+    kind = draw.choice(("plain", "momentum", "nesterov"))
+    momenta = (F(1, 2), F(3, 4), F(7, 8)) if level >= 4 else (F(1, 2), F(3, 4), F(9, 10), F(7, 8))
+    decays = (F(1, 16), F(1, 8)) if level >= 4 else (F(1, 10), F(1, 16), F(1, 100))
+    momentum = 0 if kind == "plain" else draw.choice(momenta)
+    weight_decay = draw.choice(decays) if draw.chance(1, 3) else 0
+    limit = stability_limit(momentum, kind == "nesterov", weight_decay, bowl["curvature"])
+    factor = draw.choice((F(1, 8), F(1, 4), F(1, 2), F(3, 4), F(7, 8), F(9, 8), F(5, 4)))
+    grid = 64 if level < 4 else 16
+    lr = F(round(limit * factor * grid), grid)
+    if lr <= 0 or lr == limit:
+        raise Reject("the learning rate rounds to 0 or onto the stability limit")
+    return {**bowl, "lr": lr, "momentum": momentum, "nesterov": kind == "nesterov",
+            "weight_decay": weight_decay, "steps": draw.integer(*_SGD_STEPS[level])}
+
+
+_ADAM_SHAPE = {1: (1, 1, 3), 2: (2, 1, 2), 3: (2, 2, 3), 4: (3, 1, 2), 5: (3, 2, 3)}
+"""steps, fewest and most coordinates, per level"""
+
+
+def sample_adam(draw: Draw, level: int) -> dict:
+    """1 step (rational: each coordinate moves by lr, whatever its gradient's size) at level 1,
+    2 steps at levels 2-3, 3 at levels 4-5; eps = 0 or a small rational (1e-8 .. 1e-3)."""
+    steps, low, high = _ADAM_SHAPE[level]
+    bowl = _bowl(draw, draw.integer(low, high), curvature_high=draw.choice((4, 8, 100)))
+    eps = 0 if draw.chance(1, 2) else draw.choice((F(1, 10**8), F(1, 10**6), F(1, 1000)))
+    return {**bowl, "lr": draw.choice((F(1, 10), F(1, 8), F(1, 4), F(1, 20), F(1, 100))),
+            "beta1": draw.choice((F(9, 10), F(4, 5), F(1, 2))),
+            "beta2": draw.choice((F(999, 1000), F(99, 100), F(9, 10))), "eps": eps, "steps": steps}
+
+
+_DECAYS = {1: (4, 6, 8, 12), 2: (3, 4, 5, 6, 8, 10, 12), 3: (3, 4, 5, 6, 8, 10, 12, 20, 24),
+           4: (5, 6, 8, 10, 12, 15, 20, 24, 30), 5: (8, 10, 12, 15, 20, 24, 30)}
+
+
+def sample_schedule(draw: Draw, level: int) -> dict:
+    """Warmup 1..2+2*level steps, a decay length from _DECAYS (cosines in radicals), 6 + 2*level
+    listed steps; from level 3 some steps lie after the decay (lr = min_lr)."""
+    peak = F(draw.integer(1, 9), 10 ** draw.integer(3, 4))
+    low = peak * draw.choice((F(1, 10), F(1, 20), F(1, 4), F(1, 100)))
+    warmup, decay = draw.integer(1, 2 + 2 * level), draw.choice(_DECAYS[level])
+    last = warmup + decay + (decay // 2 if level >= 3 else 0)
+    count = min(last, 6 + 2 * level)
+    return {"peak_lr": peak, "min_lr": low, "warmup_steps": warmup, "decay_steps": decay,
+            "steps": sorted(draw.sample(range(1, last + 1), count))}
+
+
+# ---------------------------------------------------------------------------- builders
+
+
+def build_sgd(task_id, inputs):
+    """Tags say which optimiser, and 'divergence' when lr is past the stability limit."""
+    momentum, nesterov = inputs["momentum"], inputs["nesterov"]
+    kind = ("nesterov",) if nesterov else ("momentum",) if momentum != 0 else ()
+    decay = ("weight-decay",) if inputs["weight_decay"] != 0 else ()
+    limit = stability_limit(momentum, nesterov, inputs["weight_decay"], inputs["curvature"])
+    diverges = ("divergence",) if F(inputs["lr"]) > limit else ()
+    return TaskDef(task_id, "optimisation", inputs, sgd_trajectory, _sgd_prompt, _API, POLICY,
+                   tags=("sgd", *kind, *decay, *diverges), meta={"optimiser": "sgd"})
+
+
+def build_adam(task_id, inputs):
+    tags = ("adam", "first-step" if inputs["steps"] == 1 else "sqrt")
     return TaskDef(task_id, "optimisation", inputs, adam_trajectory, _adam_prompt, _API, POLICY, tags=tags,
                    meta={"optimiser": "adam"})
 
 
+def build_schedule(task_id, inputs):
+    return TaskDef(task_id, "optimisation", inputs, warmup_cosine_rows, _schedule_prompt, _API, POLICY,
+                   tags=("schedule", "cosine"), meta={"optimiser": "schedule"})
+
+
+SGD = dl_family("sgd", build_sgd, sample_sgd,
+                "2 -> 3-4 coordinates, 3-4 -> 8-10 steps; plain/heavy-ball/Nesterov, weight decay; lr at "
+                "1/8..5/4 of the stability limit (about a third diverge)")
+ADAM = dl_family("adam", build_adam, sample_adam,
+                 "steps 1/2/2/3/3 over 1-3 coordinates; eps 0 or 1e-8..1e-3; betas and lr drawn")
+WARMUP_COSINE = dl_family("warmup_cosine", build_schedule, sample_schedule,
+                          "6+2*level listed steps, warmup up to 2+2*level, decay lengths up to 30 "
+                          "(radicals); steps past the decay from level 3")
+
+FAMILIES = (SGD, ADAM, WARMUP_COSINE)
+
+# ---------------------------------------------------------------------------- canonical tasks
+
+_BOWL = {"curvature": [1, 4], "center": [1, -1], "w0": [3, 2]}
+
+
+def _sgd(task_id, lr, momentum=0, nesterov=False, weight_decay=0, steps=3, bowl=None):
+    return SGD.task(task_id, {**(bowl or _BOWL), "lr": lr, "momentum": momentum, "nesterov": nesterov,
+                              "weight_decay": weight_decay, "steps": steps})
+
+
+def _adam(task_id, bowl, lr, eps, steps):
+    return ADAM.task(task_id, {**bowl, "lr": lr, "beta1": F(9, 10), "beta2": F(999, 1000), "eps": eps,
+                               "steps": steps})
+
+
 TASKS = (
-    _sgd("dl-017", ("sgd",), lr=F(1, 8)),
-    _sgd("dl-018", ("sgd", "momentum"), lr=F(1, 8), momentum=F(9, 10)),
-    _sgd("dl-019", ("sgd", "nesterov", "weight-decay"), lr=F(1, 8), momentum=F(9, 10), nesterov=True,
-         weight_decay=F(1, 10)),
+    _sgd("dl-017", lr=F(1, 8)),
+    _sgd("dl-018", lr=F(1, 8), momentum=F(9, 10)),
+    _sgd("dl-019", lr=F(1, 8), momentum=F(9, 10), nesterov=True, weight_decay=F(1, 10)),
     # lr = 9/32 > 2 / a_max = 1/4: the stiff coordinate oscillates with growing amplitude (factor -5/4).
-    _sgd("dl-020", ("sgd", "divergence"), lr=F(9, 32), steps=4,
-         bowl={"curvature": [1, 8], "center": [0, 0], "w0": [1, 1]}),
+    _sgd("dl-020", lr=F(9, 32), steps=4, bowl={"curvature": [1, 8], "center": [0, 0], "w0": [1, 1]}),
     # Gradients 1 and 100, eps = 0: Adam's first step moves both coordinates by exactly lr.
-    _adam("dl-021", ("adam", "first-step"), {"curvature": [1, 100], "center": [0, 0], "w0": [1, 1]},
-          lr=F(1, 10), eps=0, steps=1),
-    _adam("dl-022", ("adam", "sqrt"), {"curvature": [2], "center": [1], "w0": [3]},
-          lr=F(1, 10), eps=F(1, 10**8), steps=2),
-    TaskDef("dl-023", "optimisation",
-            {"peak_lr": F(3, 1000), "min_lr": F(3, 10000), "warmup_steps": 4, "decay_steps": 12,
-             "steps": [1, 3, 4, 5, 6, 7, 10, 13, 16, 20]},
-            warmup_cosine_rows, _schedule_prompt, _API, POLICY, tags=("schedule", "cosine"),
-            meta={"optimiser": "schedule"}),
+    _adam("dl-021", {"curvature": [1, 100], "center": [0, 0], "w0": [1, 1]}, lr=F(1, 10), eps=0, steps=1),
+    _adam("dl-022", {"curvature": [2], "center": [1], "w0": [3]}, lr=F(1, 10), eps=F(1, 10**8), steps=2),
+    WARMUP_COSINE.task("dl-023", {"peak_lr": F(3, 1000), "min_lr": F(3, 10000), "warmup_steps": 4,
+                                  "decay_steps": 12, "steps": [1, 3, 4, 5, 6, 7, 10, 13, 16, 20]}),
 )

@@ -1,0 +1,88 @@
+"""What every deeplearning family shares: the rules a generated, keyed instance must pass on top
+of the domain's check() (which build_instance runs on every instance), and small samplers.
+
+The rules: a key number stays small (a model must write it and the grader compare it fast), and
+an exact zero in the key is there only when the builder declared why (zero_reason), mirroring
+verify's generic check so that no generated instance fails ``verify --generated`` later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from exactgrade.family import Draw, Family, Reject
+from exactgrade.task import Task, TaskDef
+
+MAX_KEY_DIGITS = 40
+"""A key rational needing more digits than this (numerator or denominator) is rejected."""
+MAX_EXPR_NODES = 160
+"""A key sympy expression with more nodes than this is rejected (compare stays fast)."""
+
+
+def dl_family(name: str, build: Callable[[str, Mapping[str, Any]], TaskDef],
+              sample: Callable[[Draw, int], Mapping[str, Any]], levels: str,
+              reject: Callable[[Task], str | None] | None = None) -> Family:
+    """A Family whose instances also pass the key-size and declared-zero rules."""
+
+    def reject_instance(task: Task) -> str | None:
+        return key_size_problem(task) or zero_problem(task) or (reject(task) if reject else None)
+
+    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance)
+
+
+def key_size_problem(task: Task) -> str | None:
+    import sympy
+
+    from exactgrade.verify import iter_leaves
+
+    limit = 10**MAX_KEY_DIGITS
+    for _, leaf in iter_leaves(task.expected):
+        if type(leaf) is Fraction or type(leaf) is int:
+            if max(abs(Fraction(leaf).numerator), Fraction(leaf).denominator) >= limit:
+                return f"a key number needs more than {MAX_KEY_DIGITS} digits"
+        elif isinstance(leaf, sympy.Basic):
+            if _nodes_over(leaf, MAX_EXPR_NODES):
+                return f"a key expression has more than {MAX_EXPR_NODES} nodes"
+            for atom in leaf.atoms(sympy.Rational):
+                if max(abs(int(atom.p)), int(atom.q)) >= limit:
+                    return f"a key expression holds a rational of more than {MAX_KEY_DIGITS} digits"
+    return None
+
+
+def _nodes_over(expr: Any, limit: int) -> bool:
+    """More than ``limit`` nodes in the expression tree (counting stops at the limit)."""
+    stack, seen = [expr], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        stack.extend(node.args)
+    return False
+
+
+def zero_problem(task: Task) -> str | None:
+    from exactgrade.verify import zero_paths
+
+    zeros = zero_paths(task.expected)
+    if zeros and not task.zero_reason:
+        return "an exact zero in the key that the builder did not declare"
+    if task.zero_reason and not zeros:
+        return "a zero_reason but no zero in the key"
+    return None
+
+
+def nonzero_dyadic(draw: Draw, low: Fraction | int, high: Fraction | int, bits: int) -> Fraction:
+    """A non-zero multiple of 2**-bits in [low, high] (zero is drawn again)."""
+    for _ in range(64):
+        value = draw.dyadic(low, high, bits)
+        if value != 0:
+            return value
+    raise Reject("drew only zeros")
+
+
+def as_int(q: Fraction) -> int | Fraction:
+    """An integral Fraction as int (inputs read like the canonical ones: 2, not 2/1)."""
+    return q.numerator if q.denominator == 1 else q

@@ -1,0 +1,236 @@
+"""deeplearning-env families: every family generates at every level and its instances pass the
+domain's independent checks; each check catches a broken generated instance, with its reason;
+canonical tasks are family instances; streams are deterministic across processes and vary."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from fractions import Fraction as F
+from functools import cache
+
+import pytest
+import sympy
+
+import exactgrade
+from exactgrade import wire
+from exactgrade.domains import deeplearning
+from exactgrade.domains.deeplearning import check
+from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
+from exactgrade.family import LEVELS, family_of
+from exactgrade.task import materialise
+from exactgrade.verify import key_problems
+
+FAMILIES = exactgrade.families("deeplearning")
+
+
+@cache
+def generated(family: str, level: int = 2, index: int = 0):
+    return exactgrade.generate("deeplearning", seed=3, index=index, level=level, family=family)
+
+
+def first_with_tag(family: str, tag: str, level: int = 2):
+    return next(t for t in (generated(family, level, i) for i in range(40)) if tag in t.tags)
+
+
+def replaced_rows(task, transform):
+    """The task with its key rows passed through transform (behind the reference's back)."""
+    return dataclasses.replace(task, expected={"rows": transform([dict(r) for r in task.expected["rows"]])})
+
+
+def test_every_canonical_task_is_an_instance_of_one_family():
+    assert FAMILIES == tuple(f.name for f in deeplearning.FAMILIES)
+    assert len(FAMILIES) == len(set(FAMILIES)) == 22
+    covered = {t.family for t in exactgrade.tasks("deeplearning")}
+    assert covered == set(FAMILIES)
+    for task in exactgrade.tasks("deeplearning"):
+        rebuilt = family_of("deeplearning", task.family).task(task.id, task.inputs)
+        again = materialise(rebuilt, "deeplearning", deeplearning.PROFILE)
+        assert (again.prompt, wire.encode(again.expected), again.tags) == (
+            task.prompt, wire.encode(task.expected), task.tags), task.id
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_and_level_generates_instances_that_pass_every_check(family, level):
+    task = generated(family, level)
+    assert (task.family, task.level, task.seed, task.index) == (family, level, 3, 0)
+    assert task.id == f"dl-{family}-L{level}-s3-i0"
+    assert check(task) == []
+    assert key_problems(task) == []
+    canonical = {wire.encode(dict(t.inputs)) for t in exactgrade.tasks("deeplearning")}
+    assert wire.encode(dict(task.inputs)) not in canonical
+    assert exactgrade.get_task(task.id) is task or wire.encode(exactgrade.get_task(task.id).expected) == \
+        wire.encode(task.expected)
+
+
+def test_levels_grow_in_the_dimension_each_family_documents():
+    def size(family, level, measure):
+        return max(measure(generated(family, level, i).inputs) for i in range(3))
+
+    assert size("entropy", 5, lambda x: max(map(len, x["distributions"]))) == 16
+    assert size("mlp_gradient", 1, lambda x: len(x["network"]["layers"])) < \
+        size("mlp_gradient", 5, lambda x: len(x["network"]["layers"]))
+    assert size("sgd", 1, lambda x: x["steps"]) < size("sgd", 5, lambda x: x["steps"])
+    assert size("inverse", 1, lambda x: len(x["matrices"][0])) < \
+        size("inverse", 5, lambda x: len(x["matrices"][0]))
+    assert size("softmax", 1, lambda x: len(x["cases"])) < size("softmax", 5, lambda x: len(x["cases"]))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_variety_at_level_2(family):
+    """Distinct keys over consecutive indices (the full 95%-of-200 figures are in the report;
+    40 keeps the suite fast)."""
+    keys = {wire.encode(generated(family, 2, i).expected) for i in range(40)}
+    assert len(keys) >= 36, f"{family}: {len(keys)} distinct keys of 40"
+
+
+def test_same_id_same_task_in_fresh_processes_with_other_hash_seeds():
+    ids = [f"dl-{family}-L{level}-s5-i{index}" for family, level, index in
+           (("entropy", 2, 0), ("mlp_gradient", 3, 1), ("sgd", 4, 2), ("rank", 2, 3), ("softmax", 5, 4))]
+    program = ("import sys, exactgrade\nfrom exactgrade import wire\n"
+               "for i in sys.argv[1:]:\n"
+               "    t = exactgrade.get_task(i)\n"
+               "    print(wire.encode([dict(t.inputs), t.expected, t.prompt]))\n")
+    outputs = []
+    for hash_seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        run = subprocess.run([sys.executable, "-c", program, *ids], env=env, capture_output=True, text=True,
+                             timeout=300, check=True)
+        outputs.append(run.stdout)
+    here = "".join(wire.encode([dict(t.inputs), t.expected, t.prompt]) + "\n"
+                   for t in map(exactgrade.get_task, ids))
+    assert outputs[0] == outputs[1] == here
+
+
+# ------------------------------------------------------------------ each check catches a generated break
+
+
+def each_row(change):
+    """A breaker that changes every key row."""
+    return lambda task: replaced_rows(task, lambda rows: [change(r) for r in rows])
+
+
+def _broken_cases():
+    def meta(task, **changes):
+        return dataclasses.replace(task, meta={**task.meta, **changes})
+
+    def first_gradient_wrong(rows):
+        rows[0]["grad"] += F(1, 3)
+        return rows
+
+    def flip_outcome(rows):
+        rows[0]["outcome"] = "nan" if rows[0]["outcome"] != "nan" else "finite"
+        return rows
+
+    def bump(key):
+        def change(rows):
+            value = rows[-1][key]
+            rows[-1][key] = [v + F(1, 7) for v in value] if isinstance(value, list) else value + F(1, 7)
+            return rows
+        return change
+
+    return [
+        ("entropy", lambda t: meta(t, distributions=[[F(3, 8), F(5, 8)]]), "is not dyadic"),
+        ("divergence", lambda t: meta(t, distributions=[]), "is missing from meta['distributions']"),
+        ("kl_asymmetry", lambda t: meta(t, kl_asymmetry={"p": [F(1, 2), F(1, 2)], "q": [F(1, 2), F(1, 2)]}),
+         "the KL-asymmetry pair is symmetric"),
+        ("mutual_information", lambda t: dataclasses.replace(
+            t, meta={**t.meta, "joint": [[F(1, 4), F(1, 8)], [F(1, 8), F(1, 2)]]},
+            inputs={**t.inputs, "joint": [[F(1, 4), F(1, 8)], [F(1, 8), F(1, 2)]]}), "marginal of A"),
+        ("mutual_information", lambda t: replaced_rows(t, lambda rows: [{**rows[0], next(
+            k for k in rows[0] if k.startswith("I_")): 0}]), "the mutual information must not be zero"),
+        ("classification_loss", lambda t: dataclasses.replace(
+            t, meta={**t.meta, "predictions": [[F(3, 8), F(5, 8)]] * len(t.meta["labels"]),
+                     "labels": [0] * len(t.meta["labels"])},
+            inputs={**t.inputs, "predictions": [[F(3, 8), F(5, 8)]] * len(t.meta["labels"]),
+                    "labels": [0] * len(t.meta["labels"])}), "is not a power of two"),
+        ("mlp_forward", lambda t: replaced_rows(t, bump("loss")), "but exactgrade.rational gives"),
+        ("mlp_gradient", lambda t: replaced_rows(t, first_gradient_wrong),
+         "exact symmetric finite difference"),
+        ("mlp_gradient", lambda t: meta(t, fd_step=F(64)), "straddles a ReLU kink"),
+        ("sgd", lambda t: replaced_rows(t, bump("w")), "the linear state map gives"),
+        ("adam", lambda t: replaced_rows(t, bump("w")), "80-digit mpmath gives"),
+        ("warmup_cosine", lambda t: replaced_rows(t, bump("lr")), "80-digit mpmath gives"),
+        ("inverse", lambda t: replaced_rows(t, bump("det")), "differ from exactgrade.rational.matrix"),
+        ("least_squares", lambda t: replaced_rows(t, bump("rss")), "differ from exactgrade.rational.matrix"),
+        ("rank", lambda t: replaced_rows(t, lambda rows: [{"rank": r["rank"] + 1} for r in rows]),
+         "differ from exactgrade.rational.matrix"),
+        ("projection", lambda t: replaced_rows(t, bump("residual")),
+         "differ from exactgrade.rational.matrix"),
+        ("eigenvalues", each_row(lambda r: {"eigenvalues": r["eigenvalues"][::-1]}),
+         "not in ascending order"),
+        ("eigenvalues", each_row(lambda r: {"eigenvalues": [v + 1 for v in r["eigenvalues"]]}),
+         "do not sum to the trace"),
+        ("pca", each_row(lambda r: {**r, "eigenvalues": r["eigenvalues"][::-1]}), "not in ascending order"),
+        ("softmax", lambda t: replaced_rows(t, flip_outcome), "arithmetic gives"),
+        ("exp_range", lambda t: meta(t, argument={}), "meta['argument'] does not say why"),
+        ("entropy", lambda t: replaced_rows(t, lambda rows: [{k: 1.75 for k in r} for r in rows]),
+         "the key must be exact"),
+    ]
+
+
+@pytest.mark.parametrize(("family", "breaker", "reason"), _broken_cases())
+def test_each_check_catches_a_broken_generated_instance(family, breaker, reason):
+    task = generated(family)
+    assert check(task) == []
+    problems = check(breaker(task))
+    assert any(reason in p for p in problems), problems
+
+
+def test_identical_units_must_get_identical_gradients():
+    task = first_with_tag("mlp_gradient", "symmetry")
+    first, second = task.meta["equal_gradients"][0]
+    rows = [{**r, "grad": r["grad"] + 1} if r["param"] == second else r for r in task.expected["rows"]]
+    problems = check(dataclasses.replace(task, expected={"rows": rows}))
+    assert any(f"{first} and {second} belong to identical units" in p for p in problems), problems
+
+
+def test_a_non_robust_float_case_is_refused():
+    task = generated("exp_range")
+    edge = {"name": "edge", "format": "float32", "expr": {"op": "exp", "args": [F(88722839, 10**6)]}}
+    cases = [*task.meta["float_cases"], edge]
+    rows = [*task.expected["rows"], {"case": "edge", "outcome": outcome(edge["expr"], "float32")}]
+    broken = dataclasses.replace(task, meta={**task.meta, "float_cases": cases,
+                                             "argument": {**task.meta["argument"], "edge": "near max"}},
+                                 expected={"rows": rows})
+    assert any("edge): the outcome is not robust" in p for p in check(broken))
+
+
+def test_family_rules_refuse_an_undeclared_zero_and_a_huge_key():
+    fam = family_of("deeplearning", "inverse")
+    task = generated("inverse")
+    zero = replaced_rows(task, lambda rows: [{**rows[0], "det": F(0)}, *rows[1:]])
+    assert fam.reject(zero) == "an exact zero in the key that the builder did not declare"
+    huge = replaced_rows(task, lambda rows: [{**rows[0], "det": F(1, 10**50)}, *rows[1:]])
+    assert "digits" in fam.reject(huge)
+    nested = replaced_rows(task, lambda rows: [{**rows[0], "det": sympy.sqrt(sum(sympy.sqrt(n) for n in
+                                                                                 range(2, 200)))}, *rows[1:]])
+    assert "nodes" in fam.reject(nested)
+
+
+@pytest.mark.parametrize(("expr", "fmt", "stable"), [
+    ({"op": "exp", "args": [88]}, "float32", "finite"),
+    ({"op": "exp", "args": [F(88722839, 10**6)]}, "float32", None),  # within a few ulps of float32 max
+    ({"op": "exp", "args": [F(-1109, 64)]}, "float16", None),  # at half the smallest float16 subnormal
+    ({"op": "powi", "args": [F(1, 2), 150]}, "float32", "zero"),  # an exact tie: every implementation agrees
+    ({"op": "add", "args": [65504, 16]}, "float16", "inf"),
+    # 1 + 2**-24 + 2**-60 is rounded to a double tie first, then to 1 in float32: single rounding
+    # gives 1 + 2**-23, so the two paths disagree and the case is not robust
+    ({"op": "sub", "args": [F(2**60 + 2**36 + 1, 2**60), 1]}, "float32", None),
+    ({"op": "div", "args": [{"op": "exp", "args": [1000]}, {"op": "exp", "args": [999]}]}, "float64", "nan"),
+])
+def test_stable_outcome_marks_threshold_cases(expr, fmt, stable):
+    assert stable_outcome(expr, fmt) == stable
+    if stable is not None:
+        assert outcome(expr, fmt) == stable
+
+
+def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
+    from exactgrade.domains.deeplearning.information import KL_ASYMMETRY
+
+    p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
+    with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):
+        KL_ASYMMETRY.task("dl-x", {"pairs": [{"p": p, "q": p[::-1]}, {"p": p[::-1], "q": p}], "unit": "bits"})
