@@ -11,6 +11,8 @@ from exactgrade.domains.pytorch import autograd, losses, nn_modules, optim, tens
 from exactgrade.domains.pytorch.checks import check, environment, summary
 from exactgrade.domains.pytorch.common import INSTALL_HINT, PROFILE, TorchMissing
 
+FAMILIES = tensor_ops.FAMILIES
+
 TASKS = (*tensor_ops.TASKS, *nn_modules.TASKS, *autograd.TASKS, *losses.TASKS, *optim.TASKS)
 
-__all__ = ["INSTALL_HINT", "PROFILE", "TASKS", "TorchMissing", "check", "environment", "summary"]
+__all__ = ["FAMILIES", "INSTALL_HINT", "PROFILE", "TASKS", "TorchMissing", "check", "environment", "summary"]

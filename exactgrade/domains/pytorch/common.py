@@ -15,8 +15,9 @@ from types import ModuleType
 from typing import Any
 
 from exactgrade.domains.pytorch.exact import shape_and_flat
+from exactgrade.family import Draw, Family
 from exactgrade.policy import AllClose
-from exactgrade.task import TaskDef
+from exactgrade.task import Task, TaskDef
 from exactgrade.values import TensorValue, dtype_family
 
 TORCH_VERSION = "2.13.0"
@@ -180,3 +181,45 @@ def make_task(
         zero_reason=zero_reason,
         meta={"answer": answer, "independent": independent},
     )
+
+
+Inputs = Mapping[str, Any]
+
+
+def pytorch_family(
+    name: str,
+    category: str,
+    *,
+    reference: Callable[..., Any],
+    independent: Callable[..., Any],
+    question: str | Callable[[Inputs], str],
+    answer: Answer | Callable[[Inputs], Answer],
+    sample: Callable[[Draw, int], Inputs],
+    levels: str,
+    reject: Callable[[Task], str | None] | None = None,
+    tags: tuple[str, ...] = (),
+) -> Family:
+    """A pytorch Family: one question template and answer form (functions of the inputs, so sizes
+    in the text follow the sampled shapes) for its canonical and generated tasks.
+
+    Every instance carries its ``independent`` recomputation in ``meta``, so the domain check
+    confirms a generated key exactly as it confirms a canonical one. Generated instances are also
+    refused when a key value is exactly zero (the domain gives no zero_reason) or when ``reject``
+    names a problem (ties that make an index ambiguous, a point the task no longer makes).
+    """
+
+    def build(task_id: str, inputs: Inputs) -> TaskDef:
+        return make_task(task_id, category, reference=reference, independent=independent, inputs=inputs,
+                         question=question(inputs) if callable(question) else question,
+                         answer=answer(inputs) if callable(answer) else answer, tags=tags)
+
+    def reject_instance(task: Task) -> str | None:
+        from exactgrade.verdict import render_path
+        from exactgrade.verify import zero_paths
+
+        zeros = zero_paths(task.expected)
+        if zeros:
+            return f"the key is exactly zero at {render_path(zeros[0])}"
+        return reject(task) if reject is not None else None
+
+    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance)
