@@ -63,3 +63,18 @@ def first_duplicate(items: Sequence[Any]) -> Any | None:
             return item
         seen.add(item)
     return None
+
+
+def regression_inputs(draw: Draw, level: int) -> dict[str, TensorValue]:
+    """w0, x, y of a least-squares loss mean((x @ w - y)^2): 4..3+level samples, 3..2+level weights."""
+    samples, weights = draw.integer(4, 3 + level), draw.integer(3, 2 + level)
+    return {"w0": dyadic_tensor(draw, (weights,), -1.5, 1.5, 2),
+            "x": dyadic_tensor(draw, (samples, weights), -3, 3, 2),
+            "y": dyadic_tensor(draw, (samples,), -3, 3, 2)}
+
+
+def distribution(draw: Draw, classes: int, bits: int) -> list[float]:
+    """``classes`` positive multiples of 2**-bits that sum to exactly 1 (2**bits >= classes)."""
+    cuts = sorted(draw.sample(range(1, 2**bits), classes - 1))
+    edges = [0, *cuts, 2**bits]
+    return [(b - a) / 2**bits for a, b in zip(edges, edges[1:], strict=False)]
