@@ -11,7 +11,7 @@ from exactgrade.domains.pytorch import autograd, losses, nn_modules, optim, tens
 from exactgrade.domains.pytorch.checks import check, environment, summary
 from exactgrade.domains.pytorch.common import INSTALL_HINT, PROFILE, TorchMissing
 
-FAMILIES = (*tensor_ops.FAMILIES, *nn_modules.FAMILIES, *autograd.FAMILIES, *losses.FAMILIES)
+FAMILIES = (*tensor_ops.FAMILIES, *nn_modules.FAMILIES, *autograd.FAMILIES, *losses.FAMILIES, *optim.FAMILIES)
 
 TASKS = (*tensor_ops.TASKS, *nn_modules.TASKS, *autograd.TASKS, *losses.TASKS, *optim.TASKS)
 
