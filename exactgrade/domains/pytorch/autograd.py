@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, elementwise, hp, matmul, softmax, transpose, values
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
@@ -20,7 +20,6 @@ from exactgrade.domains.pytorch.sampling import (
     word,
 )
 from exactgrade.family import Draw
-from exactgrade.task import Task
 
 
 # pt-028 -------------------------------------------------------------------------------------------
@@ -337,8 +336,8 @@ def _sample_kinks(draw: Draw, level: int) -> dict:
     return {"x0": tensor("float32", draw.shuffled(v))}
 
 
-def _maximum_tied(task: Task) -> str | None:
-    v = values(task.inputs["x0"])
+def _maximum_tied(inputs: Inputs) -> str | None:
+    v = values(inputs["x0"])
     if v.count(max(v)) < 2:
         return "the maximum is not tied: the documented even split of x.max()'s gradient is not tested"
     return None
@@ -357,7 +356,7 @@ KINK_GRADIENTS = pytorch_family(
     sample=_sample_kinks,
     levels="5+level values on the 1/2 grid including 0, 2 and a tied maximum (torch documents the even "
     "split of max()'s gradient between ties)",
-    reject=_maximum_tied,
+    refuse=_maximum_tied,
 )
 
 
@@ -374,8 +373,8 @@ def _sample_mlp_loss(draw: Draw, level: int) -> dict:
     }
 
 
-def _off_the_relu_kink(task: Task) -> str | None:
-    pre = _hidden_pre_activations(task.inputs["x"], task.inputs["w1"], task.inputs["b1"])
+def _off_the_relu_kink(inputs: Inputs) -> str | None:
+    pre = _hidden_pre_activations(inputs["x"], inputs["w1"], inputs["b1"])
     if any(h == 0 for row in pre for h in row):
         return "a hidden pre-activation is exactly 0: the ReLU gradient would sit on its kink"
     if all(h < 0 for row in pre for h in row):
@@ -408,7 +407,7 @@ MLP_LOSS_GRADIENTS = pytorch_family(
     sample=_sample_mlp_loss,
     levels="a chain linear -> relu -> linear -> cross-entropy -> backward at every level; batch, features "
     "and hidden units 2..2+level, 2..2+level//2 classes; a pre-activation on the ReLU kink rejected",
-    reject=_off_the_relu_kink,
+    refuse=_off_the_relu_kink,
 )
 
 FAMILIES = (

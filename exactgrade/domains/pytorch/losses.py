@@ -11,11 +11,10 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, log_softmax, mean, sigmoid, values
 from exactgrade.domains.pytorch.sampling import distribution, dyadic_list, dyadic_tensor, int_tensor
 from exactgrade.family import Draw
-from exactgrade.task import Task
 
 
 # pt-034 -------------------------------------------------------------------------------------------
@@ -238,9 +237,9 @@ def _sample_cross_entropy_options(draw: Draw, level: int) -> dict:
     }
 
 
-def _weights_matter(task: Task) -> str | None:
-    kept = [t for t in values(task.inputs["target"]) if t != -100]
-    weights = values(task.inputs["class_weight"])
+def _weights_matter(inputs: Inputs) -> str | None:
+    kept = [t for t in values(inputs["target"]) if t != -100]
+    weights = values(inputs["class_weight"])
     if len({weights[t] for t in kept}) < 2:
         return "every kept target has the same class weight: the weighted mean equals the plain one"
     return None
@@ -262,7 +261,7 @@ CROSS_ENTROPY_OPTIONS = pytorch_family(
     sample=_sample_cross_entropy_options,
     levels="4..3+level samples (up to a third ignored) over 3..2+level classes; instances whose kept "
     "targets share one weight rejected",
-    reject=_weights_matter,
+    refuse=_weights_matter,
 )
 
 
@@ -301,15 +300,19 @@ BINARY_CROSS_ENTROPY_LOSSES = pytorch_family(
 
 def _sample_robust(draw: Draw, level: int) -> dict:
     n = 6 + 2 * (level - 1)
-    return {
-        "pred": tensor("float32", dyadic_list(draw, n, -3, 3, 3)),
-        "target": tensor("float32", dyadic_list(draw, n, -3, 3, 3)),
-    }
+    target = dyadic_list(draw, n, -3, 3, 3)
+    sign = (-1, 1)
+    gaps = [float(draw.dyadic(Fraction(-3, 8), Fraction(3, 8), 3)),  # one error in each branch
+            draw.choice(sign) * float(draw.dyadic(Fraction(5, 8), Fraction(7, 8), 3)),
+            draw.choice(sign) * float(draw.dyadic(Fraction(9, 8), 3, 3))]
+    gaps += dyadic_list(draw, n - 3, -3, 3, 3)
+    return {"pred": tensor("float32", [t + g for t, g in zip(target, draw.shuffled(gaps), strict=True)]),
+            "target": tensor("float32", target)}
 
 
-def _every_branch(task: Task) -> str | None:
+def _every_branch(inputs: Inputs) -> str | None:
     gaps = [
-        abs(p - t) for p, t in zip(values(task.inputs["pred"]), values(task.inputs["target"]), strict=True)
+        abs(p - t) for p, t in zip(values(inputs["pred"]), values(inputs["target"]), strict=True)
     ]
     if not (
         any(g < Fraction(1, 2) for g in gaps)
@@ -338,8 +341,8 @@ ROBUST_REGRESSION_LOSSES = pytorch_family(
         },
     ),
     sample=_sample_robust,
-    levels="6+2*(level-1) pairs on the 1/8 grid, errors in all three branches of the losses",
-    reject=_every_branch,
+    levels="6+2*(level-1) pairs on the 1/8 grid, with errors in all three branches of the losses",
+    refuse=_every_branch,
 )
 
 

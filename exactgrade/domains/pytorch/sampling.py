@@ -78,3 +78,11 @@ def distribution(draw: Draw, classes: int, bits: int) -> list[float]:
     cuts = sorted(draw.sample(range(1, 2**bits), classes - 1))
     edges = [0, *cuts, 2**bits]
     return [(b - a) / 2**bits for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def distinct_dyadic_tensor(draw: Draw, shape: Sequence[int], bits: int) -> TensorValue:
+    """A float32 tensor of pairwise distinct multiples of 2**-bits (so no maximum or order is tied),
+    within +-2 * size / 2**bits."""
+    count = math.prod(shape)
+    numerators = draw.sample(range(-2 * count, 2 * count + 1), count)
+    return tensor("float32", reshape([k / 2**bits for k in numerators], tuple(shape)))

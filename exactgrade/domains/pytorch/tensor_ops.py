@@ -12,7 +12,16 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, TensorSpec, f32, i64, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import (
+    PY_FLOAT,
+    PY_INT,
+    Inputs,
+    TensorSpec,
+    f32,
+    i64,
+    pytorch_family,
+    tensor,
+)
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
@@ -23,7 +32,6 @@ from exactgrade.domains.pytorch.sampling import (
     word,
 )
 from exactgrade.family import Draw, Reject
-from exactgrade.task import Task
 
 
 # pt-000 -------------------------------------------------------------------------------------------
@@ -425,8 +433,8 @@ def _sample_matrix(rows: tuple[int, int], cols: tuple[int, int], low: float, hig
     return sample
 
 
-def _argmax_unique(task: Task) -> str | None:
-    elements = _flat(task.inputs["x"])
+def _argmax_unique(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
     top = max(elements)
     if elements.count(top) > 1:
         return f"the maximum {float(top)} occurs {elements.count(top)} times: argmax would be ambiguous"
@@ -443,7 +451,7 @@ REDUCTIONS = pytorch_family(
     sample=_sample_matrix((2, 2), (3, 3), -4, 4, 2),
     levels="x of shape (2..2+level, 3..3+level) on the 1/4 grid within +-2*(1+level); ties of the "
            "maximum rejected",
-    reject=_argmax_unique,
+    refuse=_argmax_unique,
 )
 
 SPREAD_STATISTICS = pytorch_family(
@@ -459,8 +467,8 @@ SPREAD_STATISTICS = pytorch_family(
 )
 
 
-def _clamp_makes_its_point(task: Task) -> str | None:
-    elements = _flat(task.inputs["x"])
+def _clamp_makes_its_point(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
     if not any(e < Fraction(-3, 2) for e in elements) or not any(e > 2 for e in elements):
         return "no element lies outside [-1.5, 2.0] on both sides: the clamp would not clip"
     return None
@@ -477,7 +485,7 @@ CLAMP_AND_SELECT = pytorch_family(
     sample=_sample_matrix((2, 0), (4, 2), -4, 4.5, 2),
     levels="x of shape (2..level, 4..2+level) on the 1/4 grid; instances that clip on only one side "
            "rejected",
-    reject=_clamp_makes_its_point,
+    refuse=_clamp_makes_its_point,
 )
 
 
@@ -489,8 +497,8 @@ def _sample_division(draw: Draw, level: int) -> dict:
     return {"a": tensor("int64", a), "b": tensor("int64", b)}
 
 
-def _signs_mixed(task: Task) -> str | None:
-    pairs = list(zip(values(task.inputs["a"]), values(task.inputs["b"]), strict=True))
+def _signs_mixed(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
     if not any(p % q != 0 and (p < 0) != (q < 0) for p, q in pairs):
         return "no inexact quotient of mixed signs: floor and trunc would agree everywhere"
     return None
@@ -508,7 +516,7 @@ INTEGER_DIVISION = pytorch_family(
     sample=_sample_division,
     levels="6+2*(level-1) pairs, dividends within +-(10*level+5), non-zero divisors within "
            "+-(2+2*level); an instance must have an inexact quotient of mixed signs",
-    reject=_signs_mixed,
+    refuse=_signs_mixed,
 )
 
 
@@ -518,8 +526,8 @@ def _above_mean(x):
     return sum(1 for e in elements if e > m)
 
 
-def _no_element_at_mean(task: Task) -> str | None:
-    elements = _flat(task.inputs["x"])
+def _no_element_at_mean(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
     m = mean(elements)
     if m in elements:
         return f"an element equals the mean {float(m)}: the strict mask would hinge on rounding"
@@ -536,7 +544,7 @@ MASK_ABOVE_MEAN = pytorch_family(
                        "positions": i64(_above_mean(i["x"]), 2)},),
     sample=_sample_matrix((3, 2), (4, 3), -3, 5, 2),
     levels="x of shape (3..2+level, 4..3+level) on the 1/4 grid; an element equal to the mean rejected",
-    reject=_no_element_at_mean,
+    refuse=_no_element_at_mean,
 )
 
 
@@ -545,8 +553,8 @@ def _sample_sort(draw: Draw, level: int) -> dict:
     return {"x": tensor("float32", dyadic_list(draw, n, -1 - level / 2, 3 + level / 2, 1))}
 
 
-def _has_tie(task: Task) -> str | None:
-    if first_duplicate(values(task.inputs["x"])) is None:
+def _has_tie(inputs: Inputs) -> str | None:
+    if first_duplicate(values(inputs["x"])) is None:
         return "no tied values: the stable order would not be tested"
     return None
 
@@ -561,12 +569,12 @@ STABLE_SORT = pytorch_family(
     sample=_sample_sort,
     levels="8+2*(level-1) values on the 1/2 grid, so ties are common (the documented stable rule "
            "decides them; an instance needs one)",
-    reject=_has_tie,
+    refuse=_has_tie,
 )
 
 
-def _rows_without_ties(task: Task) -> str | None:
-    for r, row in enumerate(values(task.inputs["x"])):
+def _rows_without_ties(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
         tie = first_duplicate(row)
         if tie is not None:
             return f"row {r} holds {float(tie)} twice: topk/kthvalue indices would be ambiguous"
@@ -583,7 +591,7 @@ TOP_AND_KTH = pytorch_family(
                             "second_smallest_index": PY_INT} for _ in range(i["x"].shape[0])),
     sample=_sample_matrix((2, 0), (5, 4), -4, 6, 2),
     levels="x of shape (2..level, 5..4+level) on the 1/4 grid; rows with a repeated value rejected",
-    reject=_rows_without_ties,
+    refuse=_rows_without_ties,
 )
 
 
@@ -646,8 +654,8 @@ NORMALISE = pytorch_family(
 )
 
 
-def _cummax_without_ties(task: Task) -> str | None:
-    for r, row in enumerate(values(task.inputs["x"])):
+def _cummax_without_ties(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
         for j in range(1, len(row)):
             if row[j] == max(row[:j]):
                 return (f"x[{r}, {j}] ties the running maximum: the index torch.cummax reports for ties is "
@@ -665,7 +673,7 @@ RUNNING_STATISTICS = pytorch_family(
     sample=_sample_matrix((2, 0), (5, 1), -3, 3, 3),
     levels="x of shape (2..level, 5..1+level) on the 1/8 grid; ties with the running maximum rejected "
            "(the canonical task shows them; which index torch reports is observed, not documented)",
-    reject=_cummax_without_ties,
+    refuse=_cummax_without_ties,
 )
 
 
@@ -677,8 +685,8 @@ def _sample_casts(draw: Draw, level: int) -> dict:
     return {"x": tensor("float32", draw.shuffled(halves + quarters)), "u": tensor("uint8", u)}
 
 
-def _some_wrap(task: Task) -> str | None:
-    if not any(e + 10 > 255 for e in values(task.inputs["u"])):
+def _some_wrap(inputs: Inputs) -> str | None:
+    if not any(e + 10 > 255 for e in values(inputs["u"])):
         return "no element of u wraps around when 10 is added"
     return None
 
@@ -694,7 +702,7 @@ CASTS_AND_WRAPAROUND = pytorch_family(
     sample=_sample_casts,
     levels="8+2*(level-1) values of x, half of them exact halves (torch.round's documented half-to-even "
            "rule), within +-(4+level); 3+level uint8 values, at least one of which wraps",
-    reject=_some_wrap,
+    refuse=_some_wrap,
 )
 
 
@@ -707,8 +715,8 @@ def _sample_gather(draw: Draw, level: int) -> dict:
             "cols": int_tensor(draw, (m,), -c, c - 1)}
 
 
-def _uses_negative_column(task: Task) -> str | None:
-    if not any(c < 0 for c in values(task.inputs["cols"])):
+def _uses_negative_column(inputs: Inputs) -> str | None:
+    if not any(c < 0 for c in values(inputs["cols"])):
         return "no negative column index: the count-from-the-end rule would not be tested"
     return None
 
@@ -725,7 +733,7 @@ GATHER_AND_INDEX = pytorch_family(
     sample=_sample_gather,
     levels="arange-style x of shape (3..2+level, 4..3+level), 2..1+level gathered columns per row, "
            "3..2+level picked elements with at least one negative column",
-    reject=_uses_negative_column,
+    refuse=_uses_negative_column,
 )
 
 
@@ -755,8 +763,8 @@ def _sample_groups(draw: Draw, level: int) -> dict:
     return {"keys": tensor("int64", keys), "vals": tensor("float32", dyadic_list(draw, n, -3, 3, 2))}
 
 
-def _a_group_repeats(task: Task) -> str | None:
-    keys = values(task.inputs["keys"])
+def _a_group_repeats(inputs: Inputs) -> str | None:
+    keys = values(inputs["keys"])
     if first_duplicate(keys) is None:
         return "every key is distinct: there is nothing to group"
     return None
@@ -772,7 +780,7 @@ GROUP_BY_KEY = pytorch_family(
                        "group_means": f32(len(set(values(i["keys"]))))},),
     sample=_sample_groups,
     levels="8+3*(level-1) elements with keys from 3+level distinct values below 10+10*level",
-    reject=_a_group_repeats,
+    refuse=_a_group_repeats,
 )
 
 FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
