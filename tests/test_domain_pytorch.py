@@ -100,23 +100,17 @@ def test_environment_records_the_torch_version():
     assert pytorch.environment() == {"torch": torch.__version__}
 
 
-# Module tasks copy float32 weights into float32 parameters, so a float64 input cannot run through them.
-FLOAT32_MODULE_TASKS = {"pt-016", "pt-017", "pt-018", "pt-022", "pt-025", "pt-027"}
-
-
 @needs_torch
 def test_a_float64_recomputation_passes_every_key():
     """The tolerance admits a correct answer computed another way: the reference run on float64 inputs."""
     checked = 0
-    for task in tasks("pytorch"):
-        if task.id in FLOAT32_MODULE_TASKS:
-            continue
+    for task in tasks("pytorch"):  # module references build their modules in the inputs' dtype
         inputs = {name: TensorValue("float64", v.shape, v.data) if getattr(v, "dtype", "") == "float32" else v
                   for name, v in task.inputs.items()}
         verdict = compare(task.expected, run_program(task.program, inputs, "torch"), task.policy)
         assert verdict.ok, (task.id, verdict.reason)
         checked += 1
-    assert checked == 39
+    assert checked == 45
 
 
 # ------------------------------------------------- tasks built to violate each domain check

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from exactgrade.domains.pytorch.common import f32, make_task, tensor
-from exactgrade.domains.pytorch.exact import ExactTensor, matmul, transpose, values
+import mpmath
+
+from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.exact import ExactTensor, elementwise, hp, matmul, softmax, transpose, values
+from exactgrade.domains.pytorch.sampling import (
+    dyadic_list,
+    dyadic_tensor,
+    int_tensor,
+    regression_inputs,
+    word,
+)
+from exactgrade.family import Draw
 
 
 # pt-028 -------------------------------------------------------------------------------------------
@@ -45,10 +55,10 @@ def accumulated_gradient(w0):
 
 
 def _accumulated_gradient(w0):
-    grad = [3 * e * e - 1 for e in values(w0)]
+    grad = elementwise(lambda e: 3 * e * e - 1, values(w0))
     return [{
         "after_one": ExactTensor.of("float32", grad),
-        "after_two": ExactTensor.of("float32", [2 * g for g in grad]),
+        "after_two": ExactTensor.of("float32", elementwise(lambda g: 2 * g, grad)),
     }]
 
 
@@ -88,8 +98,9 @@ def detached_gradient(x0):
 def _detached_gradient(x0):
     v = values(x0)
     return [{
-        "grad_z": ExactTensor.of("float32", [e * e + 2 * e for e in v]),  # the detached x**2 is a constant
-        "grad_w": ExactTensor.of("float32", [3 * e ** 3 for e in v]),  # d/dx (x**3 * c) at c = x
+        # the detached x**2 is a constant
+        "grad_z": ExactTensor.of("float32", elementwise(lambda e: e * e + 2 * e, v)),
+        "grad_w": ExactTensor.of("float32", elementwise(lambda e: 3 * e ** 3, v)),  # d/dx (x**3 * c) at c = x
     }]
 
 
@@ -107,8 +118,8 @@ def second_derivative(x0):
 def _second_derivative(x0):
     v = values(x0)
     return [{
-        "first": ExactTensor.of("float32", [4 * e ** 3 - 6 * e ** 2 + 1 for e in v]),
-        "second": ExactTensor.of("float32", [12 * e ** 2 - 12 * e for e in v]),
+        "first": ExactTensor.of("float32", elementwise(lambda e: 4 * e ** 3 - 6 * e ** 2 + 1, v)),
+        "second": ExactTensor.of("float32", elementwise(lambda e: 12 * e ** 2 - 12 * e, v)),
     }]
 
 
@@ -138,58 +149,291 @@ def _kink_gradients(x0):
     }]
 
 
+# chain: a loss through a small model and its gradients --------------------------------------------
+def mlp_loss_gradients(x, target, w1, b1, w2, b2):
+    import torch
+    import torch.nn.functional as F
+
+    params = [p.clone().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    hidden = torch.relu(F.linear(x, params[0], params[1]))
+    loss = F.cross_entropy(F.linear(hidden, params[2], params[3]), target)
+    loss.backward()
+    return {
+        "rows": [
+            {
+                "loss": loss.detach(),
+                "grad_w1": params[0].grad,
+                "grad_b1": params[1].grad,
+                "grad_w2": params[2].grad,
+                "grad_b2": params[3].grad,
+            }
+        ]
+    }
+
+
+def _hidden_pre_activations(x, w1, b1):
+    return [
+        [
+            sum((a * b for a, b in zip(row, unit, strict=True)), Fraction(0)) + c
+            for unit, c in zip(values(w1), values(b1), strict=True)
+        ]
+        for row in values(x)
+    ]
+
+
+def _mlp_loss_gradients(x, target, w1, b1, w2, b2):
+    pre = _hidden_pre_activations(x, w1, b1)
+    hidden = [[max(h, Fraction(0)) for h in row] for row in pre]
+    logits = [
+        [
+            sum((a * b for a, b in zip(row, unit, strict=True)), Fraction(0)) + c
+            for unit, c in zip(values(w2), values(b2), strict=True)
+        ]
+        for row in hidden
+    ]
+    n = len(logits)
+    probabilities = [softmax(row) for row in logits]
+    labels = values(target)
+    loss = -mpmath.fsum(mpmath.log(p[t]) for p, t in zip(probabilities, labels, strict=True)) / n
+    # d loss / d logits = (softmax - one_hot) / n; back through the second layer and the ReLU mask
+    d_logits = [
+        [(p - (1 if k == t else 0)) / n for k, p in enumerate(ps)]
+        for ps, t in zip(probabilities, labels, strict=True)
+    ]
+    w2_rows = values(w2)
+    d_hidden = [
+        [
+            mpmath.fsum(d * w2_rows[k][j] for k, d in enumerate(row)) if pre[i][j] > 0 else mpmath.mpf(0)
+            for j in range(len(pre[0]))
+        ]
+        for i, row in enumerate(d_logits)
+    ]
+    x_rows = values(x)
+
+    def outer(grads, inputs):  # sum over samples of grads^T inputs
+        return [
+            [
+                mpmath.fsum(g[k] * hp(a[j]) for g, a in zip(grads, inputs, strict=True))
+                for j in range(len(inputs[0]))
+            ]
+            for k in range(len(grads[0]))
+        ]
+
+    return [
+        {
+            "loss": ExactTensor.of("float32", loss),
+            "grad_w1": ExactTensor.of("float32", outer(d_hidden, x_rows)),
+            "grad_b1": ExactTensor.of("float32", [mpmath.fsum(column) for column in transpose(d_hidden)]),
+            "grad_w2": ExactTensor.of("float32", outer(d_logits, hidden)),
+            "grad_b2": ExactTensor.of("float32", [mpmath.fsum(column) for column in transpose(d_logits)]),
+        }
+    ]
+
+
+# ------------------------------------------------------------------------------------ families
+# Level 1 is about the canonical size; each level adds elements (a matrix instead of a vector from
+# level 3 on where the task is elementwise) and widens the value range.
+
+
+def _dims(x):
+    return tuple(x.shape)
+
+
+def _elementwise_input(low: float, high: float, bits: int):
+    def sample(draw: Draw, level: int) -> dict:
+        shape = (3 + level,) if level <= 2 else (draw.integer(2, level), draw.integer(3, 2 + level))
+        return {"x0": dyadic_tensor(draw, shape, low, high, bits, nonzero=True)}
+
+    return sample
+
+
+def _renamed(sample, name: str):
+    def renamed(draw: Draw, level: int) -> dict:
+        return {name: sample(draw, level)["x0"]}
+
+    return renamed
+
+
+REGRESSION_GRADIENT = pytorch_family(
+    "regression_gradient",
+    "autograd",
+    reference=regression_gradient,
+    independent=_regression_gradient,
+    question=lambda i: (
+        f"""Make a leaf tensor w from `w0` that requires gradients, compute the mean squared
+        error loss = mean((x @ w - y)^2) over the {word(i["x"].shape[0])} samples, and call loss.backward().
+        Give the `loss` (a 0-d tensor) and `grad`, the gradient stored in w.grad."""
+    ),
+    answer=lambda i: ({"loss": f32(), "grad": f32(*_dims(i["w0"]))},),
+    sample=regression_inputs,
+    levels="4..3+level samples of 3..2+level features on the 1/4 grid",
+)
+
+ACCUMULATED_GRADIENT = pytorch_family(
+    "accumulated_gradient",
+    "autograd",
+    reference=accumulated_gradient,
+    independent=_accumulated_gradient,
+    question="""Make a leaf tensor w from `w0` that requires gradients and let loss = sum(w^3 - w). Call
+        loss.backward(retain_graph=True), record w.grad as `after_one`, then call loss.backward() once
+        more on the same graph without zeroing anything and give w.grad as `after_two`.""",
+    answer=lambda i: ({"after_one": f32(*_dims(i["w0"])), "after_two": f32(*_dims(i["w0"]))},),
+    sample=_renamed(_elementwise_input(-2.5, 2.5, 2), "w0"),
+    levels="3+level weights (levels 1-2), then a (2..level, 3..2+level) matrix, on the 1/4 grid",
+)
+
+
+def _sample_pair(draw: Draw, level: int) -> dict:
+    shape = (2 + level,)
+    return {"a0": dyadic_tensor(draw, shape, -2, 2, 2), "b0": dyadic_tensor(draw, shape, -1.5, 1.5, 2)}
+
+
+PARTIAL_DERIVATIVES = pytorch_family(
+    "partial_derivatives",
+    "autograd",
+    reference=partial_derivatives,
+    independent=_partial_derivatives,
+    question="""With leaf tensors a (from `a0`) and b (from `b0`) that require gradients, let f =
+        sum(a*b + a^2*b - b^3). Use torch.autograd.grad to get the gradients of f with respect to a and
+        b. Give `f` (a 0-d tensor), `grad_a` and `grad_b`.""",
+    answer=lambda i: ({"f": f32(), "grad_a": f32(*_dims(i["a0"])), "grad_b": f32(*_dims(i["a0"]))},),
+    sample=_sample_pair,
+    levels="2+level elements each on the 1/4 grid",
+)
+
+DETACHED_GRADIENT = pytorch_family(
+    "detached_gradient",
+    "autograd",
+    reference=detached_gradient,
+    independent=_detached_gradient,
+    question="""Let x be a leaf tensor from `x0` that requires gradients and y = x**2. Give `grad_z`,
+        the gradient with respect to x of z = sum(y.detach() * x + y), and `grad_w`, the gradient with
+        respect to x of w = sum(x**3 * x.detach()).""",
+    answer=lambda i: ({"grad_z": f32(*_dims(i["x0"])), "grad_w": f32(*_dims(i["x0"]))},),
+    sample=_elementwise_input(-2.5, 2.5, 2),
+    levels="3+level elements (levels 1-2), then a (2..level, 3..2+level) matrix, non-zero on the 1/4 grid",
+)
+
+SECOND_DERIVATIVE = pytorch_family(
+    "second_derivative",
+    "autograd",
+    reference=second_derivative,
+    independent=_second_derivative,
+    question="""Let x be a leaf tensor from `x0` that requires gradients and f = sum(x^4 - 2x^3 + x).
+        Give `first`, the gradient of f with respect to x, and `second`, the gradient of sum(first) with
+        respect to x (the diagonal of the Hessian), obtained by differentiating twice with
+        torch.autograd.grad and create_graph=True.""",
+    answer=lambda i: ({"first": f32(*_dims(i["x0"])), "second": f32(*_dims(i["x0"]))},),
+    sample=_elementwise_input(-2, 2.5, 2),
+    levels="3+level elements (levels 1-2), then a (2..level, 3..2+level) matrix, non-zero on the 1/4 grid",
+)
+
+
+def _sample_kinks(draw: Draw, level: int) -> dict:
+    n = 5 + level
+    v = dyadic_list(draw, n - 3, -2, 3 + level / 2, 1)
+    v += [0.0, 2.0, max(v)]  # the kinks of relu/abs (0) and of clamp (2), and a tied maximum
+    return {"x0": tensor("float32", draw.shuffled(v))}
+
+
+def _maximum_tied(inputs: Inputs) -> str | None:
+    v = values(inputs["x0"])
+    if v.count(max(v)) < 2:
+        return "the maximum is not tied: the documented even split of x.max()'s gradient is not tested"
+    return None
+
+
+KINK_GRADIENTS = pytorch_family(
+    "kink_gradients",
+    "autograd",
+    reference=kink_gradients,
+    independent=_kink_gradients,
+    question="""Let x be a leaf tensor from `x0` that requires gradients. Give the gradient that torch's
+        autograd computes with respect to x of: `relu`, sum(relu(x)); `abs`, sum(abs(x)); `clamp`,
+        sum(x.clamp(0.0, 2.0)); and `max`, x.max() (the maximum over all elements; note the tie).
+        Several inputs sit exactly on kinks: report torch's conventions there.""",
+    answer=lambda i: ({name: f32(*_dims(i["x0"])) for name in ("relu", "abs", "clamp", "max")},),
+    sample=_sample_kinks,
+    levels="5+level values on the 1/2 grid including 0, 2 and a tied maximum (torch documents the even "
+    "split of max()'s gradient between ties)",
+    refuse=_maximum_tied,
+)
+
+
+def _sample_mlp_loss(draw: Draw, level: int) -> dict:
+    batch, features = draw.integer(2, 2 + level), draw.integer(2, 2 + level)
+    hidden, classes = draw.integer(2, 2 + level), draw.integer(2, 2 + level // 2)
+    return {
+        "x": dyadic_tensor(draw, (batch, features), -2, 2, 2),
+        "target": int_tensor(draw, (batch,), 0, classes - 1),
+        "w1": dyadic_tensor(draw, (hidden, features), -1, 1, 3),
+        "b1": dyadic_tensor(draw, (hidden,), -0.5, 0.5, 3),
+        "w2": dyadic_tensor(draw, (classes, hidden), -1, 1, 3),
+        "b2": dyadic_tensor(draw, (classes,), -0.5, 0.5, 3),
+    }
+
+
+def _off_the_relu_kink(inputs: Inputs) -> str | None:
+    pre = _hidden_pre_activations(inputs["x"], inputs["w1"], inputs["b1"])
+    if any(h == 0 for row in pre for h in row):
+        return "a hidden pre-activation is exactly 0: the ReLU gradient would sit on its kink"
+    if all(h < 0 for row in pre for h in row):
+        return "every hidden unit is off: no gradient reaches the first layer"
+    return None
+
+
+MLP_LOSS_GRADIENTS = pytorch_family(
+    "mlp_loss_gradients",
+    "autograd",
+    reference=mlp_loss_gradients,
+    independent=_mlp_loss_gradients,
+    question=lambda i: (
+        f"""A small classifier maps the batch `x` through Linear({i["w1"].shape[1]},
+        {i["w1"].shape[0]}) (weight `w1`, bias `b1`), ReLU and Linear({i["w2"].shape[1]}, {i["w2"].shape[0]})
+        (weight `w2`, bias `b2`) to logits. With the parameters as leaf tensors that require gradients,
+        compute the cross-entropy loss of the logits against the class indices `target` (torch's default
+        mean reduction) and call backward. Give the `loss` (a 0-d tensor) and the gradients `grad_w1`,
+        `grad_b1`, `grad_w2` and `grad_b2` of the four parameters."""
+    ),
+    answer=lambda i: (
+        {
+            "loss": f32(),
+            "grad_w1": f32(*_dims(i["w1"])),
+            "grad_b1": f32(*_dims(i["b1"])),
+            "grad_w2": f32(*_dims(i["w2"])),
+            "grad_b2": f32(*_dims(i["b2"])),
+        },
+    ),
+    sample=_sample_mlp_loss,
+    levels="a chain linear -> relu -> linear -> cross-entropy -> backward at every level; batch, features "
+    "and hidden units 2..2+level, 2..2+level//2 classes; a pre-activation on the ReLU kink rejected",
+    refuse=_off_the_relu_kink,
+)
+
+FAMILIES = (
+    REGRESSION_GRADIENT,
+    ACCUMULATED_GRADIENT,
+    PARTIAL_DERIVATIVES,
+    DETACHED_GRADIENT,
+    SECOND_DERIVATIVE,
+    KINK_GRADIENTS,
+    MLP_LOSS_GRADIENTS,
+)
+
 TASKS = (
-    make_task(
-        "pt-028", "autograd", reference=regression_gradient, independent=_regression_gradient,
-        inputs={"w0": tensor("float32", [0.5, -1.0, 0.25]),
-                "x": tensor("float32", [[1.0, 2.0, -1.0], [0.5, -1.5, 2.0], [3.0, 0.25, 1.0],
-                                        [-2.0, 1.0, 0.5]]),
-                "y": tensor("float32", [1.0, -2.0, 0.5, 3.0])},
-        question="""Make a leaf tensor w from `w0` that requires gradients, compute the mean squared error
-            loss = mean((x @ w - y)^2) over the four samples, and call loss.backward(). Give the `loss` (a
-            0-d tensor) and `grad`, the gradient stored in w.grad.""",
-        answer=({"loss": f32(), "grad": f32(3)},),
+    REGRESSION_GRADIENT.task(
+        "pt-028",
+        {
+            "w0": tensor("float32", [0.5, -1.0, 0.25]),
+            "x": tensor("float32", [[1.0, 2.0, -1.0], [0.5, -1.5, 2.0], [3.0, 0.25, 1.0], [-2.0, 1.0, 0.5]]),
+            "y": tensor("float32", [1.0, -2.0, 0.5, 3.0]),
+        },
     ),
-    make_task(
-        "pt-029", "autograd", reference=accumulated_gradient, independent=_accumulated_gradient,
-        inputs={"w0": tensor("float32", [-1.5, 0.25, 2.0, 0.75])},
-        question="""Make a leaf tensor w from `w0` that requires gradients and let loss = sum(w^3 - w). Call
-            loss.backward(retain_graph=True), record w.grad as `after_one`, then call loss.backward() once
-            more on the same graph without zeroing anything and give w.grad as `after_two`.""",
-        answer=({"after_one": f32(4), "after_two": f32(4)},),
+    ACCUMULATED_GRADIENT.task("pt-029", {"w0": tensor("float32", [-1.5, 0.25, 2.0, 0.75])}),
+    PARTIAL_DERIVATIVES.task(
+        "pt-030", {"a0": tensor("float32", [1.5, -0.75, 2.0]), "b0": tensor("float32", [0.5, 1.25, -1.0])}
     ),
-    make_task(
-        "pt-030", "autograd", reference=partial_derivatives, independent=_partial_derivatives,
-        inputs={"a0": tensor("float32", [1.5, -0.75, 2.0]), "b0": tensor("float32", [0.5, 1.25, -1.0])},
-        question="""With leaf tensors a (from `a0`) and b (from `b0`) that require gradients, let f =
-            sum(a*b + a^2*b - b^3). Use torch.autograd.grad to get the gradients of f with respect to a and
-            b. Give `f` (a 0-d tensor), `grad_a` and `grad_b`.""",
-        answer=({"f": f32(), "grad_a": f32(3), "grad_b": f32(3)},),
-    ),
-    make_task(
-        "pt-031", "autograd", reference=detached_gradient, independent=_detached_gradient,
-        inputs={"x0": tensor("float32", [-1.5, 0.5, 1.0, 2.5])},
-        question="""Let x be a leaf tensor from `x0` that requires gradients and y = x**2. Give `grad_z`,
-            the gradient with respect to x of z = sum(y.detach() * x + y), and `grad_w`, the gradient with
-            respect to x of w = sum(x**3 * x.detach()).""",
-        answer=({"grad_z": f32(4), "grad_w": f32(4)},),
-    ),
-    make_task(
-        "pt-032", "autograd", reference=second_derivative, independent=_second_derivative,
-        inputs={"x0": tensor("float32", [-1.5, -0.5, 0.25, 1.5, 2.0])},
-        question="""Let x be a leaf tensor from `x0` that requires gradients and f = sum(x^4 - 2x^3 + x).
-            Give `first`, the gradient of f with respect to x, and `second`, the gradient of sum(first) with
-            respect to x (the diagonal of the Hessian), obtained by differentiating twice with
-            torch.autograd.grad and create_graph=True.""",
-        answer=({"first": f32(5), "second": f32(5)},),
-    ),
-    make_task(
-        "pt-033", "autograd", reference=kink_gradients, independent=_kink_gradients,
-        inputs={"x0": tensor("float32", [-1.0, 0.0, 0.5, 2.0, 3.0, 3.0])},
-        question="""Let x be a leaf tensor from `x0` that requires gradients. Give the gradient that torch's
-            autograd computes with respect to x of: `relu`, sum(relu(x)); `abs`, sum(abs(x)); `clamp`,
-            sum(x.clamp(0.0, 2.0)); and `max`, x.max() (the maximum over all elements; note the tie).
-            Several inputs sit exactly on kinks: report torch's conventions there.""",
-        answer=({"relu": f32(6), "abs": f32(6), "clamp": f32(6), "max": f32(6)},),
-    ),
+    DETACHED_GRADIENT.task("pt-031", {"x0": tensor("float32", [-1.5, 0.5, 1.0, 2.5])}),
+    SECOND_DERIVATIVE.task("pt-032", {"x0": tensor("float32", [-1.5, -0.5, 0.25, 1.5, 2.0])}),
+    KINK_GRADIENTS.task("pt-033", {"x0": tensor("float32", [-1.0, 0.0, 0.5, 2.0, 3.0, 3.0])}),
 )

@@ -15,8 +15,9 @@ from types import ModuleType
 from typing import Any
 
 from exactgrade.domains.pytorch.exact import shape_and_flat
+from exactgrade.family import Draw, Family, Reject
 from exactgrade.policy import AllClose
-from exactgrade.task import TaskDef
+from exactgrade.task import Task, TaskDef
 from exactgrade.values import TensorValue, dtype_family
 
 TORCH_VERSION = "2.13.0"
@@ -181,3 +182,60 @@ def make_task(
         zero_reason=zero_reason,
         meta={"answer": answer, "independent": independent},
     )
+
+
+Inputs = Mapping[str, Any]
+
+
+def pytorch_family(
+    name: str,
+    category: str,
+    *,
+    reference: Callable[..., Any],
+    independent: Callable[..., Any],
+    question: str | Callable[[Inputs], str],
+    answer: Answer | Callable[[Inputs], Answer],
+    sample: Callable[[Draw, int], Inputs],
+    levels: str,
+    refuse: Callable[[Inputs], str | None] | None = None,
+    reject: Callable[[Task], str | None] | None = None,
+    tags: tuple[str, ...] = (),
+) -> Family:
+    """A pytorch Family: one question template and answer form (functions of the inputs, so sizes
+    in the text follow the sampled shapes) for its canonical and generated tasks.
+
+    ``refuse(inputs)`` says why inputs must not be posed (a tie that makes an index ambiguous, an
+    instance that no longer makes the task's point); it runs on the sampler's draw, before torch, and
+    again on the built task. ``reject(task)`` does the same for reasons that need the key.
+
+    Every instance carries its ``independent`` recomputation in ``meta``, so the domain check
+    confirms a generated key exactly as it confirms a canonical one. Generated instances are also
+    refused when a key value is exactly zero (the domain gives no zero_reason) or when ``reject``
+    names a problem (ties that make an index ambiguous, a point the task no longer makes).
+    """
+
+    def build(task_id: str, inputs: Inputs) -> TaskDef:
+        return make_task(task_id, category, reference=reference, independent=independent, inputs=inputs,
+                         question=question(inputs) if callable(question) else question,
+                         answer=answer(inputs) if callable(answer) else answer, tags=tags)
+
+    def sample_inputs(draw: Draw, level: int) -> Inputs:
+        inputs = sample(draw, level)
+        reason = refuse(inputs) if refuse is not None else None
+        if reason is not None:
+            raise Reject(reason)
+        return inputs
+
+    def reject_instance(task: Task) -> str | None:
+        from exactgrade.verdict import render_path
+        from exactgrade.verify import zero_paths
+
+        problem = refuse(task.inputs) if refuse is not None else None
+        if problem is None and reject is not None:
+            problem = reject(task)
+        zeros = zero_paths(task.expected)
+        if problem is None and zeros:
+            problem = f"the key is exactly zero at {render_path(zeros[0])}"
+        return problem
+
+    return Family(name=name, build=build, sample=sample_inputs, levels=levels, reject=reject_instance)

@@ -128,3 +128,17 @@ def log_softmax(xs: list[Any]) -> list[mpmath.mpf]:
 
 def sigmoid(x: Any) -> mpmath.mpf:
     return 1 / (1 + mpmath.exp(-hp(x)))
+
+
+def elementwise(function: Any, nested: Any) -> Any:
+    """``function`` applied to every element of a nested list (or to a bare number)."""
+    if isinstance(nested, list):
+        return [elementwise(function, item) for item in nested]
+    return function(nested)
+
+
+def innermost_rows(nested: Any) -> list[list[Any]]:
+    """The last-axis rows of a nested list, in row-major order."""
+    if not isinstance(nested[0], list):
+        return [nested]
+    return [row for item in nested for row in innermost_rows(item)]

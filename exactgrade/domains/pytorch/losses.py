@@ -11,8 +11,10 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import f32, make_task, tensor
+from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, log_softmax, mean, sigmoid, values
+from exactgrade.domains.pytorch.sampling import distribution, dyadic_list, dyadic_tensor, int_tensor
+from exactgrade.family import Draw
 
 
 # pt-034 -------------------------------------------------------------------------------------------
@@ -169,70 +171,264 @@ def _kl_divergences(logits, target):
     }]
 
 
+# ------------------------------------------------------------------------------------ families
+# Level 1 is about the canonical size; each level adds samples and classes.
+
+
+def _dims(x):
+    return tuple(x.shape)
+
+
+def _sample_mse(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(2, 1 + level), draw.integer(3, 2 + level))
+    return {"pred": dyadic_tensor(draw, shape, -3, 3, 2), "target": dyadic_tensor(draw, shape, -3, 3, 2)}
+
+
+MEAN_SQUARED_ERROR = pytorch_family(
+    "mean_squared_error",
+    "losses",
+    reference=mean_squared_error,
+    independent=_mean_squared_error,
+    question="""Give the mean squared error between `pred` and `target` three ways: `mean` (torch's
+        default reduction), `sum`, and `per_element` (no reduction).""",
+    answer=lambda i: ({"mean": f32(), "sum": f32(), "per_element": f32(*_dims(i["pred"]))},),
+    sample=_sample_mse,
+    levels="pred and target of shape (2..1+level, 3..2+level) on the 1/4 grid",
+)
+
+
+def _sample_cross_entropy(draw: Draw, level: int) -> dict:
+    samples, classes = draw.integer(3, 2 + level), draw.integer(3, 3 + level)
+    return {
+        "logits": dyadic_tensor(draw, (samples, classes), -2, 3, 2),
+        "target": int_tensor(draw, (samples,), 0, classes - 1),
+        "soft_target": tensor(
+            "float32", [distribution(draw, classes, 3 + level // 2) for _ in range(samples)]
+        ),
+    }
+
+
+CROSS_ENTROPY_LOSSES = pytorch_family(
+    "cross_entropy_losses",
+    "losses",
+    reference=cross_entropy_losses,
+    independent=_cross_entropy_losses,
+    question=lambda i: (
+        f"""`logits` holds unnormalised scores for {i["logits"].shape[0]} samples over
+        {i["logits"].shape[1]} classes. Give the cross-entropy loss with the class indices `target`:
+        `per_sample` (no reduction) and `mean` (torch's default); and `soft_mean`, the mean cross-entropy
+        against the class-probability targets `soft_target`."""
+    ),
+    answer=lambda i: ({"per_sample": f32(i["logits"].shape[0]), "mean": f32(), "soft_mean": f32()},),
+    sample=_sample_cross_entropy,
+    levels="3..2+level samples over 3..3+level classes, soft targets on the 1/2**(3+level//2) grid",
+)
+
+
+def _sample_cross_entropy_options(draw: Draw, level: int) -> dict:
+    samples, classes = draw.integer(4, 3 + level), draw.integer(3, 2 + level)
+    target = [draw.integer(0, classes - 1) for _ in range(samples)]
+    for position in draw.sample(range(samples), draw.integer(1, max(1, samples // 3))):
+        target[position] = -100
+    return {
+        "logits": dyadic_tensor(draw, (samples, classes), -1, 3, 2),
+        "target": tensor("int64", target),
+        "class_weight": dyadic_tensor(draw, (classes,), 0.25, 2, 2),
+    }
+
+
+def _weights_matter(inputs: Inputs) -> str | None:
+    kept = [t for t in values(inputs["target"]) if t != -100]
+    weights = values(inputs["class_weight"])
+    if len({weights[t] for t in kept}) < 2:
+        return "every kept target has the same class weight: the weighted mean equals the plain one"
+    return None
+
+
+CROSS_ENTROPY_OPTIONS = pytorch_family(
+    "cross_entropy_options",
+    "losses",
+    reference=cross_entropy_options,
+    independent=_cross_entropy_options,
+    question=lambda i: (
+        f"""`logits` holds scores for {i["logits"].shape[0]} samples over
+        {i["logits"].shape[1]} classes; `target` gives the class of each sample, and -100 marks a sample
+        to ignore (torch's default ignore_index). With torch's default mean reduction, give `ignoring`,
+        the plain cross-entropy; `weighted`, the cross-entropy with class weights `class_weight`; and
+        `smoothed`, the cross-entropy with label_smoothing=0.1 (no weights)."""
+    ),
+    answer=({"ignoring": f32(), "weighted": f32(), "smoothed": f32()},),
+    sample=_sample_cross_entropy_options,
+    levels="4..3+level samples (up to a third ignored) over 3..2+level classes; instances whose kept "
+    "targets share one weight rejected",
+    refuse=_weights_matter,
+)
+
+
+def _sample_bce(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(2, 1 + level), draw.integer(3, 2 + level))
+    target = [
+        [float(draw.integer(1, 3)) / 4 if j == 2 else float(draw.integer(0, 1)) for j in range(shape[1])]
+        for _ in range(shape[0])
+    ]
+    probs = [[draw.integer(1, 15) / 16 for _ in range(shape[1])] for _ in range(shape[0])]
+    return {
+        "probs": tensor("float32", probs),
+        "logits": dyadic_tensor(draw, shape, -3, 3, 2),
+        "target": tensor("float32", target),
+        "pos_weight": dyadic_tensor(draw, (shape[1],), 0.5, 3, 1),
+    }
+
+
+BINARY_CROSS_ENTROPY_LOSSES = pytorch_family(
+    "binary_cross_entropy_losses",
+    "losses",
+    reference=binary_cross_entropy_losses,
+    independent=_binary_cross_entropy_losses,
+    question="""Give `bce`, the binary cross-entropy (mean) of the probabilities `probs` against
+        `target` (the third column holds a soft target); `with_logits`, the binary cross-entropy with
+        logits (mean) of `logits` against `target` with positive-class weights `pos_weight` (one per
+        column); and `with_logits_per_element`, the same without reduction.""",
+    answer=lambda i: (
+        {"bce": f32(), "with_logits": f32(), "with_logits_per_element": f32(*_dims(i["logits"]))},
+    ),
+    sample=_sample_bce,
+    levels="(2..1+level, 3..2+level) probabilities k/16 and logits on the 1/4 grid; hard 0/1 targets "
+    "except the third column, soft (k/4)",
+)
+
+
+def _sample_robust(draw: Draw, level: int) -> dict:
+    n = 6 + 2 * (level - 1)
+    target = dyadic_list(draw, n, -3, 3, 3)
+    sign = (-1, 1)
+    gaps = [float(draw.dyadic(Fraction(-3, 8), Fraction(3, 8), 3)),  # one error in each branch
+            draw.choice(sign) * float(draw.dyadic(Fraction(5, 8), Fraction(7, 8), 3)),
+            draw.choice(sign) * float(draw.dyadic(Fraction(9, 8), 3, 3))]
+    gaps += dyadic_list(draw, n - 3, -3, 3, 3)
+    return {"pred": tensor("float32", [t + g for t, g in zip(target, draw.shuffled(gaps), strict=True)]),
+            "target": tensor("float32", target)}
+
+
+def _every_branch(inputs: Inputs) -> str | None:
+    gaps = [
+        abs(p - t) for p, t in zip(values(inputs["pred"]), values(inputs["target"]), strict=True)
+    ]
+    if not (
+        any(g < Fraction(1, 2) for g in gaps)
+        and any(Fraction(1, 2) < g < 1 for g in gaps)
+        and any(g > 1 for g in gaps)
+    ):
+        return ("the errors do not cover |d| < 0.5, 0.5 < |d| < 1 and |d| > 1: a branch of the losses "
+                "goes untested")
+    return None
+
+
+ROBUST_REGRESSION_LOSSES = pytorch_family(
+    "robust_regression_losses",
+    "losses",
+    reference=robust_regression_losses,
+    independent=_robust_regression_losses,
+    question="""Compare `pred` with `target`: `l1`, the mean absolute error; `smooth_l1`, torch's smooth
+        L1 loss with its default beta (mean); `smooth_l1_beta_half`, the smooth L1 loss with beta=0.5
+        per element; and `huber_delta_half`, the Huber loss with delta=0.5 per element.""",
+    answer=lambda i: (
+        {
+            "l1": f32(),
+            "smooth_l1": f32(),
+            "smooth_l1_beta_half": f32(*_dims(i["pred"])),
+            "huber_delta_half": f32(*_dims(i["pred"])),
+        },
+    ),
+    sample=_sample_robust,
+    levels="6+2*(level-1) pairs on the 1/8 grid, with errors in all three branches of the losses",
+    refuse=_every_branch,
+)
+
+
+def _sample_kl(draw: Draw, level: int) -> dict:
+    rows, classes = draw.integer(2, 1 + level), draw.integer(3, 2 + level)
+    return {
+        "logits": dyadic_tensor(draw, (rows, classes), -2, 2, 2),
+        "target": tensor("float32", [distribution(draw, classes, 3 + level // 2) for _ in range(rows)]),
+    }
+
+
+KL_DIVERGENCES = pytorch_family(
+    "kl_divergences",
+    "losses",
+    reference=kl_divergences,
+    independent=_kl_divergences,
+    question="""Let log_q = log_softmax(logits, dim=1) (the model's log-probabilities) and p = `target`
+        (the true distributions, one per row). Give torch.nn.functional.kl_div(log_q, p), the divergence
+        KL(p || q), with reduction 'batchmean' (`batchmean`), 'sum' (`sum`) and 'none' (`pointwise`, the
+        elementwise terms).""",
+    answer=lambda i: ({"batchmean": f32(), "sum": f32(), "pointwise": f32(*_dims(i["logits"]))},),
+    sample=_sample_kl,
+    levels="(2..1+level, 3..2+level) logits on the 1/4 grid, positive target distributions on the "
+    "1/2**(3+level//2) grid",
+)
+
+FAMILIES = (
+    MEAN_SQUARED_ERROR,
+    CROSS_ENTROPY_LOSSES,
+    CROSS_ENTROPY_OPTIONS,
+    BINARY_CROSS_ENTROPY_LOSSES,
+    ROBUST_REGRESSION_LOSSES,
+    KL_DIVERGENCES,
+)
+
 TASKS = (
-    make_task(
-        "pt-034", "losses", reference=mean_squared_error, independent=_mean_squared_error,
-        inputs={"pred": tensor("float32", [[1.5, -0.5, 2.0], [0.25, 3.0, -1.0]]),
-                "target": tensor("float32", [[1.0, 0.5, 2.75], [-0.5, 2.5, 1.0]])},
-        question="""Give the mean squared error between `pred` and `target` three ways: `mean` (torch's
-            default reduction), `sum`, and `per_element` (no reduction).""",
-        answer=({"mean": f32(), "sum": f32(), "per_element": f32(2, 3)},),
+    MEAN_SQUARED_ERROR.task(
+        "pt-034",
+        {
+            "pred": tensor("float32", [[1.5, -0.5, 2.0], [0.25, 3.0, -1.0]]),
+            "target": tensor("float32", [[1.0, 0.5, 2.75], [-0.5, 2.5, 1.0]]),
+        },
     ),
-    make_task(
-        "pt-035", "losses", reference=cross_entropy_losses, independent=_cross_entropy_losses,
-        inputs={"logits": tensor("float32", [[2.0, 0.5, -1.0, 1.0], [0.25, 1.5, 0.75, -0.5],
-                                             [-1.0, 0.0, 2.5, 3.0]]),
-                "target": tensor("int64", [2, 0, 3]),
-                "soft_target": tensor("float32", [[0.5, 0.25, 0.125, 0.125], [0.0, 0.75, 0.25, 0.0],
-                                                  [0.25, 0.25, 0.25, 0.25]])},
-        question="""`logits` holds unnormalised scores for 3 samples over 4 classes. Give the cross-entropy
-            loss with the class indices `target`: `per_sample` (no reduction) and `mean` (torch's default);
-            and `soft_mean`, the mean cross-entropy against the class-probability targets `soft_target`.""",
-        answer=({"per_sample": f32(3), "mean": f32(), "soft_mean": f32()},),
+    CROSS_ENTROPY_LOSSES.task(
+        "pt-035",
+        {
+            "logits": tensor(
+                "float32", [[2.0, 0.5, -1.0, 1.0], [0.25, 1.5, 0.75, -0.5], [-1.0, 0.0, 2.5, 3.0]]
+            ),
+            "target": tensor("int64", [2, 0, 3]),
+            "soft_target": tensor(
+                "float32", [[0.5, 0.25, 0.125, 0.125], [0.0, 0.75, 0.25, 0.0], [0.25, 0.25, 0.25, 0.25]]
+            ),
+        },
     ),
-    make_task(
-        "pt-036", "losses", reference=cross_entropy_options, independent=_cross_entropy_options,
-        inputs={"logits": tensor("float32", [[1.5, -0.5, 0.25], [0.5, 2.0, -1.0], [3.0, 0.0, 1.0],
-                                             [-0.75, 1.25, 0.5]]),
-                "target": tensor("int64", [0, 2, -100, 1]),
-                "class_weight": tensor("float32", [0.5, 2.0, 1.0])},
-        question="""`logits` holds scores for 4 samples over 3 classes; `target` gives the class of each
-            sample, and -100 marks a sample to ignore (torch's default ignore_index). With torch's default
-            mean reduction, give `ignoring`, the plain cross-entropy; `weighted`, the cross-entropy with
-            class weights `class_weight`; and `smoothed`, the cross-entropy with label_smoothing=0.1 (no
-            weights).""",
-        answer=({"ignoring": f32(), "weighted": f32(), "smoothed": f32()},),
+    CROSS_ENTROPY_OPTIONS.task(
+        "pt-036",
+        {
+            "logits": tensor(
+                "float32", [[1.5, -0.5, 0.25], [0.5, 2.0, -1.0], [3.0, 0.0, 1.0], [-0.75, 1.25, 0.5]]
+            ),
+            "target": tensor("int64", [0, 2, -100, 1]),
+            "class_weight": tensor("float32", [0.5, 2.0, 1.0]),
+        },
     ),
-    make_task(
-        "pt-037", "losses", reference=binary_cross_entropy_losses, independent=_binary_cross_entropy_losses,
-        inputs={"probs": tensor("float32", [[0.75, 0.125, 0.5], [0.875, 0.25, 0.625]]),
-                "logits": tensor("float32", [[1.5, -2.0, 0.25], [2.5, -0.5, 1.0]]),
-                "target": tensor("float32", [[1.0, 0.0, 0.25], [1.0, 0.0, 1.0]]),
-                "pos_weight": tensor("float32", [2.0, 1.0, 0.5])},
-        question="""Give `bce`, the binary cross-entropy (mean) of the probabilities `probs` against
-            `target` (the third column holds a soft target); `with_logits`, the binary cross-entropy with
-            logits (mean) of `logits` against `target` with positive-class weights `pos_weight` (one per
-            column); and `with_logits_per_element`, the same without reduction.""",
-        answer=({"bce": f32(), "with_logits": f32(), "with_logits_per_element": f32(2, 3)},),
+    BINARY_CROSS_ENTROPY_LOSSES.task(
+        "pt-037",
+        {
+            "probs": tensor("float32", [[0.75, 0.125, 0.5], [0.875, 0.25, 0.625]]),
+            "logits": tensor("float32", [[1.5, -2.0, 0.25], [2.5, -0.5, 1.0]]),
+            "target": tensor("float32", [[1.0, 0.0, 0.25], [1.0, 0.0, 1.0]]),
+            "pos_weight": tensor("float32", [2.0, 1.0, 0.5]),
+        },
     ),
-    make_task(
-        "pt-038", "losses", reference=robust_regression_losses, independent=_robust_regression_losses,
-        inputs={"pred": tensor("float32", [0.5, 1.25, 2.0, -1.0, 3.5, 0.0]),
-                "target": tensor("float32", [3.0, 2.0, 2.25, -1.125, 2.875, -1.5])},
-        question="""Compare `pred` with `target`: `l1`, the mean absolute error; `smooth_l1`, torch's smooth
-            L1 loss with its default beta (mean); `smooth_l1_beta_half`, the smooth L1 loss with beta=0.5
-            per element; and `huber_delta_half`, the Huber loss with delta=0.5 per element.""",
-        answer=({"l1": f32(), "smooth_l1": f32(), "smooth_l1_beta_half": f32(6),
-                 "huber_delta_half": f32(6)},),
+    ROBUST_REGRESSION_LOSSES.task(
+        "pt-038",
+        {
+            "pred": tensor("float32", [0.5, 1.25, 2.0, -1.0, 3.5, 0.0]),
+            "target": tensor("float32", [3.0, 2.0, 2.25, -1.125, 2.875, -1.5]),
+        },
     ),
-    make_task(
-        "pt-039", "losses", reference=kl_divergences, independent=_kl_divergences,
-        inputs={"logits": tensor("float32", [[1.0, 0.5, -0.5], [2.0, -1.0, 0.25]]),
-                "target": tensor("float32", [[0.5, 0.25, 0.25], [0.625, 0.125, 0.25]])},
-        question="""Let log_q = log_softmax(logits, dim=1) (the model's log-probabilities) and p = `target`
-            (the true distributions, one per row). Give torch.nn.functional.kl_div(log_q, p), the divergence
-            KL(p || q), with reduction 'batchmean' (`batchmean`), 'sum' (`sum`) and 'none' (`pointwise`, the
-            elementwise terms).""",
-        answer=({"batchmean": f32(), "sum": f32(), "pointwise": f32(2, 3)},),
+    KL_DIVERGENCES.task(
+        "pt-039",
+        {
+            "logits": tensor("float32", [[1.0, 0.5, -0.5], [2.0, -1.0, 0.25]]),
+            "target": tensor("float32", [[0.5, 0.25, 0.25], [0.625, 0.125, 0.25]]),
+        },
     ),
 )

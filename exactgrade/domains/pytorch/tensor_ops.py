@@ -12,22 +12,40 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, TensorSpec, f32, i64, make_task, tensor
+from exactgrade.domains.pytorch.common import (
+    PY_FLOAT,
+    PY_INT,
+    Inputs,
+    TensorSpec,
+    f32,
+    i64,
+    pytorch_family,
+    tensor,
+)
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
+from exactgrade.domains.pytorch.sampling import (
+    dyadic_list,
+    dyadic_tensor,
+    first_duplicate,
+    int_tensor,
+    shape_text,
+    word,
+)
+from exactgrade.family import Draw, Reject
 
 
 # pt-000 -------------------------------------------------------------------------------------------
 def permute_and_reshape(x):
-    y = x.permute(2, 0, 1).reshape(4, 6)
-    return {"rows": [{"y": y, "picked": int(y[2, 5])}]}
+    y = x.permute(2, 0, 1).reshape(x.shape[2], -1)
+    return {"rows": [{"y": y, "picked": int(y[-2, -1])}]}
 
 
 def _permute_and_reshape(x):
     v = values(x)
     d0, d1, d2 = x.shape
     moved = [v[i][j][k] for k in range(d2) for i in range(d0) for j in range(d1)]
-    y = reshape(moved, (4, 6))
-    return [{"y": ExactTensor.of("int64", y), "picked": y[2][5]}]
+    y = reshape(moved, (d2, d0 * d1))
+    return [{"y": ExactTensor.of("int64", y), "picked": y[-2][-1]}]
 
 
 # pt-001 -------------------------------------------------------------------------------------------
@@ -376,153 +394,434 @@ def _group_by_key(keys, vals):
     }]
 
 
+# ------------------------------------------------------------------------------------ families
+# Level 1 is about the canonical size; each level widens the shapes (and from level 3 on adds
+# rows, batches or a wider value range), never shrinking below the level under it.
+
+
+def _dims(x):
+    return tuple(x.shape)
+
+
+def _flat(x):
+    return [e for row in values(x) for e in row] if len(x.shape) == 2 else values(x)
+
+
+def _sample_permute(draw: Draw, level: int) -> dict:
+    d0, d1, d2 = (draw.integer(2, 2 + level) for _ in range(3))
+    d2 = max(d2, 3 if level >= 3 else 2)
+    return {"x": int_tensor(draw, (d0, d1, d2), -10 * (level + 2), 10 * (level + 2))}
+
+
+PERMUTE_AND_RESHAPE = pytorch_family(
+    "permute_and_reshape", "tensor_ops", reference=permute_and_reshape, independent=_permute_and_reshape,
+    question=lambda i: f"""Move the last axis of `x` to the front (the other two axes keep their order),
+        then reshape the result to {shape_text((i["x"].shape[2], i["x"].shape[0] * i["x"].shape[1]))} in
+        row-major order; call it y. Also give the element
+        y[{i["x"].shape[2] - 2}, {i["x"].shape[0] * i["x"].shape[1] - 1}].""",
+    answer=lambda i: ({"y": i64(i["x"].shape[2], i["x"].shape[0] * i["x"].shape[1]), "picked": PY_INT},),
+    sample=_sample_permute,
+    levels="int64 x of shape (d0, d1, d2), each dim 2..2+level, values within +-10*(level+2)",
+)
+
+
+def _sample_matrix(rows: tuple[int, int], cols: tuple[int, int], low: float, high: float, bits: int):
+    def sample(draw: Draw, level: int) -> dict:
+        shape = (draw.integer(rows[0], max(rows[0], rows[1] + level)),
+                 draw.integer(cols[0], max(cols[0], cols[1] + level)))
+        return {"x": dyadic_tensor(draw, shape, low * (1 + level) / 2, high * (1 + level) / 2, bits)}
+    return sample
+
+
+def _argmax_unique(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
+    top = max(elements)
+    if elements.count(top) > 1:
+        return f"the maximum {float(top)} occurs {elements.count(top)} times: argmax would be ambiguous"
+    return None
+
+
+REDUCTIONS = pytorch_family(
+    "reductions", "tensor_ops", reference=reductions, independent=_reductions,
+    question="""For the matrix `x`, compute: `column_sums`, the sum of each column; `row_means`, the
+        mean of each row; `row_logsumexp`, log(sum(exp(.))) of each row; and `argmax`, the index of the
+        largest element of the flattened matrix (row-major), as torch's argmax returns it.""",
+    answer=lambda i: ({"column_sums": f32(i["x"].shape[1]), "row_means": f32(i["x"].shape[0]),
+                       "row_logsumexp": f32(i["x"].shape[0]), "argmax": i64()},),
+    sample=_sample_matrix((2, 2), (3, 3), -4, 4, 2),
+    levels="x of shape (2..2+level, 3..3+level) on the 1/4 grid within +-2*(1+level); ties of the "
+           "maximum rejected",
+    refuse=_argmax_unique,
+)
+
+SPREAD_STATISTICS = pytorch_family(
+    "spread_statistics", "tensor_ops", reference=spread_statistics, independent=_spread_statistics,
+    question=lambda i: f"""For `x`, compute `row_std`, the standard deviation of each row with torch's
+        default `std` settings; `row_population_var`, the population variance of each row (dividing by the
+        number of elements); and `overall_std`, torch's default standard deviation of all
+        {word(i["x"].shape[0] * i["x"].shape[1])} elements.""",
+    answer=lambda i: ({"row_std": f32(i["x"].shape[0]), "row_population_var": f32(i["x"].shape[0]),
+                       "overall_std": f32()},),
+    sample=_sample_matrix((2, 1), (4, 4), -3, 6, 2),
+    levels="x of shape (2..1+level, 4..4+level) on the 1/4 grid, the range widening with the level",
+)
+
+
+def _clamp_makes_its_point(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
+    if not any(e < Fraction(-3, 2) for e in elements) or not any(e > 2 for e in elements):
+        return "no element lies outside [-1.5, 2.0] on both sides: the clamp would not clip"
+    return None
+
+
+CLAMP_AND_SELECT = pytorch_family(
+    "clamp_and_select", "tensor_ops", reference=clamp_and_select, independent=_clamp_and_select,
+    question="""From `x`, compute `clipped` = torch.clamp(x, min=-1.5, max=2.0); `inverted_bounds` =
+        torch.clamp(x, min=2.0, max=1.0) (the bounds are deliberately the wrong way round; report what
+        torch returns); and `leaky`, which keeps the positive elements of x and multiplies the others by
+        0.1 (use torch.where).""",
+    answer=lambda i: ({"clipped": f32(*_dims(i["x"])), "inverted_bounds": f32(*_dims(i["x"])),
+                       "leaky": f32(*_dims(i["x"]))},),
+    sample=_sample_matrix((2, 0), (4, 2), -4, 4.5, 2),
+    levels="x of shape (2..level, 4..2+level) on the 1/4 grid; instances that clip on only one side "
+           "rejected",
+    refuse=_clamp_makes_its_point,
+)
+
+
+def _sample_division(draw: Draw, level: int) -> dict:
+    n = 6 + 2 * (level - 1)
+    bound = 10 * level + 5
+    a = [draw.integer(-bound, bound) for _ in range(n)]
+    b = [draw.integer(1, 2 + 2 * level) * draw.choice((-1, 1)) for _ in range(n)]
+    return {"a": tensor("int64", a), "b": tensor("int64", b)}
+
+
+def _signs_mixed(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
+    if not any(p % q != 0 and (p < 0) != (q < 0) for p, q in pairs):
+        return "no inexact quotient of mixed signs: floor and trunc would agree everywhere"
+    return None
+
+
+INTEGER_DIVISION = pytorch_family(
+    "integer_division", "tensor_ops", reference=integer_division, independent=_integer_division,
+    question="""Divide the integer tensor `a` by `b` elementwise in five ways: `floor_quotient` (rounded
+        toward negative infinity), `trunc_quotient` (rounded toward zero), `remainder` =
+        torch.remainder(a, b), `fmod` = torch.fmod(a, b), and `true_quotient` = a / b with torch's true
+        division of the two int64 tensors.""",
+    answer=lambda i: ({"floor_quotient": i64(*_dims(i["a"])), "trunc_quotient": i64(*_dims(i["a"])),
+                       "remainder": i64(*_dims(i["a"])), "fmod": i64(*_dims(i["a"])),
+                       "true_quotient": f32(*_dims(i["a"]))},),
+    sample=_sample_division,
+    levels="6+2*(level-1) pairs, dividends within +-(10*level+5), non-zero divisors within "
+           "+-(2+2*level); an instance must have an inexact quotient of mixed signs",
+    refuse=_signs_mixed,
+)
+
+
+def _above_mean(x):
+    elements = _flat(x)
+    m = mean(elements)
+    return sum(1 for e in elements if e > m)
+
+
+def _no_element_at_mean(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
+    m = mean(elements)
+    if m in elements:
+        return f"an element equals the mean {float(m)}: the strict mask would hinge on rounding"
+    return None
+
+
+MASK_ABOVE_MEAN = pytorch_family(
+    "mask_above_mean", "tensor_ops", reference=mask_above_mean, independent=_mask_above_mean,
+    question="""Let mask mark the elements of `x` strictly greater than the mean of all of x. Give
+        `filled`, x with every element outside the mask replaced by -1.0; `selected`, the masked
+        elements in row-major order; and `positions`, their (row, column) indices, one row per element,
+        in the same order.""",
+    answer=lambda i: ({"filled": f32(*_dims(i["x"])), "selected": f32(_above_mean(i["x"])),
+                       "positions": i64(_above_mean(i["x"]), 2)},),
+    sample=_sample_matrix((3, 2), (4, 3), -3, 5, 2),
+    levels="x of shape (3..2+level, 4..3+level) on the 1/4 grid; an element equal to the mean rejected",
+    refuse=_no_element_at_mean,
+)
+
+
+def _sample_sort(draw: Draw, level: int) -> dict:
+    n = 8 + 2 * (level - 1)
+    return {"x": tensor("float32", dyadic_list(draw, n, -1 - level / 2, 3 + level / 2, 1))}
+
+
+def _has_tie(inputs: Inputs) -> str | None:
+    if first_duplicate(values(inputs["x"])) is None:
+        return "no tied values: the stable order would not be tested"
+    return None
+
+
+STABLE_SORT = pytorch_family(
+    "stable_sort", "tensor_ops", reference=stable_sort, independent=_stable_sort,
+    question="""Sort `x` in descending order so that equal elements keep their original order (a stable
+        sort). Give the sorted `values`, the original `indices` in sorted order, and `ranks`: for each
+        element of x, its position in the sorted order.""",
+    answer=lambda i: ({"values": f32(*_dims(i["x"])), "indices": i64(*_dims(i["x"])),
+                       "ranks": i64(*_dims(i["x"]))},),
+    sample=_sample_sort,
+    levels="8+2*(level-1) values on the 1/2 grid, so ties are common (the documented stable rule "
+           "decides them; an instance needs one)",
+    refuse=_has_tie,
+)
+
+
+def _rows_without_ties(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        tie = first_duplicate(row)
+        if tie is not None:
+            return f"row {r} holds {float(tie)} twice: topk/kthvalue indices would be ambiguous"
+    return None
+
+
+TOP_AND_KTH = pytorch_family(
+    "top_and_kth", "tensor_ops", reference=top_and_kth, independent=_top_and_kth,
+    question="""For each row of `x` (one answer row per row of x, in order), give the three largest
+        values in descending order (`top_values`) with their column indices (`top_indices`), and the
+        second-smallest value of the row (`second_smallest`, as torch.kthvalue with k=2 defines it) with
+        its column index (`second_smallest_index`).""",
+    answer=lambda i: tuple({"top_values": f32(3), "top_indices": i64(3), "second_smallest": PY_FLOAT,
+                            "second_smallest_index": PY_INT} for _ in range(i["x"].shape[0])),
+    sample=_sample_matrix((2, 0), (5, 4), -4, 6, 2),
+    levels="x of shape (2..level, 5..4+level) on the 1/4 grid; rows with a repeated value rejected",
+    refuse=_rows_without_ties,
+)
+
+
+def _sample_two_int_matrices(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(2, 1 + level), draw.integer(2, 2 + level))
+    bound = 20 * level + 40
+    return {"a": int_tensor(draw, shape, -bound, bound), "b": int_tensor(draw, shape, -bound, bound)}
+
+
+STACK_AND_CONCATENATE = pytorch_family(
+    "stack_and_concatenate", "tensor_ops", reference=stack_and_concatenate,
+    independent=_stack_and_concatenate,
+    question=lambda i: f"""Join `a` and `b` (both of shape {shape_text(i["a"].shape)}) three ways:
+        `stacked`, stacked along a new axis 1; `concatenated`, joined along the existing axis 1; and
+        `interleaved`, each row alternating a[i, 0], b[i, 0], a[i, 1], b[i, 1], ...""",
+    answer=lambda i: ({"stacked": i64(i["a"].shape[0], 2, i["a"].shape[1]),
+                       "concatenated": i64(i["a"].shape[0], 2 * i["a"].shape[1]),
+                       "interleaved": i64(i["a"].shape[0], 2 * i["a"].shape[1])},),
+    sample=_sample_two_int_matrices,
+    levels="int64 a, b of shape (2..1+level, 2..2+level), values within +-(20*level+40)",
+)
+
+
+def _sample_batched(draw: Draw, level: int) -> dict:
+    batch = draw.integer(2, 1 + level)
+    m, k, n = (draw.integer(2, 2 + level) for _ in range(3))
+    return {"a": dyadic_tensor(draw, (batch, m, k), -3, 3, 3), "b": dyadic_tensor(draw, (k, n), -2, 2, 2)}
+
+
+BATCHED_PRODUCTS = pytorch_family(
+    "batched_products", "tensor_ops", reference=batched_products, independent=_batched_products,
+    question=lambda i: f"""`a` is a batch of {word(i["a"].shape[0])} {i["a"].shape[1]}x{i["a"].shape[2]}
+        matrices and `b` is one {i["b"].shape[0]}x{i["b"].shape[1]} matrix. Give `product`, each
+        matrix of a multiplied by b (batched matrix product), and `gram`, each matrix of a multiplied by
+        its own transpose (A @ A^T per batch element).""",
+    answer=lambda i: ({"product": f32(i["a"].shape[0], i["a"].shape[1], i["b"].shape[1]),
+                       "gram": f32(i["a"].shape[0], i["a"].shape[1], i["a"].shape[1])},),
+    sample=_sample_batched,
+    levels="batch 2..1+level of (m, k) @ (k, n) with m, k, n in 2..2+level, values on the 1/8 and 1/4 "
+           "grids (products exact in float32)",
+)
+
+
+def _sample_normalise(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((3, 0), (4, 1), -4, 4, 2)(draw, level)["x"]
+    v = values(x)
+    if any(all(e == 0 for e in row) for row in v) or any(all(e == 0 for e in c) for c in transpose(v)):
+        raise Reject("a zero row or column has no direction to normalise")
+    return {"x": x}
+
+
+NORMALISE = pytorch_family(
+    "normalise", "tensor_ops", reference=normalise, independent=_normalise,
+    question="""Give `rows_unit_l2`, each row of `x` divided by its Euclidean (L2) norm, and
+        `columns_unit_l1`, each column of x divided by the sum of the absolute values of that column
+        (torch.nn.functional.normalize semantics).""",
+    answer=lambda i: ({"rows_unit_l2": f32(*_dims(i["x"])), "columns_unit_l1": f32(*_dims(i["x"]))},),
+    sample=_sample_normalise,
+    levels="x of shape (3..level, 4..1+level) on the 1/4 grid; zero rows or columns redrawn",
+)
+
+
+def _cummax_without_ties(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        for j in range(1, len(row)):
+            if row[j] == max(row[:j]):
+                return (f"x[{r}, {j}] ties the running maximum: the index torch.cummax reports for ties is "
+                        "not documented")
+    return None
+
+
+RUNNING_STATISTICS = pytorch_family(
+    "running_statistics", "tensor_ops", reference=running_statistics, independent=_running_statistics,
+    question="""Along each row of `x`, give the running sum (`cumsum`), the running product (`cumprod`),
+        the running maximum (`running_max`) and, for every position, the index that torch.cummax reports
+        for that running maximum (`running_max_index`).""",
+    answer=lambda i: ({"cumsum": f32(*_dims(i["x"])), "cumprod": f32(*_dims(i["x"])),
+                       "running_max": f32(*_dims(i["x"])), "running_max_index": i64(*_dims(i["x"]))},),
+    sample=_sample_matrix((2, 0), (5, 1), -3, 3, 3),
+    levels="x of shape (2..level, 5..1+level) on the 1/8 grid; ties with the running maximum rejected "
+           "(the canonical task shows them; which index torch reports is observed, not documented)",
+    refuse=_cummax_without_ties,
+)
+
+
+def _sample_casts(draw: Draw, level: int) -> dict:
+    n = 8 + 2 * (level - 1)
+    halves = [float(draw.integer(-4 - level, 4 + level)) + 0.5 for _ in range(n // 2)]
+    quarters = dyadic_list(draw, n - n // 2, -4 - level, 4 + level, 2)
+    u = [draw.integer(240, 255) if draw.chance(2, 3) else draw.integer(0, 30) for _ in range(3 + level)]
+    return {"x": tensor("float32", draw.shuffled(halves + quarters)), "u": tensor("uint8", u)}
+
+
+def _some_wrap(inputs: Inputs) -> str | None:
+    if not any(e + 10 > 255 for e in values(inputs["u"])):
+        return "no element of u wraps around when 10 is added"
+    return None
+
+
+CASTS_AND_WRAPAROUND = pytorch_family(
+    "casts_and_wraparound", "tensor_ops", reference=casts_and_wraparound, independent=_casts_and_wraparound,
+    question="""Give `truncated`, x converted to int64 with .to(torch.int64); `rounded`, torch.round(x);
+        `floored`, floor(x) as int64; `wrapped`, the uint8 tensor u + 10 computed in uint8; and `total`,
+        u.sum() as torch computes it.""",
+    answer=lambda i: ({"truncated": i64(*_dims(i["x"])), "rounded": f32(*_dims(i["x"])),
+                       "floored": i64(*_dims(i["x"])), "wrapped": TensorSpec("uint8", _dims(i["u"])),
+                       "total": i64()},),
+    sample=_sample_casts,
+    levels="8+2*(level-1) values of x, half of them exact halves (torch.round's documented half-to-even "
+           "rule), within +-(4+level); 3+level uint8 values, at least one of which wraps",
+    refuse=_some_wrap,
+)
+
+
+def _sample_gather(draw: Draw, level: int) -> dict:
+    r, c = draw.integer(3, 2 + level), draw.integer(4, 3 + level)
+    start, step = draw.dyadic(-2, 2, 2), draw.choice((Fraction(1, 2), Fraction(1, 4), Fraction(3, 4)))
+    x = tensor("float32", reshape([float(start + step * k) for k in range(r * c)], (r, c)))  # arange-style
+    g, m = draw.integer(2, 1 + level), draw.integer(3, 2 + level)
+    return {"x": x, "idx": int_tensor(draw, (r, g), 0, c - 1), "rows": int_tensor(draw, (m,), 0, r - 1),
+            "cols": int_tensor(draw, (m,), -c, c - 1)}
+
+
+def _uses_negative_column(inputs: Inputs) -> str | None:
+    if not any(c < 0 for c in values(inputs["cols"])):
+        return "no negative column index: the count-from-the-end rule would not be tested"
+    return None
+
+
+GATHER_AND_INDEX = pytorch_family(
+    "gather_and_index", "tensor_ops", reference=gather_and_index, independent=_gather_and_index,
+    question=lambda i: f"""From the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x`: `gathered` =
+        torch.gather(x, 1, idx) (row i takes the columns listed in idx[i]); `picked`, the elements
+        x[rows[k], cols[k]] for k = {", ".join(map(str, range(i["rows"].shape[0])))} (advanced indexing; a
+        negative column counts from the end); and `selected_rows`, the rows of x listed in `rows`, in that
+        order.""",
+    answer=lambda i: ({"gathered": f32(*_dims(i["idx"])), "picked": f32(*_dims(i["rows"])),
+                       "selected_rows": f32(i["rows"].shape[0], i["x"].shape[1])},),
+    sample=_sample_gather,
+    levels="arange-style x of shape (3..2+level, 4..3+level), 2..1+level gathered columns per row, "
+           "3..2+level picked elements with at least one negative column",
+    refuse=_uses_negative_column,
+)
+
+
+def _sample_broadcast(draw: Draw, level: int) -> dict:
+    r, c = draw.integer(2, 2 + level), draw.integer(3, 3 + level)
+    return {"a": dyadic_tensor(draw, (r, 1), -3, 3, 2), "b": dyadic_tensor(draw, (1, c), -3, 3, 2),
+            "c": dyadic_tensor(draw, (c,), -3, 3, 3)}
+
+
+BROADCAST_ARITHMETIC = pytorch_family(
+    "broadcast_arithmetic", "tensor_ops", reference=broadcast_arithmetic, independent=_broadcast_arithmetic,
+    question=lambda i: f"""With broadcasting (`a` is {i["a"].shape[0]}x1, `b` is 1x{i["b"].shape[1]}, `c`
+        has {i["c"].shape[0]} elements), give `affine` = a * b + c, `difference` = a - c, and
+        `column_totals`, the sum over the first axis of a * b.""",
+    answer=lambda i: ({"affine": f32(i["a"].shape[0], i["b"].shape[1]),
+                       "difference": f32(i["a"].shape[0], i["b"].shape[1]),
+                       "column_totals": f32(i["b"].shape[1])},),
+    sample=_sample_broadcast,
+    levels="a (2..2+level, 1), b (1, 3..3+level), c matching, on the 1/4 and 1/8 grids",
+)
+
+
+def _sample_groups(draw: Draw, level: int) -> dict:
+    n = 8 + 3 * (level - 1)
+    pool = draw.sample(range(0, 10 + 10 * level), 3 + level)
+    keys = [draw.choice(pool) for _ in range(n)]
+    return {"keys": tensor("int64", keys), "vals": tensor("float32", dyadic_list(draw, n, -3, 3, 2))}
+
+
+def _a_group_repeats(inputs: Inputs) -> str | None:
+    keys = values(inputs["keys"])
+    if first_duplicate(keys) is None:
+        return "every key is distinct: there is nothing to group"
+    return None
+
+
+GROUP_BY_KEY = pytorch_family(
+    "group_by_key", "tensor_ops", reference=group_by_key, independent=_group_by_key,
+    question="""Group `vals` by `keys`. Give `unique_keys`, the distinct keys in ascending order;
+        `inverse`, for each element the position of its key in unique_keys; `counts`, how many elements
+        each key has; and `group_means`, the mean of vals within each group (in unique_keys order).""",
+    answer=lambda i: ({"unique_keys": i64(len(set(values(i["keys"])))), "inverse": i64(*_dims(i["keys"])),
+                       "counts": i64(len(set(values(i["keys"])))),
+                       "group_means": f32(len(set(values(i["keys"]))))},),
+    sample=_sample_groups,
+    levels="8+3*(level-1) elements with keys from 3+level distinct values below 10+10*level",
+    refuse=_a_group_repeats,
+)
+
+FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
+            MASK_ABOVE_MEAN, STABLE_SORT, TOP_AND_KTH, STACK_AND_CONCATENATE, BATCHED_PRODUCTS, NORMALISE,
+            RUNNING_STATISTICS, CASTS_AND_WRAPAROUND, GATHER_AND_INDEX, BROADCAST_ARITHMETIC, GROUP_BY_KEY)
+
 TASKS = (
-    make_task(
-        "pt-000", "tensor_ops", reference=permute_and_reshape, independent=_permute_and_reshape,
-        inputs={"x": tensor("int64", reshape([3 * i - 35 for i in range(24)], (2, 3, 4)))},
-        question="""Move the last axis of `x` to the front (the other two axes keep their order), then
-            reshape the result to (4, 6) in row-major order; call it y. Also give the element y[2, 5].""",
-        answer=({"y": i64(4, 6), "picked": PY_INT},),
-    ),
-    make_task(
-        "pt-001", "tensor_ops", reference=reductions, independent=_reductions,
-        inputs={"x": tensor("float32", [[0.5, -1.25, 2.0, 3.5], [-0.75, 4.25, 1.5, -2.0],
-                                        [2.25, 0.25, -3.75, 1.0]])},
-        question="""For the matrix `x`, compute: `column_sums`, the sum of each column; `row_means`, the
-            mean of each row; `row_logsumexp`, log(sum(exp(.))) of each row; and `argmax`, the index of the
-            largest element of the flattened matrix (row-major), as torch's argmax returns it.""",
-        answer=({"column_sums": f32(4), "row_means": f32(3), "row_logsumexp": f32(3), "argmax": i64()},),
-    ),
-    make_task(
-        "pt-002", "tensor_ops", reference=spread_statistics, independent=_spread_statistics,
-        inputs={"x": tensor("float32", [[1.0, 2.5, -0.5, 4.0, 3.0], [2.0, 2.0, 2.25, 1.75, 6.0]])},
-        question="""For `x`, compute `row_std`, the standard deviation of each row with torch's default
-            `std` settings; `row_population_var`, the population variance of each row (dividing by the
-            number of elements); and `overall_std`, torch's default standard deviation of all ten
-            elements.""",
-        answer=({"row_std": f32(2), "row_population_var": f32(2), "overall_std": f32()},),
-    ),
-    make_task(
-        "pt-003", "tensor_ops", reference=clamp_and_select, independent=_clamp_and_select,
-        inputs={"x": tensor("float32", [[-3.0, -1.25, 0.5, 1.75], [2.5, -0.75, 4.0, 1.0]])},
-        question="""From `x`, compute `clipped` = torch.clamp(x, min=-1.5, max=2.0); `inverted_bounds` =
-            torch.clamp(x, min=2.0, max=1.0) (the bounds are deliberately the wrong way round; report what
-            torch returns); and `leaky`, which keeps the positive elements of x and multiplies the others by
-            0.1 (use torch.where).""",
-        answer=({"clipped": f32(2, 4), "inverted_bounds": f32(2, 4), "leaky": f32(2, 4)},),
-    ),
-    make_task(
-        "pt-004", "tensor_ops", reference=integer_division, independent=_integer_division,
-        inputs={"a": tensor("int64", [7, -7, 7, -7, 13, -13]), "b": tensor("int64", [3, 3, -3, -3, 5, 5])},
-        question="""Divide the integer tensor `a` by `b` elementwise in five ways: `floor_quotient` (rounded
-            toward negative infinity), `trunc_quotient` (rounded toward zero), `remainder` =
-            torch.remainder(a, b), `fmod` = torch.fmod(a, b), and `true_quotient` = a / b with torch's true
-            division of the two int64 tensors.""",
-        answer=({"floor_quotient": i64(6), "trunc_quotient": i64(6), "remainder": i64(6), "fmod": i64(6),
-                 "true_quotient": f32(6)},),
-    ),
-    make_task(
-        "pt-005", "tensor_ops", reference=mask_above_mean, independent=_mask_above_mean,
-        inputs={"x": tensor("float32", [[1.5, -0.5, 3.25, 0.75], [2.0, -2.5, 0.25, 4.5],
-                                        [-1.0, 1.25, 3.0, -0.75]])},
-        question="""Let mask mark the elements of `x` strictly greater than the mean of all of x. Give
-            `filled`, x with every element outside the mask replaced by -1.0; `selected`, the masked
-            elements in row-major order; and `positions`, their (row, column) indices, one row per element,
-            in the same order.""",
-        answer=({"filled": f32(3, 4), "selected": f32(6), "positions": i64(6, 2)},),
-    ),
-    make_task(
-        "pt-006", "tensor_ops", reference=stable_sort, independent=_stable_sort,
-        inputs={"x": tensor("float32", [3.0, 1.0, 2.0, 3.0, 1.0, 2.5, 3.0, 0.5])},
-        question="""Sort `x` in descending order so that equal elements keep their original order (a stable
-            sort). Give the sorted `values`, the original `indices` in sorted order, and `ranks`: for each
-            element of x, its position in the sorted order.""",
-        answer=({"values": f32(8), "indices": i64(8), "ranks": i64(8)},),
-    ),
-    make_task(
-        "pt-007", "tensor_ops", reference=top_and_kth, independent=_top_and_kth,
-        inputs={"x": tensor("float32", [[0.5, 4.0, -1.5, 2.25, 3.0, -0.25],
-                                        [1.75, -3.0, 5.5, 0.75, -2.0, 2.5]])},
-        question="""For each row of `x` (one answer row per row of x, in order), give the three largest
-            values in descending order (`top_values`) with their column indices (`top_indices`), and the
-            second-smallest value of the row (`second_smallest`, as torch.kthvalue with k=2 defines it) with
-            its column index (`second_smallest_index`).""",
-        answer=tuple({"top_values": f32(3), "top_indices": i64(3), "second_smallest": PY_FLOAT,
-                      "second_smallest_index": PY_INT} for _ in range(2)),
-    ),
-    make_task(
-        "pt-008", "tensor_ops", reference=stack_and_concatenate, independent=_stack_and_concatenate,
-        inputs={"a": tensor("int64", [[1, 2, 3], [4, 5, 6]]),
-                "b": tensor("int64", [[10, 20, 30], [40, 50, 60]])},
-        question="""Join `a` and `b` (both of shape (2, 3)) three ways: `stacked`, stacked along a new axis
-            1; `concatenated`, joined along the existing axis 1; and `interleaved`, each row alternating
-            a[i, 0], b[i, 0], a[i, 1], b[i, 1], ...""",
-        answer=({"stacked": i64(2, 2, 3), "concatenated": i64(2, 6), "interleaved": i64(2, 6)},),
-    ),
-    make_task(
-        "pt-009", "tensor_ops", reference=batched_products, independent=_batched_products,
-        inputs={"a": tensor("float32", reshape([(2 * i - 23) / 8 for i in range(24)], (2, 3, 4))),
-                "b": tensor("float32", [[0.5, -1.0], [1.5, 2.0], [-0.25, 0.75], [1.0, -0.5]])},
-        question="""`a` is a batch of two 3x4 matrices and `b` is one 4x2 matrix. Give `product`, each
-            matrix of a multiplied by b (batched matrix product), and `gram`, each matrix of a multiplied by
-            its own transpose (A @ A^T per batch element).""",
-        answer=({"product": f32(2, 3, 2), "gram": f32(2, 3, 3)},),
-    ),
-    make_task(
-        "pt-010", "tensor_ops", reference=normalise, independent=_normalise,
-        inputs={"x": tensor("float32", [[3.0, -4.0, 1.0, 2.0], [0.5, 1.5, -2.5, 1.0],
-                                        [-1.0, 2.0, 2.0, -0.25]])},
-        question="""Give `rows_unit_l2`, each row of `x` divided by its Euclidean (L2) norm, and
-            `columns_unit_l1`, each column of x divided by the sum of the absolute values of that column
-            (torch.nn.functional.normalize semantics).""",
-        answer=({"rows_unit_l2": f32(3, 4), "columns_unit_l1": f32(3, 4)},),
-    ),
-    make_task(
-        "pt-011", "tensor_ops", reference=running_statistics, independent=_running_statistics,
-        inputs={"x": tensor("float32", [[1.5, -2.0, 1.5, 0.5, 3.0], [0.5, 2.0, -1.0, 2.0, 0.25]])},
-        question="""Along each row of `x`, give the running sum (`cumsum`), the running product (`cumprod`),
-            the running maximum (`running_max`) and, for every position, the index that torch.cummax reports
-            for that running maximum (`running_max_index`).""",
-        answer=({"cumsum": f32(2, 5), "cumprod": f32(2, 5), "running_max": f32(2, 5),
-                 "running_max_index": i64(2, 5)},),
-    ),
-    make_task(
-        "pt-012", "tensor_ops", reference=casts_and_wraparound, independent=_casts_and_wraparound,
-        inputs={"x": tensor("float32", [-2.75, -2.5, -1.5, 1.5, 2.5, 3.5, 3.75, 1.25]),
-                "u": tensor("uint8", [250, 251, 252, 5])},
-        question="""Give `truncated`, x converted to int64 with .to(torch.int64); `rounded`, torch.round(x);
-            `floored`, floor(x) as int64; `wrapped`, the uint8 tensor u + 10 computed in uint8; and `total`,
-            u.sum() as torch computes it.""",
-        answer=({"truncated": i64(8), "rounded": f32(8), "floored": i64(8),
-                 "wrapped": TensorSpec("uint8", (4,)), "total": i64()},),
-    ),
-    make_task(
-        "pt-013", "tensor_ops", reference=gather_and_index, independent=_gather_and_index,
-        inputs={"x": tensor("float32", reshape([i / 2 + 0.25 for i in range(12)], (3, 4))),
-                "idx": tensor("int64", [[3, 0], [1, 1], [2, 0]]),
-                "rows": tensor("int64", [2, 0, 2]), "cols": tensor("int64", [-1, 0, 2])},
-        question="""From the 3x4 matrix `x`: `gathered` = torch.gather(x, 1, idx) (row i takes the columns
-            listed in idx[i]); `picked`, the elements x[rows[k], cols[k]] for k = 0, 1, 2 (advanced
-            indexing; a negative column counts from the end); and `selected_rows`, the rows of x listed in
-            `rows`, in that order.""",
-        answer=({"gathered": f32(3, 2), "picked": f32(3), "selected_rows": f32(3, 4)},),
-    ),
-    make_task(
-        "pt-014", "tensor_ops", reference=broadcast_arithmetic, independent=_broadcast_arithmetic,
-        inputs={"a": tensor("float32", [[0.5], [-1.5], [2.25]]),
-                "b": tensor("float32", [[1.0, -2.0, 0.25, 3.0]]),
-                "c": tensor("float32", [0.75, 1.25, -0.625, 2.5])},
-        question="""With broadcasting (`a` is 3x1, `b` is 1x4, `c` has 4 elements), give `affine` = a * b +
-            c, `difference` = a - c, and `column_totals`, the sum over the first axis of a * b.""",
-        answer=({"affine": f32(3, 4), "difference": f32(3, 4), "column_totals": f32(4)},),
-    ),
-    make_task(
-        "pt-015", "tensor_ops", reference=group_by_key, independent=_group_by_key,
-        inputs={"keys": tensor("int64", [8, 3, 12, 3, 5, 8, 8, 12]),
-                "vals": tensor("float32", [1.5, -0.5, 2.0, 2.5, 0.75, 3.0, -1.25, 1.0])},
-        question="""Group `vals` by `keys`. Give `unique_keys`, the distinct keys in ascending order;
-            `inverse`, for each element the position of its key in unique_keys; `counts`, how many elements
-            each key has; and `group_means`, the mean of vals within each group (in unique_keys order).""",
-        answer=({"unique_keys": i64(4), "inverse": i64(8), "counts": i64(4), "group_means": f32(4)},),
-    ),
+    PERMUTE_AND_RESHAPE.task("pt-000", {"x": tensor("int64",
+                                                    reshape([3 * i - 35 for i in range(24)], (2, 3, 4)))}),
+    REDUCTIONS.task("pt-001", {"x": tensor("float32", [[0.5, -1.25, 2.0, 3.5], [-0.75, 4.25, 1.5, -2.0],
+                                                       [2.25, 0.25, -3.75, 1.0]])}),
+    SPREAD_STATISTICS.task("pt-002", {"x": tensor("float32", [[1.0, 2.5, -0.5, 4.0, 3.0],
+                                                              [2.0, 2.0, 2.25, 1.75, 6.0]])}),
+    CLAMP_AND_SELECT.task("pt-003", {"x": tensor("float32", [[-3.0, -1.25, 0.5, 1.75],
+                                                             [2.5, -0.75, 4.0, 1.0]])}),
+    INTEGER_DIVISION.task("pt-004", {"a": tensor("int64", [7, -7, 7, -7, 13, -13]),
+                                     "b": tensor("int64", [3, 3, -3, -3, 5, 5])}),
+    MASK_ABOVE_MEAN.task("pt-005", {"x": tensor("float32", [[1.5, -0.5, 3.25, 0.75], [2.0, -2.5, 0.25, 4.5],
+                                                            [-1.0, 1.25, 3.0, -0.75]])}),
+    STABLE_SORT.task("pt-006", {"x": tensor("float32", [3.0, 1.0, 2.0, 3.0, 1.0, 2.5, 3.0, 0.5])}),
+    TOP_AND_KTH.task("pt-007", {"x": tensor("float32", [[0.5, 4.0, -1.5, 2.25, 3.0, -0.25],
+                                                        [1.75, -3.0, 5.5, 0.75, -2.0, 2.5]])}),
+    STACK_AND_CONCATENATE.task("pt-008", {"a": tensor("int64", [[1, 2, 3], [4, 5, 6]]),
+                                          "b": tensor("int64", [[10, 20, 30], [40, 50, 60]])}),
+    BATCHED_PRODUCTS.task("pt-009", {
+        "a": tensor("float32", reshape([(2 * i - 23) / 8 for i in range(24)], (2, 3, 4))),
+        "b": tensor("float32", [[0.5, -1.0], [1.5, 2.0], [-0.25, 0.75], [1.0, -0.5]])}),
+    NORMALISE.task("pt-010", {"x": tensor("float32", [[3.0, -4.0, 1.0, 2.0], [0.5, 1.5, -2.5, 1.0],
+                                                      [-1.0, 2.0, 2.0, -0.25]])}),
+    RUNNING_STATISTICS.task("pt-011", {"x": tensor("float32", [[1.5, -2.0, 1.5, 0.5, 3.0],
+                                                               [0.5, 2.0, -1.0, 2.0, 0.25]])}),
+    CASTS_AND_WRAPAROUND.task("pt-012", {"x": tensor("float32",
+                                                     [-2.75, -2.5, -1.5, 1.5, 2.5, 3.5, 3.75, 1.25]),
+                                         "u": tensor("uint8", [250, 251, 252, 5])}),
+    GATHER_AND_INDEX.task("pt-013", {
+        "x": tensor("float32", reshape([i / 2 + 0.25 for i in range(12)], (3, 4))),
+        "idx": tensor("int64", [[3, 0], [1, 1], [2, 0]]),
+        "rows": tensor("int64", [2, 0, 2]), "cols": tensor("int64", [-1, 0, 2])}),
+    BROADCAST_ARITHMETIC.task("pt-014", {"a": tensor("float32", [[0.5], [-1.5], [2.25]]),
+                                         "b": tensor("float32", [[1.0, -2.0, 0.25, 3.0]]),
+                                         "c": tensor("float32", [0.75, 1.25, -0.625, 2.5])}),
+    GROUP_BY_KEY.task("pt-015", {"keys": tensor("int64", [8, 3, 12, 3, 5, 8, 8, 12]),
+                                 "vals": tensor("float32", [1.5, -0.5, 2.0, 2.5, 0.75, 3.0, -1.25, 1.0])}),
 )
