@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sandbox_leftovers import leftovers
 
 from exactgrade.demo import _verdicts, classify, read_traces, summarize, vf_eval_command
 from exactgrade.scripted.policies import adversarial_script
@@ -62,7 +63,9 @@ def test_reference_scores_one_through_the_whole_path(outputs: tuple[Path, dict],
     for trace in traces(outputs[0], "reference", env):
         assert trace["ok"] and not trace["errors"], trace["errors"]
         assert trace["rewards"]["correctness"] == {"score": 1.0, "weight": 1.0}
-        assert trace["info"] == {"reason": "passed", "path": "value"}
+        assert {k: trace["info"][k] for k in ("reason", "path")} == {"reason": "passed", "path": "value"}
+        sandbox = trace["info"]["sandbox"]
+        assert sandbox["tool_calls"] == 1 and sandbox["sandbox_error"] is None
         assert trace["metrics"]["tool_calls"] == 1.0 and trace["metrics"]["turns"] == 2.0
         assert trace["metrics"]["sandbox_seconds"] > 0
         assert sorted(tool["name"] for tool in trace["tools"]) == ["bash", "execute_code"]
@@ -87,6 +90,13 @@ def test_killed_sandbox_is_a_flagged_harness_error_never_rewarded(outputs: tuple
         assert trace["info"]["scoring_error"].startswith("sandbox died")
         assert [e["type"] for e in trace["errors"]] == ["TaskError"]
         assert "HarnessFailure" in trace["errors"][0]["message"]
+
+
+def test_nothing_of_a_finished_runs_sandboxes_is_left(outputs: tuple[Path, dict]) -> None:
+    used = {trace["info"]["sandbox"]["sandbox_uid"]
+            for policy, env, _ in RUNS for trace in traces(outputs[0], policy, env)}
+    assert len(used) >= 2 and None not in used
+    assert leftovers(used) == {}  # no cgroup, process or work dir of any of them
 
 
 def test_no_escape_and_every_prompt_identified(outputs: tuple[Path, dict]) -> None:

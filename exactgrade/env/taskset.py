@@ -80,13 +80,18 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.state.inputs_wire = self.data.inputs
         trace.state.profile = domain_module(self.data.domain).PROFILE
 
+    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
+        # re-scores a saved run with exactly what the live reward saw.
+        trace.info[OUTCOME] = trace.state.model_dump(include=OUTCOME_FIELDS)
+
     @vf.stop
     async def max_turns_reached(self, trace: vf.Trace) -> bool:
         return trace.num_turns >= self.config.max_turns
 
     @vf.metric
     async def tool_calls(self, trace: vf.Trace) -> float:
-        return float(trace.state.tool_calls)
+        return float(outcome(trace).tool_calls)
 
     @vf.metric
     async def turns(self, trace: vf.Trace) -> float:
@@ -94,7 +99,7 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
 
     @vf.metric
     async def sandbox_seconds(self, trace: vf.Trace) -> float:
-        return float(trace.state.sandbox_seconds)
+        return float(outcome(trace).sandbox_seconds)
 
     @vf.reward(weight=1.0)
     async def correctness(self, trace: vf.Trace) -> float:
@@ -102,7 +107,7 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
-        state: SandboxState = trace.state
+        state = outcome(trace)
         failure = harness_failure(trace, state)
         if failure is None and state.result_wire is not None:
             try:
@@ -124,6 +129,19 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
+
+
+OUTCOME = "sandbox"
+"""trace.info key of the recorded sandbox outcome."""
+OUTCOME_FIELDS = frozenset({"result_wire", "result_error", "tool_calls", "sandbox_seconds", "sandbox_uid",
+                            "sandbox_error"})
+
+
+def outcome(trace: vf.Trace) -> SandboxState:
+    """What the sandbox left for grading: the copy recorded in the trace at finalize (the only
+    one a replayed trace has), else the live state."""
+    recorded = trace.info.get(OUTCOME)
+    return SandboxState.model_validate(recorded) if recorded is not None else trace.state
 
 
 def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:
