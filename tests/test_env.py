@@ -237,3 +237,16 @@ def test_finalize_records_the_outcome_a_replay_grades(dataset_dir: Path) -> None
     replayed.info = saved.info
     assert score(task, replayed) == 1.0 and replayed.info["reason"] == "passed"
     assert asyncio.run(task.tool_calls(replayed)) == 1.0
+
+
+def test_the_gold_check_fails_when_the_key_does_not_match_the_reference(dataset_dir: Path) -> None:
+    from exactgrade.env import keys
+
+    task = load("scaling", dataset_dir)[1]
+    assert asyncio.run(task.validate(None)) is True
+    right = lookup(task.source, task.data.id)
+    keys.record(task.source, {task.data.id: keys.AnswerKey({"rows": []}, right.policy)})
+    try:
+        assert asyncio.run(task.validate(None)) is False
+    finally:
+        keys.record(task.source, {task.data.id: right})

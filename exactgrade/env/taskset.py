@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import ClassVar
 
 import verifiers.v1 as vf
@@ -37,6 +38,7 @@ is accepted only where the task says so; give tensors as torch tensors of the st
 dtype. Once `result` holds your answer, reply with one short sentence and no tool call."""
 
 TOOL_ARGUMENT = {"execute_code": "code", "bash": "command"}
+logger = logging.getLogger(__name__)
 
 
 class HarnessFailure(RuntimeError):
@@ -79,6 +81,30 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
 
         trace.state.inputs_wire = self.data.inputs
         trace.state.profile = domain_module(self.data.domain).PROFILE
+
+    async def validate(self, runtime: vf.Runtime) -> bool:
+        """vf-validate's gold check: the task's reference program, sent through the sandbox tool
+        server's own `execute_code` (a real sandbox, the same read-back), is graded by the
+        environment's own reward exactly as a rollout is. Valid iff it scores 1.0; a harness
+        failure raises (reported as an error, not as an invalid key)."""
+        from exactgrade import get_task
+
+        program = get_task(self.data.id).program  # host-side, like the key; never in TaskData
+        task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
+        trace = vf.Trace(task=task, state=SandboxState(),
+                         agent=vf.AgentInfo(config=vf.AgentConfig(), name="validate", trainable=False))
+        await self.setup(trace, runtime)
+        tools = SandboxToolset(SandboxToolsetConfig())
+        try:
+            await tools.call_for(trace.state, "execute_code", program)
+        finally:
+            await tools.close()
+        await self.finalize(trace, runtime)
+        score = await self.correctness(trace)
+        if score != 1.0:
+            logger.warning("gold check of %s: the reference program scores %s (%s)", self.data.id, score,
+                           trace.info.get("reason"))
+        return score == 1.0
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
