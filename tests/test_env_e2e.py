@@ -99,6 +99,21 @@ def test_nothing_of_a_finished_runs_sandboxes_is_left(outputs: tuple[Path, dict]
     assert leftovers(used) == {}  # no cgroup, process or work dir of any of them
 
 
+@pytest.mark.parametrize(("policy", "env"), [("mutant", "scaling-env"), ("reference", "pytorch-env")])
+def test_vf_replay_reproduces_every_reward_reason_and_metric(outputs: tuple[Path, dict], tmp_path: Path,
+                                                           policy: str, env: str) -> None:
+    done = subprocess.run(["vf-replay", str(outputs[0] / policy / env), "--no-rich", "-o", str(tmp_path),
+                           "--run.dir", "replay"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    by_id = {t["task"]["data"]["id"]: t for t in traces(outputs[0], policy, env)}
+    replayed = read_traces(tmp_path / "traces.jsonl")
+    assert sorted(t["task"]["data"]["id"] for t in replayed) == sorted(by_id)
+    for trace in replayed:
+        saved = by_id[trace["task"]["data"]["id"]]
+        for field in ("rewards", "info", "metrics"):
+            assert trace[field] == saved[field], (field, trace["task"]["data"]["id"])
+
+
 def test_no_escape_and_every_prompt_identified(outputs: tuple[Path, dict]) -> None:
     for stats in outputs[1].values():
         assert stats["escapes"] == [] and stats["unknown_prompts"] == 0
