@@ -14,7 +14,6 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.graph import MessageNode
-from verifiers.v1.mcp.server import _call_state
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 
 import deeplearning_env
@@ -157,11 +156,7 @@ class ToolServer:
         self.toolset = SandboxToolset(SandboxToolsetConfig())
 
     async def call(self, state: SandboxState, tool: str, text: str) -> str:
-        token = _call_state.set(state)
-        try:
-            return await getattr(self.toolset, tool)(text)
-        finally:
-            _call_state.reset(token)
+        return await self.toolset.call_for(state, tool, text)
 
 
 def test_tools_share_one_persistent_sandbox_with_inputs_preloaded() -> None:
@@ -171,7 +166,7 @@ def test_tools_share_one_persistent_sandbox_with_inputs_preloaded() -> None:
         outputs = [await server.call(state, "execute_code", "result = {'rows': [n * 7]}\nprint('set')"),
                    await server.call(state, "bash", "echo hello > note.txt && cat note.txt"),
                    await server.call(state, "execute_code", "print(open('note.txt').read().strip(), result)")]
-        await server.toolset._close_all()
+        await server.toolset.close()
         return outputs, state
 
     outputs, state = asyncio.run(scenario())
@@ -221,7 +216,7 @@ def test_deaths_the_model_causes_and_the_harness_causes_are_told_apart(dataset_d
         state = SandboxState(inputs_wire=wire.encode({}), profile="python")
         output = await server.call(state, "execute_code", code)
         after = await server.call(state, "execute_code", "print('still here')")
-        await server.toolset._close_all()
+        await server.toolset.close()
         return output + after, state
 
     output, state = asyncio.run(scenario())
@@ -245,3 +240,53 @@ def test_max_turns_stop(dataset_dir: Path, turns: int, stopped: bool) -> None:
     task = load("scaling", dataset_dir, max_turns=3)[0]
     trace = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')] * turns)
     assert asyncio.run(task.max_turns_reached(trace)) is stopped
+
+
+def test_a_rollout_whose_sandbox_was_lost_is_flagged_not_given_a_fresh_one(dataset_dir: Path) -> None:
+    task = load("scaling", dataset_dir)[0]
+
+    async def scenario() -> tuple[str, SandboxState]:
+        state = SandboxState(inputs_wire=task.data.inputs, profile="python")
+        crashed = ToolServer()  # the worker that held the sandbox dies (here: closes it)
+        await crashed.call(state, "execute_code", "result = {'rows': [1]}")
+        await crashed.toolset.close()
+        restarted = ToolServer()
+        output = await restarted.call(state, "execute_code", "print(result)")
+        await restarted.toolset.close()
+        return output, state
+
+    output, state = asyncio.run(scenario())
+    assert output.startswith("error: this rollout's sandbox (uid ") and "was lost" in output
+    assert state.sandbox_error == output.removeprefix("error: ") and state.tool_calls == 2
+    trace = trace_for(task, state, [("execute_code", '{"code": "1"}')] * 2)
+    with pytest.raises(HarnessFailure, match="was lost"):
+        score(task, trace)
+
+
+def test_finalize_records_the_outcome_a_replay_grades(dataset_dir: Path) -> None:
+    task = load("scaling", dataset_dir)[0]
+    answer = lookup(task.source, task.data.id).expected
+    live = SandboxState(result_wire=wire.encode(answer), tool_calls=1, sandbox_seconds=0.5, sandbox_uid=61234)
+    trace = trace_for(task, live, [("execute_code", '{"code": "1"}')])
+    asyncio.run(task.finalize(trace, None))
+    assert trace.info["sandbox"] == {"result_wire": live.result_wire, "result_error": None, "tool_calls": 1,
+                                     "sandbox_seconds": 0.5, "sandbox_uid": 61234, "sandbox_error": None}
+    saved = Trace.model_validate_json(trace.model_dump_json())  # what traces.jsonl keeps: no state
+    assert saved.state == vf.State() and saved.info["sandbox"] == trace.info["sandbox"]
+    replayed = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')])
+    replayed.info = saved.info
+    assert score(task, replayed) == 1.0 and replayed.info["reason"] == "passed"
+    assert asyncio.run(task.tool_calls(replayed)) == 1.0
+
+
+def test_the_gold_check_fails_when_the_key_does_not_match_the_reference(dataset_dir: Path) -> None:
+    from exactgrade.env import keys
+
+    task = load("scaling", dataset_dir)[1]
+    assert asyncio.run(task.validate(None)) is True
+    right = lookup(task.source, task.data.id)
+    keys.record(task.source, {task.data.id: keys.AnswerKey({"rows": []}, right.policy)})
+    try:
+        assert asyncio.run(task.validate(None)) is False
+    finally:
+        keys.record(task.source, {task.data.id: right})

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sandbox_leftovers import leftovers
 
 from exactgrade.demo import _verdicts, classify, read_traces, summarize, vf_eval_command
 from exactgrade.sandbox import backends
@@ -64,7 +65,9 @@ def test_reference_scores_one_through_the_whole_path(outputs: tuple[Path, dict],
     for trace in traces(outputs[0], "reference", env):
         assert trace["ok"] and not trace["errors"], trace["errors"]
         assert trace["rewards"]["correctness"] == {"score": 1.0, "weight": 1.0}
-        assert trace["info"] == {"reason": "passed", "path": "value"}
+        assert {k: trace["info"][k] for k in ("reason", "path")} == {"reason": "passed", "path": "value"}
+        sandbox = trace["info"]["sandbox"]
+        assert sandbox["tool_calls"] == 1 and sandbox["sandbox_error"] is None
         assert trace["metrics"]["tool_calls"] == 1.0 and trace["metrics"]["turns"] == 2.0
         assert trace["metrics"]["sandbox_seconds"] > 0
         assert sorted(tool["name"] for tool in trace["tools"]) == ["bash", "execute_code"]
@@ -94,6 +97,28 @@ def test_a_sandbox_the_model_killed_scores_zero_with_the_death_and_is_not_voided
         assert reason.startswith("the model's code ended its sandbox: the sandbox worker exited")
         if backends.probe().unavailable("namespaces") is None:  # the default backend's init reports
             assert why in reason and "its init reported" in reason
+
+
+def test_nothing_of_a_finished_runs_sandboxes_is_left(outputs: tuple[Path, dict]) -> None:
+    used = {trace["info"]["sandbox"]["sandbox_uid"]
+            for policy, env, _ in RUNS for trace in traces(outputs[0], policy, env)}
+    assert len(used) >= 2 and None not in used
+    assert leftovers(used) == {}  # no cgroup, process or work dir of any of them
+
+
+@pytest.mark.parametrize(("policy", "env"), [("mutant", "scaling-env"), ("reference", "pytorch-env")])
+def test_vf_replay_reproduces_every_reward_reason_and_metric(outputs: tuple[Path, dict], tmp_path: Path,
+                                                           policy: str, env: str) -> None:
+    done = subprocess.run(["vf-replay", str(outputs[0] / policy / env), "--no-rich", "-o", str(tmp_path),
+                           "--run.dir", "replay"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    by_id = {t["task"]["data"]["id"]: t for t in traces(outputs[0], policy, env)}
+    replayed = read_traces(tmp_path / "traces.jsonl")
+    assert sorted(t["task"]["data"]["id"] for t in replayed) == sorted(by_id)
+    for trace in replayed:
+        saved = by_id[trace["task"]["data"]["id"]]
+        for field in ("rewards", "info", "metrics"):
+            assert trace[field] == saved[field], (field, trace["task"]["data"]["id"])
 
 
 def test_no_escape_and_every_prompt_identified(outputs: tuple[Path, dict]) -> None:

@@ -26,6 +26,8 @@ class SandboxState(vf.State):
     """Tool calls the server handled (execute_code + bash)."""
     sandbox_seconds: float = 0.0
     """Wall time spent inside the sandbox, creation included."""
+    sandbox_uid: int | None = None
+    """The uid of the rollout's sandbox once it exists (its cgroups are exactgrade/sb-<uid>)."""
     sandbox_error: str | None = None
     """Set once the sandbox died of a harness failure (the zygote or jail died, the host closed it or
     could not perform the read-back)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from typing import ClassVar, Literal
 
@@ -42,6 +43,7 @@ is accepted only where the task says so; give tensors as torch tensors of the st
 dtype. Once `result` holds your answer, reply with one short sentence and no tool call."""
 
 TOOL_ARGUMENT = {"execute_code": "code", "bash": "command"}
+logger = logging.getLogger(__name__)
 
 
 class HarnessFailure(RuntimeError):
@@ -85,13 +87,42 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.state.inputs_wire = self.data.inputs
         trace.state.profile = domain_module(self.data.domain).PROFILE
 
+    async def validate(self, runtime: vf.Runtime) -> bool:
+        """vf-validate's gold check: the task's reference program, sent through the sandbox tool
+        server's own `execute_code` (a real sandbox, the same read-back), is graded by the
+        environment's own reward exactly as a rollout is. Valid iff it scores 1.0; a harness
+        failure raises (reported as an error, not as an invalid key)."""
+        from exactgrade import get_task
+
+        program = get_task(self.data.id).program  # host-side, like the key; never in TaskData
+        task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
+        trace = vf.Trace(task=task, state=SandboxState(),
+                         agent=vf.AgentInfo(config=vf.AgentConfig(), name="validate", trainable=False))
+        await self.setup(trace, runtime)
+        tools = SandboxToolset(SandboxToolsetConfig())
+        try:
+            await tools.call_for(trace.state, "execute_code", program)
+        finally:
+            await tools.close()
+        await self.finalize(trace, runtime)
+        score = await self.correctness(trace)
+        if score != 1.0:
+            logger.warning("gold check of %s: the reference program scores %s (%s)", self.data.id, score,
+                           trace.info.get("reason"))
+        return score == 1.0
+
+    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
+        # re-scores a saved run with exactly what the live reward saw.
+        trace.info[OUTCOME] = trace.state.model_dump(include=OUTCOME_FIELDS)
+
     @vf.stop
     async def max_turns_reached(self, trace: vf.Trace) -> bool:
         return trace.num_turns >= self.config.max_turns
 
     @vf.metric
     async def tool_calls(self, trace: vf.Trace) -> float:
-        return float(trace.state.tool_calls)
+        return float(outcome(trace).tool_calls)
 
     @vf.metric
     async def turns(self, trace: vf.Trace) -> float:
@@ -99,14 +130,14 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
 
     @vf.metric
     async def sandbox_seconds(self, trace: vf.Trace) -> float:
-        return float(trace.state.sandbox_seconds)
+        return float(outcome(trace).sandbox_seconds)
 
     @vf.reward(weight=1.0)
     async def correctness(self, trace: vf.Trace) -> float:
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
-        state: SandboxState = trace.state
+        state = outcome(trace)
         failure = harness_failure(trace, state)
         if failure is None and state.result_wire is not None:
             try:
@@ -132,6 +163,21 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
+
+
+OUTCOME = "sandbox"
+"""trace.info key of the recorded sandbox outcome."""
+OUTCOME_FIELDS = frozenset({"result_wire", "result_error", "tool_calls", "sandbox_seconds", "sandbox_uid",
+                            "sandbox_error", "model_fault"})
+"""Every state field the reward reads: a field left out here would be lost at finalize (a rollout
+whose code killed its sandbox after a correct `result` would then be rewarded)."""
+
+
+def outcome(trace: vf.Trace) -> SandboxState:
+    """What the sandbox left for grading: the copy recorded in the trace at finalize (the only
+    one a replayed trace has), else the live state."""
+    recorded = trace.info.get(OUTCOME)
+    return SandboxState.model_validate(recorded) if recorded is not None else trace.state
 
 
 def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:

@@ -10,20 +10,26 @@ never in this process (which holds the state-channel secret).
 The sandbox is built on the first call from the rollout state (inputs as wire text and
 the profile, written there by the host); after every call the sandbox's `result` is
 pushed back into the state as wire text. A sandbox is closed once its rollout is over
-(its state route stops answering), and every sandbox is closed when the server stops.
+(its state route stops answering). The process verifiers launches is a thin supervisor
+(`exactgrade.env.supervise`): a forked worker serves the tools and owns the sandboxes; when the
+server is stopped, or the worker dies, the supervisor reclaims every sandbox the worker held and,
+unless stopped, forks a new worker. A rollout whose sandbox was lost that way is flagged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import parse_qs
 
 import verifiers.v1 as vf
-from verifiers.v1.mcp.server import _channel_request
+from verifiers.v1.mcp.server import _call_state, _channel_request
 
 from exactgrade.env.state import SandboxState
 
@@ -34,7 +40,10 @@ MAX_IDLE = 3600.0
 
 
 class SandboxToolsetConfig(vf.SharedToolsetConfig):
-    """Where the shared tool server runs (`runtime`) or an external one (`url`)."""
+    """Where the shared tool server runs (`runtime`) or an external one (`url`), and the
+    sandbox backend (`auto`: namespaces where the host allows them, else landlock)."""
+
+    backend: Literal["auto", "namespaces", "landlock"] = "auto"
 
 
 @dataclass
@@ -61,7 +70,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
 
     async def setup(self) -> None:
         self._reaper = asyncio.create_task(self._reap_finished_rollouts())
-        self._exit_stack.push_async_callback(self._close_all)
+        self._exit_stack.push_async_callback(self.close)
 
     @vf.tool
     async def execute_code(self, code: str) -> str:
@@ -76,6 +85,15 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         working directory persist across calls). Returns the combined stdout and stderr."""
         return await self._call("bash", command)
 
+    async def call_for(self, state: SandboxState, tool: str, text: str) -> str:
+        """Call a tool in this process for the rollout whose state is `state` (a served call
+        pulls the state from the host instead); what the call leaves is written into `state`."""
+        token = _call_state.set(state)
+        try:
+            return await getattr(self, tool)(text)
+        finally:
+            _call_state.reset(token)
+
     async def _call(self, method: str, text: str) -> str:
         from exactgrade.sandbox import SandboxDied
 
@@ -86,6 +104,9 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         started = time.monotonic()
         try:
             session = await self._session_for(state)
+        except SandboxLost as e:
+            state.sandbox_error = str(e)
+            return f"error: {e}"
         except Exception as e:  # noqa: BLE001 - any failure to build the sandbox is a harness failure
             state.sandbox_error = f"sandbox could not start: {type(e).__name__}: {e}"
             state.sandbox_seconds += time.monotonic() - started
@@ -94,7 +115,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
             session.last_used = time.monotonic()
             try:
                 output = await self._run(getattr(session.sandbox, method), text)
-                state.result_wire, state.result_error = await self._read_result(session.sandbox)
+                state.result_wire, state.result_error = await self._run(read_result, session.sandbox)
             except SandboxDied as e:
                 if e.by_model:
                     state.model_fault = f"the model's code ended its sandbox: {e} ({e.death.evidence})"
@@ -114,40 +135,24 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
     async def _run(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _read_result(self, sandbox) -> tuple[str | None, str | None]:
-        """(the sandbox's `result` as wire text, None) once set; (None, why) when the sandbox
-        reports that `result` is not a wire value (a wrong answer, not a harness failure);
-        (None, None) while it was never set. A reply the host decoder refuses is ReadBackRefused
-        (the sandbox's encoder never sends one: model code forged it); any other failure here is
-        the host's own."""
-        from exactgrade import wire
-        from exactgrade.sandbox import NoResult, ResultNotEncodable, SandboxDied
-
-        try:
-            value = await self._run(sandbox.result)
-        except NoResult:
-            return None, None
-        except SandboxDied:
-            raise
-        except ResultNotEncodable as e:
-            return None, str(e)
-        except wire.WireError as e:
-            raise ReadBackRefused(f"WireError: {e}") from e
-        return wire.encode(value), None
-
     async def _session_for(self, state: SandboxState) -> _Session:
         channel = self._state_channel()
         key = channel[2] or "rollout"  # the signed route is the rollout's trace id
         session = self._sessions.get(key)
         if session is not None:
             return session
+        if state.sandbox_uid is not None:  # a fresh sandbox would silently drop its variables
+            raise SandboxLost(f"this rollout's sandbox (uid {state.sandbox_uid}) was lost: the tool "
+                              "server's worker restarted or closed it")
         async with self._opening.setdefault(key, asyncio.Lock()):
             session = self._sessions.get(key)
             if session is None:
                 async with self._creating:
-                    sandbox = await self._run(_open_sandbox, state.inputs_wire, state.profile)
+                    sandbox = await self._run(open_sandbox, state.inputs_wire, state.profile,
+                                              self.config.backend)
                 session = self._sessions[key] = _Session(sandbox, channel)
         self._opening.pop(key, None)
+        state.sandbox_uid = session.sandbox.uid
         return session
 
     async def _reap_finished_rollouts(self) -> None:
@@ -178,27 +183,102 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
                 with contextlib.suppress(Exception):
                     await self._run(session.sandbox.close)
 
-    async def _close_all(self) -> None:
+    async def close(self) -> None:
+        """Close every sandbox this server holds."""
         if self._reaper is not None:
             self._reaper.cancel()
         for key in list(self._sessions):
             await self._close(key)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def serve_on(self, sock: socket.socket) -> None:
+        """verifiers' `ServerBase._serve`, on the supervisor's listening socket instead of one
+        of its own (a shared server has no task channel, so no `setup_task`)."""
+        import httpx
+        import uvicorn
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.transport_security import TransportSecuritySettings
+        from verifiers import __version__
+        from verifiers.v1.mcp.server import STATE_TIMEOUT, _request_query_params
+
+        async def serve() -> None:
+            async with self._exit_stack, httpx.AsyncClient(timeout=STATE_TIMEOUT) as client:
+                self._state_client = client
+                await self.setup()
+                mcp = MCPServer(self.server_name or type(self).__name__, version=__version__)
+                self.register(mcp)
+                mcp_app = mcp.streamable_http_app(json_response=True, stateless_http=True,
+                                                  transport_security=TransportSecuritySettings(
+                                                      enable_dns_rebinding_protection=False))
+
+                async def app(scope, receive, send) -> None:
+                    query = (parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True)
+                             if scope["type"] == "http" else None)
+                    token = _request_query_params.set(query)
+                    try:
+                        await mcp_app(scope, receive, send)
+                    finally:
+                        _request_query_params.reset(token)
+
+                await uvicorn.Server(uvicorn.Config(app, log_level="critical")).serve(sockets=[sock])
+
+        asyncio.run(serve())
+
 
 class ReadBackRefused(Exception):
     """The sandbox's reply for `result` does not decode on the host: a forged read-back."""
 
 
-def _open_sandbox(inputs_wire: str, profile: str):
+class SandboxLost(Exception):
+    """The rollout had a sandbox that no longer exists (its worker died or it was closed)."""
+
+
+def open_sandbox(inputs_wire: str, profile: str, backend: str = "auto"):
+    """A sandbox preloaded with a task's inputs (wire text of a dict)."""
     from exactgrade import wire
     from exactgrade.sandbox import Sandbox
 
     inputs = wire.decode(inputs_wire) if inputs_wire else {}
     if not isinstance(inputs, dict):
         raise ValueError(f"task inputs must decode to a dict, got {type(inputs).__name__}")
-    return Sandbox(inputs=inputs, profile=profile)
+    return Sandbox(inputs=inputs, profile=profile, backend=backend)
+
+
+def read_result(sandbox) -> tuple[str | None, str | None]:
+    """(the sandbox's `result` as wire text, None) once set; (None, why) when the sandbox
+    reports that `result` is not a wire value (a wrong answer, not a harness failure);
+    (None, None) while it was never set. A reply the host decoder refuses is ReadBackRefused (the
+    sandbox's encoder never sends one: model code forged it); SandboxDied passes through; any other
+    failure here is the host's own (the caller records a harness failure)."""
+    from exactgrade import wire
+    from exactgrade.sandbox import NoResult, ResultNotEncodable, SandboxDied
+
+    try:
+        value = sandbox.result()
+    except NoResult:
+        return None, None
+    except SandboxDied:
+        raise
+    except ResultNotEncodable as e:
+        return None, str(e)
+    except wire.WireError as e:
+        raise ReadBackRefused(f"WireError: {e}") from e
+    return wire.encode(value), None
+
+
+def main() -> None:
+    """`python -m exactgrade.env.toolset`, as verifiers launches it: the supervisor."""
+    from exactgrade.env.supervise import listen, supervise
+
+    config_cls = SandboxToolset._config_cls()
+    if "VF_CONFIG" in os.environ:
+        config = config_cls.model_validate_json(os.environ["VF_CONFIG"])
+    else:
+        from pydantic_config import cli
+
+        config = cli(config_cls)
+    supervise(SandboxToolset(config).serve_on, listen())
 
 
 if __name__ == "__main__":
-    SandboxToolset.run()
+    main()
