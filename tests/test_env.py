@@ -270,13 +270,29 @@ def test_finalize_records_the_outcome_a_replay_grades(dataset_dir: Path) -> None
     trace = trace_for(task, live, [("execute_code", '{"code": "1"}')])
     asyncio.run(task.finalize(trace, None))
     assert trace.info["sandbox"] == {"result_wire": live.result_wire, "result_error": None, "tool_calls": 1,
-                                     "sandbox_seconds": 0.5, "sandbox_uid": 61234, "sandbox_error": None}
+                                     "sandbox_seconds": 0.5, "sandbox_uid": 61234, "sandbox_error": None,
+                                     "model_fault": None}
     saved = Trace.model_validate_json(trace.model_dump_json())  # what traces.jsonl keeps: no state
     assert saved.state == vf.State() and saved.info["sandbox"] == trace.info["sandbox"]
     replayed = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')])
     replayed.info = saved.info
     assert score(task, replayed) == 1.0 and replayed.info["reason"] == "passed"
     assert asyncio.run(task.tool_calls(replayed)) == 1.0
+
+
+def test_a_correct_result_then_a_self_inflicted_death_scores_zero_after_finalize(dataset_dir: Path) -> None:
+    """The recorded outcome keeps the model's fault: grading the copy must not reward the result
+    the rollout left before it killed its own sandbox (live and replayed)."""
+    task = load("scaling", dataset_dir)[0]
+    answer = lookup(task.source, task.data.id).expected
+    live = SandboxState(result_wire=wire.encode(answer), tool_calls=1,
+                        model_fault="the model's code ended its sandbox: killed by SIGKILL")
+    trace = trace_for(task, live, [("execute_code", '{"code": "1"}')])
+    asyncio.run(task.finalize(trace, None))
+    assert score(task, trace) == 0.0 and "killed by SIGKILL" in trace.info["reason"]
+    replayed = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')])
+    replayed.info = Trace.model_validate_json(trace.model_dump_json()).info
+    assert score(task, replayed) == 0.0 and "killed by SIGKILL" in replayed.info["reason"]
 
 
 def test_the_gold_check_fails_when_the_key_does_not_match_the_reference(dataset_dir: Path) -> None:
