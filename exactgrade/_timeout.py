@@ -128,16 +128,18 @@ def call(function: str, args: list[Any], seconds: float) -> Any:
         raise DeadlineExceeded  # nothing sent: no worker is spent on it
     worker = _take_worker()
     try:
-        return worker.call(function, args, seconds)
-    except (DeadlineExceeded, WorkerError, json.JSONDecodeError) as error:
+        result = worker.call(function, args, seconds)
+    except BaseException as error:  # a worker whose call did not complete is never reused
         _discard(worker)
-        worker = None
+        if isinstance(error, DeadlineExceeded | WorkerError):
+            raise
         if isinstance(error, json.JSONDecodeError):
             raise WorkerError("unreadable reply from worker") from None
+        if isinstance(error, OSError | ValueError):  # its pipes were closed under it (shutdown)
+            raise WorkerError(f"worker is gone: {error}") from None
         raise
-    finally:
-        if worker is not None:
-            _give_back(worker)
+    _give_back(worker)
+    return result
 
 
 def in_use() -> int:
@@ -161,7 +163,7 @@ def _take_worker() -> _Worker:
 def _give_back(worker: _Worker) -> None:
     with _lock:
         _busy.discard(worker)
-        keep = worker.owner_pid == os.getpid() and len(_idle) < MAX_IDLE
+        keep = worker.owner_pid == os.getpid() and len(_idle) < MAX_IDLE and worker.process.poll() is None
         if keep:
             _idle.append(worker)
     if not keep:
