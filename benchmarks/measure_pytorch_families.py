@@ -12,7 +12,7 @@
   the domain check, for speed: the check rarely rejects, so the stream is almost the same).
 
     python benchmarks/measure_pytorch_families.py speed [--tasks 480] [--levels 1-5]
-    python benchmarks/measure_pytorch_families.py confirm [--tasks 10]
+    python benchmarks/measure_pytorch_families.py confirm [--tasks 10] [--families a,b]
     python benchmarks/measure_pytorch_families.py variety [--tasks 200] [--levels 2-5]
 """
 
@@ -80,10 +80,12 @@ def _replay(fam: family.Family, level: int, index: int, reasons: Counter[str]) -
     raise family.GenerationError(f"{fam.name} level {level} index {index}: no instance")
 
 
-def confirm(tasks: int) -> None:
+def confirm(tasks: int, only: list[str] | None) -> None:
     reasons: Counter[str] = Counter()
     total = 0
     for fam in pytorch.FAMILIES:
+        if only and fam.name not in only:
+            continue
         draws, used = 0, 0.0
         for level in family.LEVELS:
             for index in range(tasks):
@@ -122,11 +124,12 @@ def main() -> None:
     parser.add_argument("mode", choices=("speed", "confirm", "variety"))
     parser.add_argument("--tasks", type=int)
     parser.add_argument("--levels")
+    parser.add_argument("--families", help="comma-separated family names (confirm only; default: all)")
     args = parser.parse_args()
     if args.mode == "speed":
         speed(args.tasks or 480, _levels(args.levels or "1-5"))
     elif args.mode == "confirm":
-        confirm(args.tasks or 10)
+        confirm(args.tasks or 10, args.families.split(",") if args.families else None)
     else:
         variety(args.tasks or 200, _levels(args.levels or "2-5"))
 

@@ -125,6 +125,20 @@ def test_the_documented_tie_rules_are_kept_and_the_untied_instance_is_accepted()
     assert _reason("reductions", {"x": f32([[1.0, 3.0, 0.5], [2.5, -1.0, 2.0]])}) is None
 
 
+def test_an_index_that_is_exactly_zero_is_explained_not_refused():
+    fam = family.family_of("pytorch", "reductions")
+    inputs = {"x": f32([[3.5, 1.0, 0.5], [2.5, -1.0, 2.0]])}
+    task = materialise(fam.task("pt-test", inputs), "pytorch", "torch")
+    assert task.expected["rows"][0]["argmax"] == TensorValue("int64", (), (0,))
+    assert task.zero_reason == "the largest element is the first one: argmax is index 0"
+    assert fam.reject(task) is None and pytorch.check(task) == []
+    # a zero float is never excused by it
+    zeros = TensorValue("float32", (3,), (0.0,) * 3)
+    row = {**task.expected["rows"][0], "column_sums": zeros}
+    zero_float = dataclasses.replace(task, expected={"rows": [row]})
+    assert "exactly zero at rows[0]['column_sums']" in fam.reject(zero_float)
+
+
 def test_variety_at_level_2_inputs_of_200_indices_and_keys_of_25():
     """Cheap variety: the sampler's first draw for 200 indices (no torch), then 25 full keys."""
     for fam in pytorch.FAMILIES:

@@ -199,6 +199,7 @@ def pytorch_family(
     levels: str,
     refuse: Callable[[Inputs], str | None] | None = None,
     reject: Callable[[Task], str | None] | None = None,
+    zero_reason: Callable[[Inputs], str | None] | None = None,
     tags: tuple[str, ...] = (),
 ) -> Family:
     """A pytorch Family: one question template and answer form (functions of the inputs, so sizes
@@ -207,6 +208,8 @@ def pytorch_family(
     ``refuse(inputs)`` says why inputs must not be posed (a tie that makes an index ambiguous, an
     instance that no longer makes the task's point); it runs on the sampler's draw, before torch, and
     again on the built task. ``reject(task)`` does the same for reasons that need the key.
+    ``zero_reason(inputs)`` explains an index that is exactly 0 (computed exactly from the inputs),
+    so such an instance is posed instead of refused as an unexplained zero.
 
     Every instance carries its ``independent`` recomputation in ``meta``, so the domain check
     confirms a generated key exactly as it confirms a canonical one. Generated instances are also
@@ -217,7 +220,8 @@ def pytorch_family(
     def build(task_id: str, inputs: Inputs) -> TaskDef:
         return make_task(task_id, category, reference=reference, independent=independent, inputs=inputs,
                          question=question(inputs) if callable(question) else question,
-                         answer=answer(inputs) if callable(answer) else answer, tags=tags)
+                         answer=answer(inputs) if callable(answer) else answer, tags=tags,
+                         zero_reason=zero_reason(inputs) if zero_reason is not None else None)
 
     def sample_inputs(draw: Draw, level: int) -> Inputs:
         inputs = sample(draw, level)
@@ -234,8 +238,20 @@ def pytorch_family(
         if problem is None and reject is not None:
             problem = reject(task)
         zeros = zero_paths(task.expected)
+        if task.zero_reason is not None:  # it explains a zero index, never a zero float
+            zeros = [path for path in zeros if not _is_integer(_leaf(task.expected, path))]
         if problem is None and zeros:
             problem = f"the key is exactly zero at {render_path(zeros[0])}"
         return problem
 
     return Family(name=name, build=build, sample=sample_inputs, levels=levels, reject=reject_instance)
+
+
+def _leaf(value: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _is_integer(value: Any) -> bool:
+    return type(value) is int or (type(value) is TensorValue and dtype_family(value.dtype) == "int")

@@ -876,6 +876,13 @@ def _prediction_untied(inputs: Inputs) -> str | None:
     return None
 
 
+def _every_prediction_is_class_zero(inputs: Inputs) -> str | None:
+    _, logits = _cnn_logits(**inputs)
+    if all(row.index(max(row)) == 0 for row in logits):
+        return "every sample's largest logit is class 0: predicted is all zeros"
+    return None
+
+
 CONV_RELU_POOL_LINEAR = pytorch_family(
     "conv_relu_pool_linear",
     "nn_modules",
@@ -902,6 +909,7 @@ CONV_RELU_POOL_LINEAR = pytorch_family(
     "1..1+level//3 input and 2..1+level conv channels, even planes up to 2+2*((level+1)//2), "
     "1x1 or 3x3 kernels from level 4, 2..2+level//2 classes; tied top logits rejected",
     refuse=_prediction_untied,
+    zero_reason=_every_prediction_is_class_zero,
 )
 
 FAMILIES = (

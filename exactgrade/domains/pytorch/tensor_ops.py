@@ -441,6 +441,20 @@ def _argmax_unique(inputs: Inputs) -> str | None:
     return None
 
 
+def _argmax_is_zero(inputs: Inputs) -> str | None:
+    elements = _flat(inputs["x"])
+    if elements.index(max(elements)) == 0:
+        return "the largest element is the first one: argmax is index 0"
+    return None
+
+
+def _second_smallest_in_column_zero(inputs: Inputs) -> str | None:
+    for row in values(inputs["x"]):
+        if sorted(range(len(row)), key=lambda j: row[j])[1] == 0:
+            return "a row's second-smallest value is in column 0: its index is 0"
+    return None
+
+
 REDUCTIONS = pytorch_family(
     "reductions", "tensor_ops", reference=reductions, independent=_reductions,
     question="""For the matrix `x`, compute: `column_sums`, the sum of each column; `row_means`, the
@@ -452,6 +466,7 @@ REDUCTIONS = pytorch_family(
     levels="x of shape (2..2+level, 3..3+level) on the 1/4 grid within +-2*(1+level); ties of the "
            "maximum rejected",
     refuse=_argmax_unique,
+    zero_reason=_argmax_is_zero,
 )
 
 SPREAD_STATISTICS = pytorch_family(
@@ -592,6 +607,7 @@ TOP_AND_KTH = pytorch_family(
     sample=_sample_matrix((2, 0), (5, 4), -4, 6, 2),
     levels="x of shape (2..level, 5..4+level) on the 1/4 grid; rows with a repeated value rejected",
     refuse=_rows_without_ties,
+    zero_reason=_second_smallest_in_column_zero,
 )
 
 
