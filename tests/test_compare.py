@@ -327,7 +327,8 @@ def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None
     rollout.join()
     assert correct.ok, correct.reason
     assert not hostile[0].ok
-    assert "could not decide in time: the values agree to" in hostile[0].reason, hostile[0].reason
+    # sympy either runs out of time or gives up first (it may, on a fast or idle machine): both refuse
+    assert "could not decide" in hostile[0].reason and "agree to" in hostile[0].reason, hostile[0].reason
 
 
 # |a - 1| is exactly rtol: the interval test can never decide, whatever the precision, and a step
