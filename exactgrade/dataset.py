@@ -113,6 +113,31 @@ def jsonl_text(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...] = COL
                    for row in rows)
 
 
+def hub_header(pretty_name: str, features: Mapping[str, str], rows: int,
+               extra: Iterable[str] = ()) -> list[str]:
+    """The opening of a card's YAML header that the Hub reads: name, licence, the one train split
+    in train.jsonl and its features (column -> dtype)."""
+    return [
+        "---",
+        f"pretty_name: {json.dumps(pretty_name)}",
+        "license: apache-2.0",
+        "language:",
+        "- en",
+        *extra,
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        "    path: train.jsonl",
+        "dataset_info:",
+        "  features:",
+        *[line for c, dtype in features.items() for line in (f"  - name: {c}", f"    dtype: {dtype}")],
+        "  splits:",
+        "  - name: train",
+        f"    num_examples: {rows}",
+    ]
+
+
 def dataset_card(domain: str, tasks: list[Task], environment: Mapping[str, str]) -> str:
     """README.md for one domain's dataset: a YAML header the Hub reads, then the card text."""
     counts = Counter(t.category for t in tasks)
@@ -121,24 +146,8 @@ def dataset_card(domain: str, tasks: list[Task], environment: Mapping[str, str])
     kinds = list(dict.fromkeys(type(t.policy).__name__ for t in tasks))
     q = json.dumps  # a JSON string (ASCII) is a valid YAML double-quoted scalar
     header = [
-        "---",
-        f"pretty_name: {q(f'exactgrade {domain} tasks')}",
-        "license: apache-2.0",
-        "language:",
-        "- en",
-        "size_categories:",
-        "- n<1K",
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        "  - split: train",
-        "    path: train.jsonl",
-        "dataset_info:",
-        "  features:",
-        *[line for c in COLUMNS for line in (f"  - name: {c}", "    dtype: string")],
-        "  splits:",
-        "  - name: train",
-        f"    num_examples: {len(tasks)}",
+        *hub_header(f"exactgrade {domain} tasks", {c: "string" for c in COLUMNS}, len(tasks),
+                    ["size_categories:", "- n<1K"]),
         "exactgrade:",
         f"  domain: {domain}",
         f"  environment: {ENVIRONMENT_NAMES[domain]}",

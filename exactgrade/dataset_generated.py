@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from exactgrade.dataset import ENVIRONMENT_NAMES, GENERATED_COLUMNS, jsonl_text, task_row
+from exactgrade.dataset import ENVIRONMENT_NAMES, GENERATED_COLUMNS, hub_header, jsonl_text, task_row
 from exactgrade.task import Task
 
 
@@ -55,22 +55,8 @@ def generated_card(domain: str, tasks: list[Task], count: int, seed: int, levels
     families = Counter(t.family for t in tasks)
     stream = f"--generated {count} --seed {seed} --levels {level_text} --domain {domain}"
     header = [
-        "---",
-        f"pretty_name: {q(f'exactgrade {domain} generated tasks (seed {seed})')}",
-        "license: apache-2.0",
-        "language:",
-        "- en",
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        "  - split: train",
-        "    path: train.jsonl",
-        "dataset_info:",
-        "  features:",
-        *[line for c in GENERATED_COLUMNS for line in (f"  - name: {c}", f"    dtype: {_dtype(c)}")],
-        "  splits:",
-        "  - name: train",
-        f"    num_examples: {len(tasks)}",
+        *hub_header(f"exactgrade {domain} generated tasks (seed {seed})",
+                    {c: _dtype(c) for c in GENERATED_COLUMNS}, len(tasks)),
         "exactgrade:",
         f"  domain: {domain}",
         f"  environment: {ENVIRONMENT_NAMES[domain]}",
