@@ -207,7 +207,7 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
     run_dir = out_dir / env
     if run_dir.exists():
         shutil.rmtree(run_dir)  # this demo's own previous output for the same run
-    generated = getattr(args, "generated", None)
+    generated = args.generated
     limit = generated if generated is not None else args.limit
     expected = generated if generated is not None else _task_count(env, args.limit)
     extra = (("--env.taskset.source", "generated", "--env.taskset.seed", str(args.seed))

@@ -294,11 +294,6 @@ def _canonical_inputs(domain: str) -> frozenset[str]:
     return frozenset(_inputs_text(d.inputs) for d in domain_module(domain).TASKS)
 
 
-def levels_table(domain: str) -> list[tuple[str, str]]:
-    """(family, what its levels change) for the docs."""
-    return [(f.name, f.levels) for f in _family_table(domain).values()]
-
-
 def parse_levels(text: str) -> tuple[int, ...]:
     """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4): the levels of a command-line option."""
     low, high = LEVELS[0], LEVELS[-1]

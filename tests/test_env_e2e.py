@@ -16,7 +16,7 @@ from sandbox_leftovers import leftovers
 
 from exactgrade.demo import _verdicts, classify, read_traces, summarize, vf_eval_command
 from exactgrade.sandbox import backends
-from exactgrade.scripted.policies import adversarial_script
+from exactgrade.scripted.policies import adversarial_script, script_index
 from exactgrade.scripted.server import serve
 
 # (policy, env, task positions): reference and mutant on two tasks of every environment; the
@@ -86,7 +86,7 @@ def test_a_sandbox_the_model_killed_scores_zero_with_the_death_and_is_not_voided
         outputs: tuple[Path, dict]) -> None:
     """Trainers drop `ok: false` rollouts: a policy must not be able to void its own by crashing."""
     found = traces(outputs[0], "adversarial", "pytorch-env")
-    kinds = {adversarial_script("", int(t["task"]["data"]["id"].split("-")[1]), "", 0).kind: t for t in found}
+    kinds = {adversarial_script("", script_index(t["task"]["data"]["id"]), "", 0).kind: t for t in found}
     assert set(kinds) == {"crash", "correct_then_kill"}
     for kind, why in (("crash", "killed by SIGKILL"), ("correct_then_kill", "exit status 0")):
         trace = kinds[kind]

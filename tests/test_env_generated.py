@@ -16,7 +16,7 @@ import pytest
 from exactgrade import generate, get_task, wire
 from exactgrade.demo import read_traces, vf_eval_command
 from exactgrade.env.taskset import ExactgradeTasksetConfig
-from exactgrade.family import families
+from exactgrade.family import families, parse_generated_id
 from exactgrade.scripted.server import find_task, serve
 from scaling_env import ScalingTaskset
 
@@ -41,7 +41,7 @@ def test_the_generated_taskset_is_an_infinite_lazy_stream_without_keys():
 def test_a_filter_keeps_only_the_named_families():
     name = families("scaling")[-1]
     taskset = ScalingTaskset(ExactgradeTasksetConfig(source="generated", families=name, levels="5"))
-    assert {t.data.id.split("-")[1] for t in itertools.islice(iter(taskset), 4)} == {name}
+    assert {parse_generated_id(t.data.id)[1] for t in itertools.islice(iter(taskset), 4)} == {name}
 
 
 @pytest.mark.parametrize(("config", "message"), [
