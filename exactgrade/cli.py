@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. An OSError (an unwritable output path, a port in use) ends it with one
-    line on stderr and exit status 1: the arguments were checked, the machine said no."""
+    line on stderr and exit status 1: the arguments were checked, the machine said no. Ctrl-C
+    ends it with one line and status 130 (the shell's 128 + SIGINT) once the command's own
+    cleanup (context managers, child processes) has run."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {error.filename}" if error.filename is not None else ""
         print(f"{parser.prog} {args.command}: error: {error.strerror or error}{where}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{parser.prog} {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

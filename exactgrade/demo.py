@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS),
                         help="environments to run (default: all three)")
-    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
-                        help="scripted policies to play, in order (default: reference mutant adversarial)")
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=None,
+                        help="scripted policies to play, in order (default: reference mutant adversarial); "
+                             "not with --model")
     parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the first N tasks of each environment (a quick run)")
     parser.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
@@ -107,16 +108,12 @@ class RunResult:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = None
-    if (args.model is None) != (args.base_url is None):
-        problem = "--model and --base-url go together"
-    elif args.api_key_var is not None and args.model is None:
-        problem = "--api-key-var needs --model and --base-url (the scripted policies need no key)"
-    elif shutil.which("vf-eval") is None:
-        problem = "vf-eval is not on PATH (pip install verifiers)"
+    problem = _argument_problem(args)
     if problem is not None:
-        print(f"python -m exactgrade demo: error: {problem}", file=sys.stderr)
+        print(f"python -m exactgrade demo: error: {problem} (see --help)", file=sys.stderr)
         return 2
+    if args.policies is None:
+        args.policies = list(POLICIES)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         results = _run_all(args)
@@ -129,6 +126,28 @@ def run(args: argparse.Namespace) -> int:
     for line in verdicts:
         print(line)
     return 1 if any(line.startswith("FAIL") for line in verdicts) else 0
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """What argparse cannot check alone: options that go together, and repeated values."""
+    repeated = _repeated("--envs", args.envs) or _repeated("--policies", args.policies or [])
+    if repeated is not None:
+        return repeated
+    if (args.model is None) != (args.base_url is None):
+        return "--model and --base-url go together"
+    if args.model is not None and args.policies is not None:
+        return "--policies chooses scripted policies; with --model the model plays"
+    if args.api_key_var is not None and args.model is None:
+        return "--api-key-var needs --model and --base-url (the scripted policies need no key)"
+    if shutil.which("vf-eval") is None:
+        return "vf-eval is not on PATH (pip install verifiers)"
+    return None
+
+
+def _repeated(option: str, values: list[str]) -> str | None:
+    """A repeated value would run (and count) the same vf-eval twice."""
+    twice = sorted({v for v in values if values.count(v) > 1})
+    return f"{option} lists {', '.join(twice)} more than once" if twice else None
 
 
 def _run_all(args: argparse.Namespace) -> list[RunResult]:
@@ -221,12 +240,16 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, **extra_env})
         shown = -1
-        while proc.poll() is None:
-            done = _count_lines(run_dir / "traces.jsonl")
-            if sys.stderr.isatty() or done != shown:  # a log file gets one line per finished rollout
-                _progress(label, env, done, expected, started)
-                shown = done
-            time.sleep(0.5)
+        try:
+            while proc.poll() is None:
+                done = _count_lines(run_dir / "traces.jsonl")
+                if sys.stderr.isatty() or done != shown:  # a log file gets one line per finished rollout
+                    _progress(label, env, done, expected, started)
+                    shown = done
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise
     seconds = time.monotonic() - started
     done = _count_lines(run_dir / "traces.jsonl")
     _progress(label, env, done, expected, started, final=True)
@@ -235,6 +258,18 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
         raise RuntimeError(f"vf-eval {env} ({label}) exited {proc.returncode} with {done} traces; "
                            f"see {log_path}:\n{tail}")
     return summarize(label, env, run_dir, seconds)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ctrl-C reached vf-eval too (same process group): give it a moment to stop its tool
+    server, then make sure it is gone, so the demo never exits with a vf-eval still running."""
+    for signal_it in (lambda: None, proc.terminate, proc.kill):
+        signal_it()
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunResult:

@@ -4,9 +4,11 @@ stderr and a non-zero exit, never a traceback. Each row runs the real `python -m
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,6 +62,10 @@ BAD = [
     (["demo", "--model", "m"], ["--model and --base-url go together"], {}),
     (["demo", "--base-url", "http://127.0.0.1:1/v1"], ["--model and --base-url go together"], {}),
     (["demo", "--api-key-var", "HOME"], ["--api-key-var needs --model"], {}),
+    (["demo", "--envs", "scaling-env", "scaling-env"], ["--envs lists scaling-env more than once"], {}),
+    (["demo", "--policies", "mutant", "reference", "mutant"], ["--policies lists mutant more than once"], {}),
+    (["demo", "--model", "m", "--base-url", "http://127.0.0.1:1/v1", "--policies", "mutant"],
+     ["--policies chooses scripted policies", "with --model"], {}),
     (["demo", "--limit", "1"], ["vf-eval is not on PATH"], {"PATH": "/nonexistent"}),
     # policy-server
     (["policy-server", "--port", "70000"], ["argument --port", "0 to 65535", "'70000'"], {}),
@@ -175,3 +181,42 @@ def test_validators_refuse_with_a_value_error_naming_the_rule(check, text, messa
     with pytest.raises(ValueError, match=message) as caught:
         check(text)
     assert type(caught.value) is cli_args.ArgumentValueError
+
+
+def test_ctrl_c_ends_the_demo_with_one_line_and_nothing_left_running(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the whole foreground process group: the demo, its policy
+    server and vf-eval. The demo says so in one line, exits 130, and leaves no process behind."""
+    def terminal_defaults() -> None:  # a test runner may ignore SIGINT; a terminal does not
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    command = [sys.executable, "-m", "exactgrade", "demo", "--envs", "scaling-env", "--limit", "1",
+               "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=terminal_defaults)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # the policy server is up: the demo is inside its run
+    assert first.startswith("policy server (reference"), first
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "python -m exactgrade demo: interrupted", err
+    deadline = time.monotonic() + 10  # children still exiting are reaped by init
+    while time.monotonic() < deadline and _alive_in_group(proc.pid):
+        time.sleep(0.2)
+    assert not _alive_in_group(proc.pid)
+
+
+def _alive_in_group(pgid: int) -> list[str]:
+    """Processes (zombies excluded) still in process group `pgid`."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(entry.name)
+    return alive
