@@ -409,22 +409,26 @@ def _chart(path: Path, label: str, runs: list[RunResult]) -> None:
 
 
 def chart_figure(label: str, runs: list[RunResult]) -> Figure:
-    """Stacked bars per environment/category: passed, then flagged harness failures; the rest
-    of each bar's height is wrong answers. The legend sits below the axes, so it hides no bar."""
+    """Stacked bars per environment/category: passed, flagged harness failures, wrong answers
+    (scored 0), so a mutant run shows full red bars, not empty ones. The legend sits below the
+    axes, so it hides no bar."""
     from matplotlib.figure import Figure
 
     names = [f"{r.env.removesuffix('-env')}/{c}" for r in runs for c in sorted(r.by_category)]
     tallies = [r.by_category[c] for r in runs for c in sorted(r.by_category)]
     passed = [t.passed / t.rollouts for t in tallies]
+    flagged = [t.flagged / t.rollouts for t in tallies]
+    wrong = [t.wrong / t.rollouts for t in tallies]
     fig = Figure(figsize=(max(6.0, 0.45 * len(names) + 2), 4.5), layout="constrained")
     ax = fig.subplots()
     ax.bar(names, passed, color="tab:green", label="passed")
-    ax.bar(names, [t.flagged / t.rollouts for t in tallies], bottom=passed, color="tab:orange",
-           label="harness failure (flagged)")
+    ax.bar(names, flagged, bottom=passed, color="tab:orange", label="harness failure (flagged)")
+    ax.bar(names, wrong, bottom=[p + f for p, f in zip(passed, flagged, strict=True)], color="tab:red",
+           label="wrong (scored 0)")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("fraction of rollouts")
     ax.set_title(f"{label}: pass rate per category")
     for tick in ax.get_xticklabels():
         tick.set(rotation=60, horizontalalignment="right", rotation_mode="anchor")
-    fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig

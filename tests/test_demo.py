@@ -45,3 +45,22 @@ def test_the_legend_covers_no_bar_and_no_label(runs: list[RunResult], shows: str
         extent = artist.get_window_extent(renderer)
         assert inside.contains(extent.x0, extent.y0) and inside.contains(extent.x1, extent.y1), \
             f"{artist} is cut off"
+
+
+SEGMENTS = [
+    # (tally, heights of the passed / flagged / wrong segments)
+    (Tally(rollouts=4, passed=4), (1.0, 0.0, 0.0)),
+    (Tally(rollouts=4, wrong=4), (0.0, 0.0, 1.0)),
+    (Tally(rollouts=4, passed=1, flagged=1, wrong=2), (0.25, 0.25, 0.5)),
+]
+
+
+@pytest.mark.parametrize(("tally", "heights"), SEGMENTS)
+def test_every_bar_shows_passed_flagged_and_wrong_stacked_to_the_whole(tally: Tally, heights) -> None:
+    """A mutant run (every answer wrong) must show full red bars, not empty axes."""
+    (ax,) = chart_figure("mutant", [_run("scaling-env", {"roofline": tally})]).axes
+    segments = {container.get_label(): container.patches[0] for container in ax.containers}
+    assert list(segments) == ["passed", "harness failure (flagged)", "wrong (scored 0)"]
+    assert tuple(bar.get_height() for bar in segments.values()) == heights
+    assert segments["wrong (scored 0)"].get_y() == heights[0] + heights[1]
+    assert sum(heights) == 1.0
