@@ -216,6 +216,8 @@ def real_value(expr: Any) -> str:
     """The exact real value of expr (no rounding), to 4 digits, for an argument's text."""
     import mpmath
 
+    operations = {"sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+                  "neg": lambda a: -a, "max": lambda *xs: max(xs), "exp": mpmath.exp, "log": mpmath.log}
     with mpmath.workdps(40):
         def evaluate(node: Any) -> Any:
             if not isinstance(node, dict):
@@ -227,9 +229,6 @@ def real_value(expr: Any) -> str:
             values = [evaluate(a) for a in args]
             if name in ("sum", "add"):
                 return mpmath.fsum(values)
-            operations = {"sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
-                          "neg": lambda a: -a, "max": lambda *xs: max(xs), "exp": mpmath.exp,
-                          "log": mpmath.log}
             return operations[name](*values)
 
         try:

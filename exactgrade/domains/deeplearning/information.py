@@ -255,14 +255,13 @@ def sample_divergence(draw: Draw, level: int) -> dict:
 
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
     """q is either a reordering of p (same entropy: the asymmetry is all in the cross terms) or
-    an independent distribution; a symmetric q is redrawn. At least 4 outcomes: every pair of
+    an independent distribution; a symmetric pair is redrawn. At least 4 outcomes: every pair of
     dyadic distributions over 3 outcomes (orderings of 1/2, 1/4, 1/4) is symmetric."""
     widest = MAX_OUTCOMES[level] + (2 if level >= 2 else 0)
-    outcomes = draw.integer(max(4, widest - 4), widest)
-    p = dyadic_distribution(draw, outcomes)
-    reorder = draw.chance(1, 3)
-    for _ in range(8):  # a symmetric q is drawn again for the same p
-        q = draw.shuffled(p) if reorder else dyadic_distribution(draw, outcomes)
+    for _ in range(8):  # a symmetric pair is drawn again (all of it, as a fresh attempt would)
+        outcomes = draw.integer(max(4, widest - 4), widest)
+        p = dyadic_distribution(draw, outcomes)
+        q = draw.shuffled(p) if draw.chance(1, 3) else dyadic_distribution(draw, outcomes)
         if _asymmetric(p, q):
             break
     else:

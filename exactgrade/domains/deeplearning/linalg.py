@@ -1,9 +1,12 @@
 """Linear-algebra tasks (dl-024..dl-029): exact rational matrices, least squares, rank,
 projections, and eigenvalues of small symmetric matrices (exact, possibly irrational).
 
-References use sympy.Matrix over the rationals (the sandbox has sympy); rational results are
-returned as Fractions, irrational eigenvalues as exact sympy expressions. verify recomputes the
-rational results independently with exactgrade.rational.matrix.
+References use sympy over the rationals (the sandbox has sympy): exact linear algebra with
+sympy's DomainMatrix over QQ, eigenvalues as the roots of the factored characteristic
+polynomial (the 2x2 PCA covariance by the closed form); rational results are returned as
+Fractions, irrational eigenvalues as exact sympy expressions. verify recomputes the rational
+results independently with exactgrade.rational.matrix (Fraction Gauss-Jordan), and checks the
+eigenvalues against the trace and the determinant.
 
 Families, one per reference: inverse, least_squares, rank, projection, eigenvalues, pca.
 Matrices are built with the property the task needs instead of being drawn and tested:
@@ -131,9 +134,10 @@ def eigenvalue_rows(matrices):
     def eigenvalues(matrix):
         """Roots of the characteristic polynomial's factors over Q, each as often as its
         multiplicity: linear and quadratic factors by formula, any other by sympy.roots."""
-        x = sympy.Symbol("x")
+        over_q = matrix.to_DM().to_field()
+        coefficients = [over_q.domain.to_sympy(c) for c in over_q.charpoly()]  # leading first
         values = []
-        for factor, count in matrix.charpoly(x).factor_list()[1]:
+        for factor, count in sympy.Poly(coefficients, sympy.Symbol("x"), domain=sympy.QQ).factor_list()[1]:
             coefficients = factor.all_coeffs()
             if len(coefficients) == 2:
                 roots = [-coefficients[1] / coefficients[0]]
@@ -164,23 +168,15 @@ def pca_rows(points):
     def fraction(x):
         return Fraction(int(x.p), int(x.q))
 
-    data = sympy.Matrix([[exact(x) for x in p] for p in points])
-    n = data.rows
-    mean = sympy.Matrix([[sum(data.col(j)) / n for j in range(data.cols)]])
-    centred = data - sympy.ones(n, 1) * mean
-    covariance = centred.T * centred / n
-    x = sympy.Symbol("x")
-    eigenvalues = []  # roots of the characteristic polynomial's factors over Q, with multiplicity
-    for factor, count in covariance.charpoly(x).factor_list()[1]:
-        coefficients = factor.all_coeffs()
-        if len(coefficients) == 2:
-            roots = [-coefficients[1] / coefficients[0]]
-        else:
-            a, b, c = coefficients
-            root = sympy.sqrt(b * b - 4 * a * c)
-            roots = [(-b - root) / (2 * a), (-b + root) / (2 * a)]
-        eigenvalues += roots * count
-    eigenvalues.sort(key=lambda value: sympy.N(value, 50))
+    data = sympy.Matrix([[exact(x) for x in p] for p in points]).to_DM().to_field()  # over Q
+    n = data.shape[0]
+    ones = sympy.Matrix.ones(1, n).to_DM().to_field()
+    mean = ones * data / n
+    centred = data - ones.transpose() * mean
+    covariance = (centred.transpose() * centred / n).to_Matrix()
+    (sxx, sxy), (_, syy) = covariance.tolist()
+    root = sympy.sqrt((sxx - syy) ** 2 + 4 * sxy**2)  # the 2x2 eigenvalues are (trace -+ root) / 2
+    eigenvalues = [(sxx + syy - root) / 2, (sxx + syy + root) / 2]
     ratio = sympy.radsimp(eigenvalues[-1] / covariance.trace())
     return {"rows": [{
         "covariance": [[fraction(x) for x in covariance.row(i)] for i in range(covariance.rows)],
@@ -258,13 +254,17 @@ def _small(draw: Draw, nonzero: bool = False) -> F:
 def _matmul(a, b) -> list[list[F]]:
     """a @ b exactly, as exactgrade.rational.matmul, but in integers over one common denominator
     per factor (a sampler multiplies many small matrices; Fraction sums cost a gcd per term)."""
-    da = lcm(*(F(x).denominator for row in a for x in row))
-    db = lcm(*(F(x).denominator for row in b for x in row))
-    ia = [[int(F(x) * da) for x in row] for row in a]
-    ib = [[int(F(x) * db) for x in row] for row in b]
+    (ia, da), (ib, db) = _scaled(a), _scaled(b)
     columns = list(zip(*ib, strict=True))
     return [[F(sum(x * y for x, y in zip(row, column, strict=True)), da * db) for column in columns]
             for row in ia]
+
+
+def _scaled(matrix) -> tuple[list[list[int]], int]:
+    """(integer matrix, d) with matrix = integer matrix / d."""
+    entries = [[x if type(x) is F else F(x) for x in row] for row in matrix]
+    d = lcm(*(x.denominator for row in entries for x in row))
+    return [[x.numerator * (d // x.denominator) for x in row] for row in entries], d
 
 
 def _plain(matrix):
