@@ -234,3 +234,85 @@ def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
     p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
     with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):
         KL_ASYMMETRY.task("dl-x", {"pairs": [{"p": p, "q": p[::-1]}, {"p": p[::-1], "q": p}], "unit": "bits"})
+
+
+# ------------------------------------------------------------------ the fast paths agree with the slow ones
+
+
+@pytest.mark.parametrize(("value", "is_zero"), [
+    (sympy.sqrt(2) - 1, False),
+    (7 * sympy.log(2) / 4, False),
+    (sympy.Integer(2) ** sympy.Rational(7, 3), False),
+    (sympy.Rational(3, 2) - sympy.sqrt(5) / 2, False),
+    (sympy.Integer(0), True),
+    # zero, but not written as 0: evalf cannot settle it, so sympy's is_zero decides (as in verify)
+    (sympy.sqrt(5 + 2 * sympy.sqrt(6)) - sympy.sqrt(2) - sympy.sqrt(3), True),
+    (sympy.cos(sympy.pi / 5) - (1 + sympy.sqrt(5)) / 4, True),
+])
+def test_the_declared_zero_rule_finds_the_zeros_verify_finds(value, is_zero):
+    from exactgrade.domains.deeplearning._family import _has_zero
+    from exactgrade.verify import zero_paths
+
+    key = {"rows": [{"a": F(1, 2), "b": value}]}
+    assert _has_zero(key) is is_zero
+    assert bool(zero_paths(key)) is is_zero
+
+
+def test_the_kl_asymmetry_prescreen_agrees_with_exact_kl():
+    from exactgrade.domains.deeplearning.information import _asymmetric, dyadic_distribution
+    from exactgrade.family import Draw
+    from exactgrade.rational import kl_bits
+
+    pairs = []
+    for i in range(300):
+        draw = Draw(f"kl-prescreen-{i}")
+        n = draw.integer(2, 10)
+        pairs.append((dyadic_distribution(draw, n), dyadic_distribution(draw, n)))
+    verdicts = [(_asymmetric(p, q), kl_bits(p, q) != kl_bits(q, p)) for p, q in pairs]
+    assert all(fast == exact for fast, exact in verdicts)
+    assert {fast for fast, _ in verdicts} == {True, False}  # both kinds occur
+
+
+def test_sampler_matrix_products_equal_exactgrade_rational():
+    from exactgrade.domains.deeplearning.linalg import _matmul
+    from exactgrade.family import Draw
+    from exactgrade.rational import matmul
+
+    for i in range(100):
+        draw = Draw(f"matmul-{i}")
+        m, k, n = draw.integer(1, 4), draw.integer(1, 4), draw.integer(1, 4)
+        a = [[draw.dyadic(-3, 3, draw.integer(0, 3)) / draw.integer(1, 7) for _ in range(k)]
+             for _ in range(m)]
+        b = [[draw.integer(-3, 3) for _ in range(n)] for _ in range(k)]
+        assert _matmul(a, b) == [list(row) for row in matmul(a, b)]
+
+
+@pytest.mark.parametrize(("q", "square"), [(F(0), True), (F(9, 4), True), (F(2), False), (F(1, 2), False),
+                                           (F(-4), False), (F(49, 36), True), (F(12, 3), True)])
+def test_rational_squares(q, square):
+    from exactgrade.domains.deeplearning.linalg import is_rational_square
+
+    assert is_rational_square(q) is square
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_linalg_samplers_build_the_property_instead_of_rejecting_it(level):
+    """Sampled inputs already have what the key rules demand: non-singular symmetric matrices
+    with an irrational eigenvalue, projections and residuals without a zero coordinate."""
+    from exactgrade.domains.deeplearning.linalg import sample_eigenvalues, sample_projection
+    from exactgrade.family import Draw, Reject
+    from exactgrade.rational import determinant, matmul, matvec, solve, transpose
+
+    for i in range(6):
+        try:
+            matrices = sample_eigenvalues(Draw(f"eig-{level}-{i}"), level)["matrices"]
+        except Reject:
+            continue
+        for m in matrices:
+            assert determinant(m) != 0
+            assert not all(v.is_rational for v in sympy.Matrix(m).eigenvals())
+        projection = sample_projection(Draw(f"proj-{level}-{i}"), level)
+        a = projection["A"]
+        for v in projection["vectors"]:
+            projected = matvec(a, solve(matmul(transpose(a), a), matvec(transpose(a), v)))
+            assert all(p != 0 and p != x for p, x in zip(projected, v, strict=True))

@@ -64,14 +64,32 @@ def _nodes_over(expr: Any, limit: int) -> bool:
 
 
 def zero_problem(task: Task) -> str | None:
-    from exactgrade.verify import zero_paths
-
-    zeros = zero_paths(task.expected)
+    zeros = _has_zero(task.expected)
     if zeros and not task.zero_reason:
         return "an exact zero in the key that the builder did not declare"
     if task.zero_reason and not zeros:
         return "a zero_reason but no zero in the key"
     return None
+
+
+def _has_zero(expected: Any) -> bool:
+    """Whether verify's zero_paths finds a zero in the key, answered faster: an irrational sympy
+    leaf that evaluates (strict evalf: every digit certain) to a non-zero number cannot be
+    exactly zero, so only the leaves evalf cannot settle ask sympy's costlier ``is_zero``."""
+    import sympy
+
+    from exactgrade.verify import iter_leaves, zero_paths
+
+    undecided = []
+    for _, leaf in iter_leaves(expected):
+        if isinstance(leaf, sympy.Basic) and not leaf.is_Rational and leaf.is_number:
+            try:
+                if leaf.evalf(15, strict=True) != 0:
+                    continue
+            except (sympy.core.evalf.PrecisionExhausted, ValueError, TypeError):
+                pass
+        undecided.append(leaf)
+    return bool(zero_paths(undecided))
 
 
 def nonzero_dyadic(draw: Draw, low: Fraction | int, high: Fraction | int, bits: int) -> Fraction:

@@ -76,14 +76,15 @@ def stable_outcome(expr: Any, fmt: str) -> str | None:
     import struct
 
     code = {"float16": "e", "float32": "f", "float64": None}[fmt]
+    packer = struct.Struct(code) if code is not None else None
     delta = TRANSCENDENTAL_ULPS * 2.0 ** -PRECISION[fmt]
     nan = "nan"
 
     def rnd(x: float) -> float:
-        if code is None or math.isnan(x) or math.isinf(x):
+        if packer is None or math.isnan(x) or math.isinf(x):
             return x
         try:
-            return struct.unpack(code, struct.pack(code, x))[0]
+            return packer.unpack(packer.pack(x))[0]
         except OverflowError:
             return math.copysign(math.inf, x)
 
@@ -117,6 +118,8 @@ def stable_outcome(expr: Any, fmt: str) -> str | None:
     def mul(a: Any, b: Any) -> Any:
         if a == nan or b == nan:
             return nan
+        if a[0] > 0 and b[0] > 0:  # rounding is monotonic: the corners' extremes, without the rest
+            return rnd(a[0] * b[0]), rnd(a[1] * b[1])
         if (has_zero(a) and has_inf(b)) or (has_inf(a) and has_zero(b)):
             if degenerate(a, b):
                 return nan
@@ -213,6 +216,8 @@ def real_value(expr: Any) -> str:
     """The exact real value of expr (no rounding), to 4 digits, for an argument's text."""
     import mpmath
 
+    operations = {"sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+                  "neg": lambda a: -a, "max": lambda *xs: max(xs), "exp": mpmath.exp, "log": mpmath.log}
     with mpmath.workdps(40):
         def evaluate(node: Any) -> Any:
             if not isinstance(node, dict):
@@ -224,9 +229,6 @@ def real_value(expr: Any) -> str:
             values = [evaluate(a) for a in args]
             if name in ("sum", "add"):
                 return mpmath.fsum(values)
-            operations = {"sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
-                          "neg": lambda a: -a, "max": lambda *xs: max(xs), "exp": mpmath.exp,
-                          "log": mpmath.log}
             return operations[name](*values)
 
         try:

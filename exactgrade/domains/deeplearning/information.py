@@ -236,11 +236,18 @@ def sample_entropy(draw: Draw, level: int) -> dict:
 
 
 def _pair(draw: Draw, outcomes: int) -> dict:
-    return {"p": dyadic_distribution(draw, outcomes), "q": dyadic_distribution(draw, outcomes)}
+    """p and q != p (q = p makes D(p || q) an undeclared zero in the key: q is drawn again)."""
+    p = dyadic_distribution(draw, outcomes)
+    for _ in range(16):
+        q = dyadic_distribution(draw, outcomes)
+        if q != p:
+            return {"p": p, "q": q}
+    raise Reject("drew only q = p")
 
 
 def sample_divergence(draw: Draw, level: int) -> dict:
-    pairs = [_pair(draw, _support(draw, level)) for _ in range(1 + level)]
+    """At least 3 outcomes: over 2 the only dyadic distribution is (1/2, 1/2), so q = p."""
+    pairs = [_pair(draw, _support(draw, level, low=3)) for _ in range(1 + level)]
     if level == 5:
         pairs[0] = _pair(draw, MAX_OUTCOMES[5])
     return {"pairs": pairs, "unit": _unit(draw)}
@@ -248,14 +255,29 @@ def sample_divergence(draw: Draw, level: int) -> dict:
 
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
     """q is either a reordering of p (same entropy: the asymmetry is all in the cross terms) or
-    an independent distribution; a symmetric pair is redrawn."""
+    an independent distribution; a symmetric pair is redrawn. At least 4 outcomes: every pair of
+    dyadic distributions over 3 outcomes (orderings of 1/2, 1/4, 1/4) is symmetric."""
     widest = MAX_OUTCOMES[level] + (2 if level >= 2 else 0)
-    outcomes = draw.integer(max(3, widest - 4), widest)
-    p = dyadic_distribution(draw, outcomes)
-    q = draw.shuffled(p) if draw.chance(1, 3) else dyadic_distribution(draw, outcomes)
-    if kl_bits(p, q) == kl_bits(q, p):
+    for _ in range(8):  # a symmetric pair is drawn again (all of it, as a fresh attempt would)
+        outcomes = draw.integer(max(4, widest - 4), widest)
+        p = dyadic_distribution(draw, outcomes)
+        q = draw.shuffled(p) if draw.chance(1, 3) else dyadic_distribution(draw, outcomes)
+        if _asymmetric(p, q):
+            break
+    else:
         raise Reject("D(p || q) = D(q || p): not an asymmetric pair")
     return {"pairs": [{"p": p, "q": q}, {"p": q, "q": p}], "unit": "bits" if level == 1 else _unit(draw)}
+
+
+def _asymmetric(p: list[F], q: list[F]) -> bool:
+    """D(p || q) != D(q || p) for dyadic p and q with no zero, in integers: the difference is
+    sum_i (p_i + q_i) (log2 p_i - log2 q_i), and with p_i = 2**-a_i, q_i = 2**-b_i, scaled by
+    2**k for a k above every exponent, it is sum_i (2**(k - a_i) + 2**(k - b_i)) (b_i - a_i).
+    (A cheap pre-screen; the builder confirms with exactgrade.rational.kl_bits.)"""
+    a = [x.denominator.bit_length() - 1 for x in p]
+    b = [x.denominator.bit_length() - 1 for x in q]
+    k = max(a + b)
+    return sum(((1 << (k - ai)) + (1 << (k - bi))) * (bi - ai) for ai, bi in zip(a, b, strict=True)) != 0
 
 
 JOINT_OUTCOMES = {1: 6, 2: 14, 3: 16, 4: 18, 5: 20}
@@ -389,7 +411,7 @@ def build_classification(task_id, inputs):
 ENTROPY = dl_family("entropy", build_entropy, sample_entropy,
                     "2+level distributions of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
 DIVERGENCE = dl_family("divergence", build_divergence, sample_divergence,
-                       "1+level (p, q) pairs of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
+                       "1+level (p, q) pairs of 3..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
 KL_ASYMMETRY = dl_family("kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
                          "one asymmetric pair and its reverse, support up to 6/10/12/14/18; q a reordering "
                          "of p or independent; nats from level 2")

@@ -1,9 +1,12 @@
 """Linear-algebra tasks (dl-024..dl-029): exact rational matrices, least squares, rank,
 projections, and eigenvalues of small symmetric matrices (exact, possibly irrational).
 
-References use sympy.Matrix over the rationals (the sandbox has sympy); rational results are
-returned as Fractions, irrational eigenvalues as exact sympy expressions. verify recomputes the
-rational results independently with exactgrade.rational.matrix.
+References use sympy over the rationals (the sandbox has sympy): exact linear algebra with
+sympy's DomainMatrix over QQ, eigenvalues as the roots of the factored characteristic
+polynomial (the 2x2 PCA covariance by the closed form); rational results are returned as
+Fractions, irrational eigenvalues as exact sympy expressions. verify recomputes the rational
+results independently with exactgrade.rational.matrix (Fraction Gauss-Jordan), and checks the
+eigenvalues against the trace and the determinant.
 
 Families, one per reference: inverse, least_squares, rank, projection, eigenvalues, pca.
 Matrices are built with the property the task needs instead of being drawn and tested:
@@ -20,6 +23,7 @@ cubic.
 from __future__ import annotations
 
 from fractions import Fraction as F
+from math import isqrt, lcm
 
 from exactgrade import rational
 from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic
@@ -53,9 +57,9 @@ def inverse_rows(matrices):
 
     rows = []
     for rows_of_a in matrices:
-        a = sympy.Matrix([[exact(x) for x in row] for row in rows_of_a])
-        inverse = a.inv()
-        rows.append({"det": fraction(a.det()),
+        a = sympy.Matrix([[exact(x) for x in row] for row in rows_of_a]).to_DM().to_field()  # over Q
+        inverse = a.inv().to_Matrix()
+        rows.append({"det": fraction(a.domain.to_sympy(a.det())),
                      "inverse": [[fraction(x) for x in inverse.row(i)] for i in range(inverse.rows)]})
     return {"rows": rows}
 
@@ -72,11 +76,13 @@ def least_squares_rows(X, y):
     def fraction(x):
         return Fraction(int(x.p), int(x.q))
 
-    x = sympy.Matrix([[exact(v) for v in row] for row in X])
-    target = sympy.Matrix([exact(v) for v in y])
-    w = (x.T * x).solve(x.T * target)
+    x = sympy.Matrix([[exact(v) for v in row] for row in X]).to_DM().to_field()  # over Q
+    target = sympy.Matrix([exact(v) for v in y]).to_DM().to_field()
+    xt = x.transpose()
+    w = (xt * x).lu_solve(xt * target)
     residual = target - x * w
-    return {"rows": [{"w": [fraction(v) for v in w], "rss": fraction((residual.T * residual)[0, 0])}]}
+    rss = (residual.transpose() * residual).to_Matrix()[0, 0]
+    return {"rows": [{"w": [fraction(v) for v in w.to_Matrix()], "rss": fraction(rss)}]}
 
 
 def rank_rows(matrices):
@@ -88,7 +94,7 @@ def rank_rows(matrices):
         q = Fraction(q)
         return sympy.Rational(q.numerator, q.denominator)
 
-    return {"rows": [{"rank": int(sympy.Matrix([[exact(x) for x in row] for row in m]).rank())}
+    return {"rows": [{"rank": int(sympy.Matrix([[exact(x) for x in row] for row in m]).to_DM().rank())}
                      for m in matrices]}
 
 
@@ -104,8 +110,9 @@ def projection_rows(A, vectors):
     def fraction(x):
         return Fraction(int(x.p), int(x.q))
 
-    a = sympy.Matrix([[exact(x) for x in row] for row in A])
-    p = a * (a.T * a).inv() * a.T
+    a = sympy.Matrix([[exact(x) for x in row] for row in A]).to_DM().to_field()  # over Q
+    at = a.transpose()
+    p = (a * (at * a).inv() * at).to_Matrix()
     rows = []
     for v in vectors:
         vector = sympy.Matrix([exact(x) for x in v])
@@ -124,11 +131,28 @@ def eigenvalue_rows(matrices):
         q = Fraction(q)
         return sympy.Rational(q.numerator, q.denominator)
 
+    def eigenvalues(matrix):
+        """Roots of the characteristic polynomial's factors over Q, each as often as its
+        multiplicity: linear and quadratic factors by formula, any other by sympy.roots."""
+        over_q = matrix.to_DM().to_field()
+        coefficients = [over_q.domain.to_sympy(c) for c in over_q.charpoly()]  # leading first
+        values = []
+        for factor, count in sympy.Poly(coefficients, sympy.Symbol("x"), domain=sympy.QQ).factor_list()[1]:
+            coefficients = factor.all_coeffs()
+            if len(coefficients) == 2:
+                roots = [-coefficients[1] / coefficients[0]]
+            elif len(coefficients) == 3:
+                a, b, c = coefficients
+                root = sympy.sqrt(b * b - 4 * a * c)
+                roots = [(-b - root) / (2 * a), (-b + root) / (2 * a)]
+            else:
+                roots = [sympy.radsimp(r) for r, k in sympy.roots(factor).items() for _ in range(k)]
+            values += roots * count
+        return sorted(values, key=lambda value: sympy.N(value, 50))
+
     rows = []
     for m in matrices:
-        values = sympy.Matrix([[exact(x) for x in row] for row in m]).eigenvals()
-        listed = [sympy.radsimp(value) for value, count in values.items() for _ in range(count)]
-        rows.append({"eigenvalues": sorted(listed, key=lambda value: sympy.N(value, 50))})
+        rows.append({"eigenvalues": eigenvalues(sympy.Matrix([[exact(x) for x in row] for row in m]))})
     return {"rows": rows}
 
 
@@ -144,14 +168,15 @@ def pca_rows(points):
     def fraction(x):
         return Fraction(int(x.p), int(x.q))
 
-    data = sympy.Matrix([[exact(x) for x in p] for p in points])
-    n = data.rows
-    mean = sympy.Matrix([[sum(data.col(j)) / n for j in range(data.cols)]])
-    centred = data - sympy.ones(n, 1) * mean
-    covariance = centred.T * centred / n
-    values = covariance.eigenvals()
-    eigenvalues = sorted((sympy.radsimp(v) for v, count in values.items() for _ in range(count)),
-                         key=lambda value: sympy.N(value, 50))
+    data = sympy.Matrix([[exact(x) for x in p] for p in points]).to_DM().to_field()  # over Q
+    n = data.shape[0]
+    ones = sympy.Matrix.ones(1, n).to_DM().to_field()
+    mean = ones * data / n
+    centred = data - ones.transpose() * mean
+    covariance = (centred.transpose() * centred / n).to_Matrix()
+    (sxx, sxy), (_, syy) = covariance.tolist()
+    root = sympy.sqrt((sxx - syy) ** 2 + 4 * sxy**2)  # the 2x2 eigenvalues are (trace -+ root) / 2
+    eigenvalues = [(sxx + syy - root) / 2, (sxx + syy + root) / 2]
     ratio = sympy.radsimp(eigenvalues[-1] / covariance.trace())
     return {"rows": [{
         "covariance": [[fraction(x) for x in covariance.row(i)] for i in range(covariance.rows)],
@@ -226,6 +251,22 @@ def _small(draw: Draw, nonzero: bool = False) -> F:
     return nonzero_dyadic(draw, -2, 2, 1) if nonzero else draw.dyadic(-2, 2, 1)
 
 
+def _matmul(a, b) -> list[list[F]]:
+    """a @ b exactly, as exactgrade.rational.matmul, but in integers over one common denominator
+    per factor (a sampler multiplies many small matrices; Fraction sums cost a gcd per term)."""
+    (ia, da), (ib, db) = _scaled(a), _scaled(b)
+    columns = list(zip(*ib, strict=True))
+    return [[F(sum(x * y for x, y in zip(row, column, strict=True)), da * db) for column in columns]
+            for row in ia]
+
+
+def _scaled(matrix) -> tuple[list[list[int]], int]:
+    """(integer matrix, d) with matrix = integer matrix / d."""
+    entries = [[x if type(x) is F else F(x) for x in row] for row in matrix]
+    d = lcm(*(x.denominator for row in entries for x in row))
+    return [[x.numerator * (d // x.denominator) for x in row] for row in entries], d
+
+
 def _plain(matrix):
     return [[as_int(F(x)) for x in row] for row in matrix]
 
@@ -234,7 +275,7 @@ def invertible_matrix(draw: Draw, n: int) -> list[list]:
     """P L U: unit lower-triangular L, upper-triangular U with a non-zero diagonal, rows permuted."""
     lower = [[F(int(i == j)) if j >= i else _small(draw, nonzero=True) for j in range(n)] for i in range(n)]
     upper = [[_small(draw, nonzero=True) if j >= i else F(0) for j in range(n)] for i in range(n)]
-    product = rational.matmul(lower, upper)
+    product = _matmul(lower, upper)
     return _plain([product[i] for i in draw.shuffled(range(n))])
 
 
@@ -243,38 +284,61 @@ def full_column_rank(draw: Draw, m: int, k: int) -> list[list]:
     stacked = [[F(int(i == j)) for j in range(k)] for i in range(k)]
     stacked += [[_small(draw) for _ in range(k)] for _ in range(m - k)]
     stacked = [stacked[i] for i in draw.shuffled(range(m))]
-    return _plain(rational.matmul(stacked, invertible_matrix(draw, k)))
+    return _plain(_matmul(stacked, invertible_matrix(draw, k)))
 
 
 def rank_matrix(draw: Draw, m: int, n: int, r: int) -> list[list]:
     """B @ A with B (m x r) of full column rank and A (r x n) of full row rank: rank exactly r."""
     left = full_column_rank(draw, m, r)
     right = rational.transpose(full_column_rank(draw, n, r))
-    return _plain(rational.matmul(left, right))
+    return _plain(_matmul(left, right))
 
 
 def householder(draw: Draw, n: int) -> list[list[F]]:
-    v = [draw.integer(-2, 2) for _ in range(n)]
-    norm = sum(x * x for x in v)
-    if norm == 0:
-        raise Reject("a zero Householder vector")
-    return [[F(int(i == j)) - F(2 * v[i] * v[j], norm) for j in range(n)] for i in range(n)]
+    """I - 2 v v^T / (v^T v) for a non-zero integer v (a zero v is drawn again)."""
+    for _ in range(64):
+        v = [draw.integer(-2, 2) for _ in range(n)]
+        norm = sum(x * x for x in v)
+        if norm != 0:
+            return [[F(int(i == j)) - F(2 * v[i] * v[j], norm) for j in range(n)] for i in range(n)]
+    raise Reject("drew only zero Householder vectors")
+
+
+def is_rational_square(q: F) -> bool:
+    """q >= 0 is the square of a rational (numerator and denominator are perfect squares)."""
+    return q >= 0 and isqrt(q.numerator) ** 2 == q.numerator and isqrt(q.denominator) ** 2 == q.denominator
+
+
+def _block(draw: Draw) -> tuple[F, F, F]:
+    """(a, c, b) of a block [[a, b], [b, c]] with b != 0 and no zero eigenvalue (a c != b**2: a
+    zero eigenvalue would be an undeclared zero in the key; such blocks are drawn again)."""
+    for _ in range(64):
+        a, c, b = F(draw.integer(-3, 4)), F(draw.integer(-3, 4)), F(draw.choice((-2, -1, 1, 2, F(1, 2))))
+        if a * c != b * b:
+            return a, c, b
+    raise Reject("drew only singular blocks")
 
 
 def symmetric_with_radical_eigenvalues(draw: Draw, n: int) -> list[list]:
-    """H D H^T, D = blocks [[a, b], [b, d]] (b != 0) and 1x1 entries, H a Householder reflection."""
+    """H D H^T, D = blocks [[a, b], [b, d]] (b != 0) and 1x1 entries, H a Householder reflection.
+    D is non-singular by construction and at least one block has irrational eigenvalues (its
+    discriminant (a - c)**2 + 4 b**2 is not a rational square), else the draw is refused here,
+    before the reference runs: the eigenvalues of H D H^T are those of D."""
     d = [[F(0)] * n for _ in range(n)]
-    i = 0
+    i, irrational = 0, False
     while i < n:
         if i + 1 < n and (i == 0 or draw.chance(2, 3)):
-            a, c, b = draw.integer(-3, 4), draw.integer(-3, 4), draw.choice((-2, -1, 1, 2, F(1, 2)))
-            d[i][i], d[i + 1][i + 1], d[i][i + 1], d[i + 1][i] = F(a), F(c), F(b), F(b)
+            a, c, b = _block(draw)
+            d[i][i], d[i + 1][i + 1], d[i][i + 1], d[i + 1][i] = a, c, b, b
+            irrational = irrational or not is_rational_square((a - c) ** 2 + 4 * b * b)
             i += 2
         else:
             d[i][i] = F(draw.choice((-3, -2, -1, 1, 2, 3, 4)))
             i += 1
+    if not irrational:
+        raise Reject("every eigenvalue of a matrix is rational")
     h = householder(draw, n)
-    return _plain(rational.matmul(rational.matmul(h, d), h))
+    return _plain(_matmul(_matmul(h, d), h))
 
 
 # ---------------------------------------------------------------------------- samplers
@@ -283,8 +347,18 @@ _SQUARE = {1: (2, 3), 2: (3, 3), 3: (3, 4), 4: (4, 4), 5: (4, 5)}
 """matrix sizes per level"""
 
 
+def _inverse_without_zeros(draw: Draw, n: int) -> list[list]:
+    """An invertible matrix whose inverse has no zero entry (a zero would be an undeclared zero
+    in the key): such a matrix is drawn again here, before the reference runs."""
+    for _ in range(16):
+        matrix = invertible_matrix(draw, n)
+        if all(x != 0 for row in rational.inverse(matrix) for x in row):
+            return matrix
+    raise Reject("every drawn matrix has a zero in its inverse")
+
+
 def sample_inverse(draw: Draw, level: int) -> dict:
-    return {"matrices": [invertible_matrix(draw, draw.integer(*_SQUARE[level])) for _ in range(2)]}
+    return {"matrices": [_inverse_without_zeros(draw, draw.integer(*_SQUARE[level])) for _ in range(2)]}
 
 
 def sample_least_squares(draw: Draw, level: int) -> dict:
@@ -314,11 +388,33 @@ def sample_rank(draw: Draw, level: int) -> dict:
 
 
 def sample_projection(draw: Draw, level: int) -> dict:
+    """A zero coordinate in a projection or residual would be an undeclared zero in the key, so
+    zeros are refused here, before the reference runs: A is drawn again while its projector P has
+    a diagonal entry 0 or 1 (P_ii = sum_j P_ij**2, so row i of P is then 0 or e_i, and coordinate
+    i of every projection or every residual is 0), a vector while its projection or residual has
+    a zero."""
     m = draw.integer(3, 3 + level)
     k = draw.integer(1, min(m - 1, 1 + level))
     count = draw.integer(2, max(2, 1 + level))
-    vectors = [[as_int(_small(draw)) for _ in range(m)] for _ in range(count)]
-    return {"A": full_column_rank(draw, m, k), "vectors": vectors}
+    for _ in range(16):
+        a = full_column_rank(draw, m, k)
+        at = rational.transpose(a)
+        projector = _matmul(a, _matmul(rational.inverse(_matmul(at, a)), at))
+        if all(0 < projector[i][i] < 1 for i in range(m)):
+            break
+    else:
+        raise Reject("every drawn A has a coordinate its projections or residuals always zero")
+    vectors = []
+    for _ in range(count):
+        for _ in range(16):
+            v = [as_int(_small(draw)) for _ in range(m)]
+            projected = rational.matvec(projector, v)
+            if all(p != 0 and p != x for p, x in zip(projected, v, strict=True)):
+                vectors.append(v)
+                break
+        else:
+            raise Reject("every drawn vector has a zero in its projection or residual")
+    return {"A": a, "vectors": vectors}
 
 
 def sample_eigenvalues(draw: Draw, level: int) -> dict:
@@ -328,9 +424,19 @@ def sample_eigenvalues(draw: Draw, level: int) -> dict:
 
 
 def sample_pca(draw: Draw, level: int) -> dict:
-    """4 + 2 * (level - 1) points with coordinates multiples of 1/2**(level // 2) in [-4, 4]."""
+    """4 + 2 * (level - 1) points with coordinates multiples of 1/2**(level // 2) in [-4, 4].
+    Points whose covariance has a zero entry or a zero or rational eigenvalue (an undeclared
+    zero in the key, or nothing irrational to pose) are refused here, before the reference runs."""
     bits = level // 2
     points = [[as_int(draw.dyadic(-4, 4, bits)) for _ in range(2)] for _ in range(4 + 2 * (level - 1))]
+    n = len(points)
+    mean = [sum((F(p[j]) for p in points), F(0)) / n for j in range(2)]
+    (sxx, sxy), (_, syy) = ([sum(((F(p[i]) - mean[i]) * (F(p[j]) - mean[j]) for p in points), F(0)) / n
+                             for j in range(2)] for i in range(2))
+    if sxx * syy * sxy == 0 or sxx * syy == sxy * sxy:
+        raise Reject("an exact zero in the covariance or its eigenvalues")
+    if is_rational_square((sxx - syy) ** 2 + 4 * sxy * sxy):
+        raise Reject("every eigenvalue of a matrix is rational")
     return {"points": points}
 
 

@@ -21,6 +21,7 @@ limits and the outcome.
 from __future__ import annotations
 
 from fractions import Fraction as F
+from functools import lru_cache
 
 from exactgrade.domains.deeplearning._family import dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
@@ -214,9 +215,29 @@ def max_finite(fmt):
     return (2**p - 1) * 2 ** (e - p + 1)
 
 
+def _frozen(node):
+    """An expression tree as nested tuples (hashable), for the memo of robust outcomes."""
+    return (node["op"], tuple(map(_frozen, node["args"]))) if isinstance(node, dict) else node
+
+
+def _thawed(frozen):
+    return {"op": frozen[0], "args": list(map(_thawed, frozen[1]))} if isinstance(frozen, tuple) else frozen
+
+
+@lru_cache(maxsize=4096)
+def _robust_frozen(frozen, fmt):
+    return stable_outcome(_thawed(frozen), fmt)
+
+
+def robust_outcome(expr, fmt):
+    """ieee.stable_outcome, memoised: a sampled case's outcome is computed once for the sampler
+    and its argument text. (check() calls ieee.stable_outcome itself, never this memo.)"""
+    return _robust_frozen(_frozen(expr), fmt)
+
+
 def _argument(case):
     fmt = case["format"]
-    outcome = stable_outcome(case["expr"], fmt)
+    outcome = robust_outcome(case["expr"], fmt)
     return (f"the exact real value is {real_value(case['expr'])}; {fmt} holds at most "
             f"{float(max_finite(fmt)):.4g} "
             f"and at least 2**-{SUBNORMAL_EXPONENT[fmt]} in magnitude, and rounding after every step gives "
@@ -232,19 +253,21 @@ def _grid(value, bits):
 
 def _cases(draw: Draw, count: int, make) -> list[dict]:
     """count cases from make(draw, i) -> (stem, format, expr), each redrawn until it is new and
-    its outcome is robust (ieee.stable_outcome), named c<i>_<stem>_<format>."""
-    cases = []
+    its outcome is robust (ieee.stable_outcome), named c<i>_<stem>_<format>. The outcomes must
+    not all be the same: when the first count - 1 agree, the last is redrawn until it differs."""
+    cases, outcomes = [], set()
     for i in range(count):
         for _ in range(32):
             stem, fmt, expr = make(draw, i)
             repeated = any(c["format"] == fmt and c["expr"] == expr for c in cases)
-            if not repeated and stable_outcome(expr, fmt) is not None:
+            outcome = None if repeated else robust_outcome(expr, fmt)
+            if outcome is not None and (i < count - 1 or len(outcomes | {outcome}) >= 2):
                 cases.append({"name": f"c{i}_{stem}_{SHORT[fmt]}", "format": fmt, "expr": expr})
+                outcomes.add(outcome)
                 break
         else:
-            raise Reject("no robust case near the threshold")
-    if len({stable_outcome(c["expr"], c["format"]) for c in cases}) < 2:
-        raise Reject("every case has the same outcome")
+            raise Reject("no robust case near the threshold" if i < count - 1 or len(outcomes) > 1
+                         else "every case has the same outcome")
     return cases
 
 

@@ -99,16 +99,17 @@ def warmup_cosine_rows(peak_lr, min_lr, warmup_steps, decay_steps, steps):
         q = Fraction(q)
         return sympy.Rational(q.numerator, q.denominator)
 
-    peak, low = exact(peak_lr), exact(min_lr)
+    peak, low = Fraction(peak_lr), Fraction(min_lr)
     rows = []
     for s in steps:
         if s < warmup_steps:
-            lr = peak * sympy.Rational(s, warmup_steps)
+            lr = exact(peak * Fraction(s, warmup_steps))
         elif s <= warmup_steps + decay_steps:
-            angle = sympy.pi * sympy.Rational(s - warmup_steps, decay_steps)
-            lr = low + (peak - low) * (1 + sympy.cos(angle)) / 2
+            # low + (peak - low) * (1 + cos) / 2, with the rational parts summed before sympy sees them
+            cosine = sympy.cos(sympy.pi * sympy.Rational(s - warmup_steps, decay_steps))
+            lr = exact((low + peak) / 2) + exact((peak - low) / 2) * cosine
         else:
-            lr = low
+            lr = exact(low)
         rows.append({"step": s, "lr": lr})
     return {"rows": rows}
 
