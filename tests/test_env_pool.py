@@ -85,7 +85,7 @@ def test_a_static_pool_of_two_workers_grades_like_a_serial_run_and_leaves_nothin
 
     assert not [pid for pid in workers + tool_servers if alive(pid)]
     uids = {r.sandbox_uid for r in results}
-    assert None not in uids and len(uids) == 16
+    assert None not in uids  # a uid may serve two episodes one after the other
     assert leftovers(uids) == {}
     assert not [r.runtime_dir for r in results if Path(r.runtime_dir).exists()]
 
