@@ -18,7 +18,8 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar, Literal
 
 import verifiers.v1 as vf
@@ -95,26 +96,36 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         from exactgrade import get_task
 
         program = get_task(self.data.id).program  # host-side, like the key; never in TaskData
-        task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
-        trace = vf.Trace(task=task, state=SandboxState(),
-                         agent=vf.AgentInfo(config=vf.AgentConfig(), name="validate", trainable=False))
-        await self.setup(trace, runtime)
-        tools = SandboxToolset(SandboxToolsetConfig())
-        try:
-            await tools.call_for(trace.state, "execute_code", program)
-        finally:
-            await tools.close()
-        await self.finalize(trace, runtime)
-        score = await self.correctness(trace)
+        trace = await self.play([("execute_code", program)], runtime)
+        score = trace.rewards["correctness"].score
         if score != 1.0:
             logger.warning("gold check of %s: the reference program scores %s (%s)", self.data.id, score,
                            trace.info.get("reason"))
         return score == 1.0
 
+    async def play(self, calls: Sequence[tuple[str, str]], runtime: vf.Runtime | None = None) -> vf.Trace:
+        """A rollout without a model: send `calls` ((tool, text) pairs) to a sandbox of this
+        process's own tool server, then finalize and grade what they left with the reward, in
+        order. The score is in `trace.rewards["correctness"]`; a harness failure raises."""
+        task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
+        trace = vf.Trace(task=task, state=SandboxState(),
+                         agent=vf.AgentInfo(config=vf.AgentConfig(), name="play", trainable=False))
+        await self.setup(trace, runtime)
+        tools = SandboxToolset(SandboxToolsetConfig())
+        try:
+            for tool, text in calls:
+                await tools.call_for(trace.state, tool, text)
+        finally:
+            await tools.close()
+        await self.finalize(trace, runtime)
+        trace.rewards = {"correctness": vf.Reward(score=await self.correctness(trace))}
+        return trace
+
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
         # re-scores a saved run with exactly what the live reward saw.
         trace.info[OUTCOME] = trace.state.model_dump(include=OUTCOME_FIELDS)
+        trace.info["env_pid"] = os.getpid()  # which env-server worker ran it (under a pool)
 
     @vf.stop
     async def max_turns_reached(self, trace: vf.Trace) -> bool:
