@@ -178,8 +178,10 @@ class _TreeSampler:
             except OSError:
                 continue
             procs[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / HZ, command)
-        for pid, (_, cpu, _command) in procs.items():
+        for pid, (_, cpu, command) in procs.items():
             kind = self._classify(pid, procs)
+            if pid in self.seen and not command:  # exiting (a zombie has no command line): keep its class
+                kind = self.seen[pid][0]
             if kind is not None:
                 self.seen[pid] = (kind, cpu)
 
