@@ -15,10 +15,11 @@ scripted policy server, so model time is ~0 and subtracted anyway). Per run it r
 policy server), interleaved with this checkout's run (the order alternates per round), and prints
 this / baseline ratios from the same invocation. --memory N measures the PSS of N idle sandboxes per
 profile (one call each; /proc/<pid>/smaps_rollup of every process in their cgroups). --ramp MAX
-doubles the concurrency of pytorch-env from 64 (rollouts = concurrency) until a rollout fails or MAX
-is passed. --stock keeps the earlier comparison with verifiers' stock `null` harness (a fresh
-`uv`-prepared chat program per rollout; the stock `bash` harness cannot run these envs: it adds a
-host `bash` tool that verifiers refuses as a duplicate of the sandbox's `bash`).
+doubles the concurrency of pytorch-env from 64 (all tasks, ceil(c / 45) repeats: at least c
+rollouts) until a rollout fails or MAX is passed. --stock keeps the earlier comparison with
+verifiers' stock `null` harness (a fresh `uv`-prepared chat program per rollout; the stock `bash`
+harness cannot run these envs: it adds a host `bash` tool that verifiers refuses as a duplicate of
+the sandbox's `bash`).
 
     python benchmarks/bench_rollout.py --envs pytorch-env --concurrency 64 --compare-to /work/main
     python benchmarks/bench_rollout.py --concurrency 1 8 64 128 --memory 16 --ramp 256
@@ -41,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(HERE))
+if "PYTHONPATH" not in os.environ:  # a --compare-to child runs with the other checkout's PYTHONPATH
+    sys.path.insert(0, str(HERE))
 
 from exactgrade.demo import classify, read_traces, vf_eval_command  # noqa: E402
 
@@ -262,8 +264,8 @@ def memory_of(checkout: Checkout, count: int) -> dict[str, float]:
 
 
 def ramp(checkout: Checkout, limit: int, out: Path, profile: bool) -> list[tuple[int, Run]]:
-    """pytorch-env at concurrency 64, 128, ... <= limit with rollouts = concurrency; stops at the first
-    failed rollout."""
+    """pytorch-env at concurrency 64, 128, ... <= limit with at least that many rollouts; stops at the
+    first failed rollout."""
     results = []
     concurrency = 64
     while concurrency <= limit:
