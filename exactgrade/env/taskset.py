@@ -280,7 +280,12 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
 
     @classmethod
     def toolsets(cls, config: ExactgradeTasksetConfig) -> list[vf.Toolset]:
-        return [SandboxToolset(config.tools)]  # one server for the whole eval
+        from exactgrade.task import domain_module
+
+        tools = config.tools
+        if tools.warm_profile is None:  # the server starts this domain's zygote before the first call
+            tools = tools.model_copy(update={"warm_profile": domain_module(cls.DOMAIN).PROFILE})
+        return [SandboxToolset(tools)]  # one server for the whole eval
 
     def load(self) -> Iterable[ExactgradeTask]:
         if self.config.source == "generated":

@@ -8,18 +8,23 @@ paid once per eval instead of once per rollout. Model code runs only in the Sand
 never in this process (which holds the state-channel secret).
 
 The sandbox is built on the first call from the rollout state (inputs as wire text and
-the profile, written there by the host); after every call the sandbox's `result` is
-pushed back into the state as wire text. A sandbox is closed once its rollout is over
-(its state route stops answering). The process verifiers launches is a thin supervisor
-(`exactgrade.env.supervise`): a forked worker serves the tools and owns the sandboxes; when the
-server is stopped, or the worker dies, the supervisor reclaims every sandbox the worker held and,
-unless stopped, forks a new worker. A rollout whose sandbox was lost that way is flagged.
+the profile, written there by the host), in parallel with other rollouts' (the zygote of the
+taskset's profile is started with the server, so the first calls do not queue behind it);
+after every call the sandbox's `result` is pushed back into the state as wire text. A sandbox
+is closed once its rollout is over (its state route stops answering; a sandbox is checked once
+idle for REAP_INTERVAL, then at growing intervals while its rollout goes on).
+
+The process verifiers launches is a thin supervisor (`exactgrade.env.supervise`): a forked
+worker serves the tools and owns the sandboxes; when the server is stopped, or the worker dies,
+the supervisor reclaims every sandbox the worker held and, unless stopped, forks a new worker.
+A rollout whose sandbox was lost that way is flagged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -34,7 +39,11 @@ from verifiers.v1.mcp.server import _call_state, _channel_request
 from exactgrade.env.state import SandboxState
 
 REAP_INTERVAL = 2.0
-"""Seconds between checks for rollouts that are over."""
+"""Seconds a sandbox is idle before the first check that its rollout is over."""
+MAX_CHECK_INTERVAL = 16.0
+"""Checks of a rollout still going on back off up to this many seconds apart."""
+MAX_CALLS = 64
+"""Sandbox calls one server runs at once (each holds a thread while it waits on its sandbox)."""
 MAX_IDLE = 3600.0
 """A sandbox untouched this long is closed even if its rollout still answers."""
 
@@ -44,6 +53,8 @@ class SandboxToolsetConfig(vf.SharedToolsetConfig):
     sandbox backend (`auto`: namespaces where the host allows them, else landlock)."""
 
     backend: Literal["auto", "namespaces", "landlock"] = "auto"
+    warm_profile: Literal["python", "torch"] | None = None
+    """The sandbox profile whose zygote the server starts at once (the taskset sets its own)."""
 
 
 @dataclass
@@ -54,6 +65,8 @@ class _Session:
     channel: tuple[str | None, str, str | None]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    check_every: float = REAP_INTERVAL
+    """Idle seconds before the next check that the rollout is over (doubles while it goes on)."""
 
 
 class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
@@ -63,14 +76,17 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         super().__init__(config)
         self._sessions: dict[str, _Session] = {}
         self._opening: dict[str, asyncio.Lock] = {}
-        self._creating = asyncio.Lock()  # sandbox creation (zygote start-up) one at a time
         # Sandbox calls block (up to the sandbox's own timeout): give every rollout a thread.
-        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox")
+        self._pool = ThreadPoolExecutor(max_workers=MAX_CALLS, thread_name_prefix="sandbox")
+        # Closing waits for the sandbox's processes to die: never in the threads calls need.
+        self._closer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-close")
         self._reaper: asyncio.Task | None = None
 
     async def setup(self) -> None:
         self._reaper = asyncio.create_task(self._reap_finished_rollouts())
         self._exit_stack.push_async_callback(self.close)
+        if self.config.warm_profile is not None:  # a failure here shows again at the first call
+            self._pool.submit(_warm, self.config.warm_profile, self.config.backend)
 
     @vf.tool
     async def execute_code(self, code: str) -> str:
@@ -130,6 +146,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
                 output = f"error: the sandbox failed ({type(e).__name__})"
             finally:
                 state.sandbox_seconds += time.monotonic() - started
+                session.last_used, session.check_every = time.monotonic(), REAP_INTERVAL
         return output
 
     async def _run(self, fn, *args):
@@ -147,9 +164,7 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         async with self._opening.setdefault(key, asyncio.Lock()):
             session = self._sessions.get(key)
             if session is None:
-                async with self._creating:
-                    sandbox = await self._run(open_sandbox, state.inputs_wire, state.profile,
-                                              self.config.backend)
+                sandbox = await self._run(open_sandbox, state.inputs_wire, state.profile, self.config.backend)
                 session = self._sessions[key] = _Session(sandbox, channel)
         self._opening.pop(key, None)
         state.sandbox_uid = session.sandbox.uid
@@ -157,39 +172,46 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
 
     async def _reap_finished_rollouts(self) -> None:
         """Close the sandboxes of rollouts whose state route no longer answers."""
+        while True:
+            await asyncio.sleep(REAP_INTERVAL / 2)
+            now = time.monotonic()
+            due = [(key, session) for key, session in list(self._sessions.items())
+                   if not session.lock.locked() and now - session.last_used >= session.check_every]
+            await asyncio.gather(*(self._reap_if_over(key, session) for key, session in due))
+
+    async def _reap_if_over(self, key: str, session: _Session) -> None:
         import httpx
 
-        while True:
-            await asyncio.sleep(REAP_INTERVAL)
-            for key, session in list(self._sessions.items()):
-                url, secret, route = session.channel
-                over = time.monotonic() - session.last_used > MAX_IDLE
-                if url and not over and not session.lock.locked():
-                    try:
-                        await asyncio.wait_for(
-                            _channel_request("GET", url, secret, route=route, client=self._state_client), 10
-                        )
-                    except httpx.HTTPStatusError as e:
-                        over = e.response.status_code < 500
-                    except Exception:  # noqa: BLE001 - unreachable now; retry at the next sweep
-                        pass
-                if over:
-                    await self._close(key)
+        url, secret, route = session.channel
+        over = time.monotonic() - session.last_used > MAX_IDLE
+        if url and not over:
+            try:
+                await asyncio.wait_for(
+                    _channel_request("GET", url, secret, route=route, client=self._state_client), 10
+                )
+            except httpx.HTTPStatusError as e:
+                over = e.response.status_code < 500
+            except Exception:  # noqa: BLE001 - unreachable now; retry at the next sweep
+                pass
+        if over:
+            await self._close(key)
+        else:
+            session.check_every = min(2 * session.check_every, MAX_CHECK_INTERVAL)
 
     async def _close(self, key: str) -> None:
         session = self._sessions.pop(key, None)
         if session is not None:
             async with session.lock:
                 with contextlib.suppress(Exception):
-                    await self._run(session.sandbox.close)
+                    await asyncio.get_running_loop().run_in_executor(self._closer, session.sandbox.close)
 
     async def close(self) -> None:
         """Close every sandbox this server holds."""
         if self._reaper is not None:
             self._reaper.cancel()
-        for key in list(self._sessions):
-            await self._close(key)
+        await asyncio.gather(*(self._close(key) for key in list(self._sessions)))
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._closer.shutdown(wait=False, cancel_futures=True)
 
     def serve_on(self, sock: socket.socket) -> None:
         """verifiers' `ServerBase._serve`, on the supervisor's listening socket instead of one
@@ -200,6 +222,9 @@ class SandboxToolset(vf.Toolset[SandboxToolsetConfig, SandboxState]):
         from mcp.server.transport_security import TransportSecuritySettings
         from verifiers import __version__
         from verifiers.v1.mcp.server import STATE_TIMEOUT, _request_query_params
+
+        # httpx logs every state pull and push at INFO (~10% of this process's CPU at -c 64)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
         async def serve() -> None:
             async with self._exit_stack, httpx.AsyncClient(timeout=STATE_TIMEOUT) as client:
@@ -231,6 +256,13 @@ class ReadBackRefused(Exception):
 
 class SandboxLost(Exception):
     """The rollout had a sandbox that no longer exists (its worker died or it was closed)."""
+
+
+def _warm(profile: str, backend: str) -> None:
+    from exactgrade.sandbox import warm
+
+    with contextlib.suppress(Exception):
+        warm(profile, backend)
 
 
 def open_sandbox(inputs_wire: str, profile: str, backend: str = "auto"):

@@ -11,9 +11,9 @@ Backends and their guarantees: see backends.py and `python -m exactgrade doctor`
 """
 
 from exactgrade.sandbox.errors import Death, NoResult, ResultNotEncodable, SandboxDied, SandboxUnavailable
-from exactgrade.sandbox.sandbox import PROFILES, Limits, Sandbox
+from exactgrade.sandbox.sandbox import PROFILES, Limits, Sandbox, warm
 
 __all__ = [
     "PROFILES", "Death", "Limits", "NoResult", "ResultNotEncodable", "Sandbox", "SandboxDied",
-    "SandboxUnavailable",
+    "SandboxUnavailable", "warm",
 ]

@@ -62,6 +62,7 @@ class Limits:
 
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _swept = threading.Event()
+_sweep_lock = threading.Lock()  # sandboxes created in parallel: every one waits for the one sweep
 
 
 def reclaim_stale(state_dir: Path | None = None) -> list[int]:
@@ -96,6 +97,24 @@ def reclaim_uid(state: Path, uid: int) -> bool:
     finally:
         slot.release()
     return True
+
+
+def warm(profile: str = "python", backend: str = "auto", state_dir: Path | None = None) -> None:
+    """Do now what the first Sandbox(profile=profile) of this process would wait for: build the
+    runtime, reclaim stale slots, start the zygote (seconds for torch)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r} must be one of {PROFILES}")
+    state = state_dir or default_state_dir()
+    runtime = ensure_runtime(state)
+    _sweep_once(state)
+    backends.zygote_for(backends.resolve(backend, False), profile, runtime)
+
+
+def _sweep_once(state: Path) -> None:
+    with _sweep_lock:
+        if not _swept.is_set():
+            reclaim_stale(state)
+            _swept.set()
 
 
 @atexit.register
@@ -143,9 +162,7 @@ class Sandbox:
         self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
         state = state_dir or default_state_dir()
         runtime = ensure_runtime(state)
-        if not _swept.is_set():
-            _swept.set()
-            reclaim_stale(state)
+        _sweep_once(state)
         self._slot = uids.acquire(state)
         self.uid = self._slot.uid
         _live.add(self)

@@ -42,10 +42,18 @@ def _taken_by_a_real_account(uid: int) -> bool:
 
 def try_claim(state_dir: Path, uid: int) -> UidSlot | None:
     """The slot of uid if no process (this one included) holds it, else None."""
+    return _claim(_lock_dir(state_dir), uid)
+
+
+def _lock_dir(state_dir: Path) -> str:
     lock_dir = state_dir / "uids"
     lock_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(lock_dir, 0o700)
-    fd = os.open(lock_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return str(lock_dir)
+
+
+def _claim(lock_dir: str, uid: int) -> UidSlot | None:
+    fd = os.open(f"{lock_dir}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -54,15 +62,24 @@ def try_claim(state_dir: Path, uid: int) -> UidSlot | None:
     return UidSlot(uid, fd)
 
 
+_next = [0]
+"""Where this process's next search for a free uid starts: just after the uid it claimed last, so a
+host holding many sandboxes (and the others' on the machine) does not try every held uid first."""
+
+
 def acquire(state_dir: Path, base: int = UID_BASE, count: int = UID_COUNT) -> UidSlot:
     """Claim a free uid in [base, base + count); RuntimeError when all are in use."""
-    for uid in range(base, base + count):
-        slot = try_claim(state_dir, uid)
+    lock_dir = _lock_dir(state_dir)
+    start = _next[0]
+    for step in range(count):
+        uid = base + (start + step) % count
+        slot = _claim(lock_dir, uid)
         if slot is None:
             continue
         if _taken_by_a_real_account(uid):
             slot.release()
             continue
+        _next[0] = (uid - base + 1) % count
         return slot
     raise RuntimeError(f"all {count} sandbox uids from {base} are in use")
 

@@ -45,7 +45,11 @@ def main() -> None:
     from . import readback  # noqa: F401
 
     if profile == "torch":
-        import torch  # noqa: F401  (imported, never run: its thread pools are not fork-safe)
+        # Imported, never run: torch's thread pools are not fork-safe. torch._dynamo too: the first
+        # step of any torch.optim optimizer imports it, ~1.5-2 s of CPU in every sandbox that steps
+        # one; imported here once, it is shared by every fork (it starts no thread).
+        import torch  # noqa: F401
+        import torch._dynamo  # noqa: F401
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # auto-reap forked children
     if os.getpid() != 1:
         confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)  # orphans of landlock/unsafe workers come here
