@@ -63,7 +63,8 @@ def test_a_static_pool_of_two_workers_grades_like_a_serial_run_and_leaves_nothin
     log = (tmp_path / "server.log").open("w")
     with ServerProcess("scaling-env", 2, GENERATED, log=log) as server:
         assert server.address.startswith("tcp://127.0.0.1:")
-        results = asyncio.run(drive(server.address, episodes, concurrency=len(episodes)))
+        # bounded: a broken server must fail this test, not hang the suite
+        results = asyncio.run(drive(server.address, episodes, concurrency=len(episodes), episode_timeout=300))
         workers = pool_workers(server.pid)
         tool_servers = [p for w in workers for p in (tool_server(w) or ())]
         assert len(workers) == 2 and len(tool_servers) == 4, (workers, tool_servers)

@@ -198,11 +198,18 @@ def _result(episode: Episode, record: dict[str, Any] | None, error: str | None,
                          (info.get("sandbox") or {}).get("sandbox_uid"), runtime.get("id"), latency, seconds)
 
 
+EPISODE_TIMEOUT = 900.0
+"""Seconds an episode may wait for the server's reply. verifiers' EnvClient.run has no deadline,
+and a worker that died (or a server that never got its tool server up) never replies."""
+
+
 async def drive(address: str, episodes: Sequence[Episode], concurrency: int,
-                startup_timeout: float = 600.0) -> list[EpisodeResult]:
+                startup_timeout: float = 600.0,
+                episode_timeout: float = EPISODE_TIMEOUT) -> list[EpisodeResult]:
     """Run `episodes` through the env server at `address`, at most `concurrency` in flight, as a
     trainer's orchestrator does (EnvClient.run with the task's TaskData). Results in input order;
-    a request the server failed is a flagged result with the server's error as its reason."""
+    a request the server failed, or did not answer within `episode_timeout` seconds, is a flagged
+    result with the reason."""
     import verifiers.v1 as vf
     from verifiers.v1.serve import EnvClient
 
@@ -213,11 +220,15 @@ async def drive(address: str, episodes: Sequence[Episode], concurrency: int,
         async with gate:
             started = time.monotonic()
             try:
-                record = await client.run(
+                record = await asyncio.wait_for(client.run(
                     client=vf.EvalClientConfig(base_url=episode.base_url, api_key_var="EXACTGRADE_NO_KEY"),
-                    model=episode.model, sampling=vf.SamplingConfig(), task_data=dict(episode.task))
+                    model=episode.model, sampling=vf.SamplingConfig(), task_data=dict(episode.task)),
+                    episode_timeout)
             except RuntimeError as e:  # the server replied with an error
                 return _result(episode, None, f"env server error: {e}", time.monotonic() - started)
+            except TimeoutError:
+                return _result(episode, None, f"no reply from the env server within {episode_timeout:g} s",
+                               time.monotonic() - started)
             return _result(episode, record.model_dump(mode="json"), None, time.monotonic() - started)
 
     try:
