@@ -25,16 +25,7 @@ from exactgrade.sandbox import Limits, ResultNotEncodable, Sandbox, SandboxDied,
 from exactgrade.sandbox.cgroups import PARENT, SandboxCgroup
 from exactgrade.wire import WireError
 
-BACKENDS = ("namespaces", "landlock")
 FAST = Limits(call_timeout=3.0)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    reason = backends.probe().unavailable(request.param)
-    if reason is not None:
-        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
-    return request.param
 
 
 @pytest.fixture

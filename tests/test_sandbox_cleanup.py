@@ -24,14 +24,6 @@ from exactgrade.sandbox.sandbox import reclaim_stale, reclaim_uid
 CYCLES = 120
 
 
-@pytest.fixture(params=("namespaces", "landlock"))
-def backend(request):
-    reason = backends.probe().unavailable(request.param)
-    if reason is not None:
-        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
-    return request.param
-
-
 def _leftovers(uid: int) -> list[str]:
     """What is left of a closed sandbox of uid (nothing to check if another process reuses the uid)."""
     slot = uids.try_claim(default_state_dir(), uid)

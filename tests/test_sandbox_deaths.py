@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends
+from exactgrade.sandbox import Limits, Sandbox, SandboxDied
 
 BACKENDS = ("namespaces", "landlock")
 LIMITS = Limits(call_timeout=3.0, memory_bytes=256 << 20)
@@ -37,14 +37,6 @@ MODEL_DEATHS = [
     ("import os\nos.close(101)\nimport time\ntime.sleep(1)", "worker exited",
      ("its init reported", "zygote runs")),
 ]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
-    reason = backends.probe().unavailable(request.param)
-    if reason is not None:
-        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
-    return request.param
 
 
 @pytest.mark.parametrize(("code", "reason", "evidence"), MODEL_DEATHS, ids=[

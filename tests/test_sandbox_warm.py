@@ -12,14 +12,6 @@ from exactgrade.sandbox import Sandbox, backends, uids, warm
 from exactgrade.sandbox.runtime import default_state_dir
 
 
-@pytest.fixture(params=("namespaces", "landlock"))
-def backend(request):
-    reason = backends.probe().unavailable(request.param)
-    if reason is not None:
-        pytest.skip(f"{request.param} backend unavailable on this machine: {reason}")
-    return request.param
-
-
 def test_warm_starts_the_zygote_the_next_sandbox_forks_from(backend: str) -> None:
     warm("python", backend)
     started = {key: zygote for key, zygote in backends._zygotes.items() if key[:2] == (backend, "python")}
