@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent.parent
 if "PYTHONPATH" not in os.environ:  # a --compare-to child runs with the other checkout's PYTHONPATH
     sys.path.insert(0, str(HERE))
 
-from exactgrade.demo import classify, read_traces, vf_eval_command  # noqa: E402
+from exactgrade.demo import classify, read_traces, trace_latency, vf_eval_command  # noqa: E402
 
 ENVS = ("scaling-env", "deeplearning-env", "pytorch-env")
 TASKS = {"scaling-env": 35, "deeplearning-env": 36, "pytorch-env": 45}
@@ -125,12 +125,7 @@ def measure(checkout: Checkout, env: str, tasks: int, repeats: int, concurrency:
     if proc.returncode != 0 or len(traces) != expected:
         raise SystemExit(f"{checkout.label} {env} c={concurrency}: vf-eval exit {proc.returncode}, "
                          f"{len(traces)}/{expected} traces\n{stderr[-3000:]}")
-    latencies, models = [], []
-    for t in traces:
-        timing = t["timing"]
-        model = (timing["agent"].get("model") or {}).get("duration") or 0.0
-        models.append(model)
-        latencies.append(timing["scoring"]["end"] - timing["boot"]["start"] - model)
+    latencies, models = zip(*(trace_latency(t) for t in traces), strict=True)
     first = min(t["timing"]["boot"]["start"] for t in traces)
     last = max(t["timing"]["scoring"]["end"] for t in traces)
     failed = sum(classify(t)[0] != "passed" for t in traces)

@@ -307,11 +307,23 @@ def classify(trace: dict[str, Any]) -> tuple[str, str]:
     if not trace.get("ok", False) or trace.get("errors"):
         errors = trace.get("errors") or [{}]
         return "flagged", str(info.get("scoring_error") or errors[-1].get("type") or "error")
-    rewards = trace.get("rewards") or {}
-    score = sum((r.get("score") or 0.0) * r.get("weight", 1.0) for r in rewards.values())
-    if score == 1.0:
+    if trace_reward(trace) == 1.0:
         return "passed", "passed"
     return "wrong", str(info.get("reason") or "no reason recorded")
+
+
+def trace_reward(trace: dict[str, Any]) -> float:
+    """The trace's reward: every reward's score times its weight, summed."""
+    rewards = trace.get("rewards") or {}
+    return sum((r.get("score") or 0.0) * r.get("weight", 1.0) for r in rewards.values())
+
+
+def trace_latency(trace: dict[str, Any]) -> tuple[float, float]:
+    """(seconds from boot start to scoring end minus the model's own time, the model's time) of a
+    trace; KeyError when the trace has no such timing."""
+    timing = trace["timing"]
+    model = (timing["agent"].get("model") or {}).get("duration") or 0.0
+    return timing["scoring"]["end"] - timing["boot"]["start"] - model, model
 
 
 def _task_count(env: str, limit: int | None) -> int:

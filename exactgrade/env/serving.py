@@ -174,7 +174,7 @@ class EpisodeResult:
 
 def _result(episode: Episode, record: dict[str, Any] | None, error: str | None,
             seconds: float) -> EpisodeResult:
-    from exactgrade.demo import classify
+    from exactgrade.demo import classify, trace_latency, trace_reward
 
     task_id, model = str(episode.task.get("id")), episode.model
     traces = (record or {}).get("traces") or []
@@ -184,13 +184,10 @@ def _result(episode: Episode, record: dict[str, Any] | None, error: str | None,
         return EpisodeResult(task_id, model, "flagged", why, 0.0, None, None, None, None, seconds)
     trace = traces[0]
     outcome, reason = classify(trace)
-    rewards = trace.get("rewards") or {}
-    reward = sum((r.get("score") or 0.0) * r.get("weight", 1.0) for r in rewards.values())
+    reward = trace_reward(trace)
     info = trace.get("info") or {}
-    timing = trace.get("timing") or {}
     try:
-        model_seconds = (timing["agent"].get("model") or {}).get("duration") or 0.0
-        latency = timing["scoring"]["end"] - timing["boot"]["start"] - model_seconds
+        latency: float | None = trace_latency(trace)[0]
     except (KeyError, TypeError, AttributeError):
         latency = None
     runtime = (trace.get("agent") or {}).get("runtime") or {}
