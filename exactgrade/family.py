@@ -18,6 +18,32 @@ instance must also pass the family's own ``reject`` test (e.g. "the named mistak
 answer") and the domain's ``check()``, and must not have the inputs of a canonical task. Each
 attempt draws afresh; after MAX_ATTEMPTS the family raises GenerationError naming family, seed,
 index and level. Accepted tasks are cached, so a host holding only an id rebuilds the key once.
+
+The level ladder (one meaning in all three domains; every family has all five levels). A level
+adds *reasoning*, never size alone and never vagueness: every convention and hardware number is
+stated at every level, and nothing must be recalled.
+
+- L1 (stated): the asked quantity's formula, or the torch call and its options, is stated; the
+  task is transcription plus exact arithmetic (the canonical tasks are L1).
+- L2 (derive): the setup and the conventions are stated, the formula of the asked quantity is
+  not; the model derives it (a pipeline schedule described, its bubble not given; a tensor
+  operation described mathematically, the torch call not named).
+- L3 (compose): the answer chains several quantities, possibly of several families (what fits
+  in memory, then the largest batch, then its step time, then the bound); intermediate values
+  are not asked.
+- L4 (inverse and search): the smallest or largest parameter, or the best of candidate
+  configurations, under constraints, decided exactly, ties broken by a stated rule.
+- L5 (design): several interacting constraints, or a closed form in symbols, or an algorithm
+  described but not named, to reproduce (a module or a training loop from its mathematics).
+
+Shortcut-proof instances: ``Family.varying`` names the categorical key fields (``bound``,
+``fits``, ...) that must take at least two values within one instance, so a constant answer
+fails; generation rejects an instance where one does not (``constant_fields``). A field constant
+by physics is listed in ``Family.constant`` with the reason instead, and the prompt says so.
+``Family.branches`` names the reference's cases (a None answer, a tie broken by the stated rule,
+an edge) that a stated share of instances must reach; each domain's table test checks the
+shares, the varying fields and the family's degenerate-instance test (``reject``) on 200
+instances per level.
 """
 
 from __future__ import annotations
@@ -37,8 +63,9 @@ from exactgrade.task import DOMAINS, ID_PREFIX, Task, TaskDef, domain_module, ma
 LEVELS = (1, 2, 3, 4, 5)
 MAX_ATTEMPTS = 200
 MAX_SEED = 2**63 - 1
-STREAM_VERSION = "exactgrade-families-v1"
-"""Part of every task's hash: change it only to deliberately re-draw every stream."""
+STREAM_VERSION = "exactgrade-families-v2"
+"""Part of every task's hash: change it only to deliberately re-draw every stream (v2: the
+reasoning ladder; a v1 generated id names another task under v2)."""
 
 T = TypeVar("T")
 
@@ -126,13 +153,28 @@ class Draw:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """A case of a family's reference that generated instances must reach (a None answer, a tie
+    broken by the stated rule, an edge): in at least ``share`` of the instances of each level in
+    ``levels`` (checked by the domain's table test, over 200 instances per level)."""
+
+    name: str
+    reached: Callable[[Task], bool]
+    share: Fraction
+    levels: tuple[int, ...] = LEVELS
+
+
+@dataclass(frozen=True)
 class Family:
     """One kind of task: the builder its canonical tasks use, and a sampler of new inputs.
 
-    ``build(task_id, inputs)`` returns the TaskDef (reference, prompt, policy, metadata);
-    ``sample(draw, level)`` returns inputs for a level 1..5 or raises Reject; ``reject(task)``
-    says why a built, keyed instance must not be posed (None: accept); ``levels`` says what the
-    levels change (it goes into the docs).
+    ``build(task_id, inputs)`` returns the TaskDef (reference, prompt, policy, metadata) of the
+    canonical question (level 1); ``build_level(task_id, inputs, level)``, when given, returns it
+    for every level (its level 1 must be ``build``'s), so a level can ask another question of
+    the same setting; ``sample(draw, level)`` returns inputs for a level 1..5 or raises Reject;
+    ``reject(task)`` says why a built, keyed instance must not be posed (None: accept);
+    ``levels`` says what each level asks the model to reason (it goes into the docs).
+    ``varying``, ``constant`` and ``branches`` are the shortcut rules (module docstring).
     """
 
     name: str
@@ -140,14 +182,59 @@ class Family:
     sample: Callable[[Draw, int], Mapping[str, Any]]
     levels: str
     reject: Callable[[Task], str | None] | None = None
+    build_level: Callable[[str, Mapping[str, Any], int], TaskDef] | None = None
+    varying: tuple[str, ...] = ()
+    constant: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    branches: tuple[Branch, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
             raise ValueError(f"family name {self.name!r} must be lower_snake_case (it is part of task ids)")
+        both = set(self.varying) & set(self.constant)
+        if both:
+            raise ValueError(f"family {self.name!r}: {sorted(both)} cannot be both varying and constant")
 
-    def task(self, task_id: str, inputs: Mapping[str, Any]) -> TaskDef:
-        """The TaskDef of this family with these inputs (a canonical task, or a sampled one)."""
-        return dataclasses.replace(self.build(task_id, inputs), family=self.name)
+    def task(self, task_id: str, inputs: Mapping[str, Any], level: int = 1) -> TaskDef:
+        """The TaskDef of this family with these inputs at this level (a canonical task is
+        level 1 with fixed inputs; a generated one has sampled inputs)."""
+        build = self.build if self.build_level is None else (
+            lambda task_id, inputs: self.build_level(task_id, inputs, level))  # type: ignore[misc]
+        return dataclasses.replace(build(task_id, inputs), family=self.name)
+
+
+def field_values(expected: Any, path: str) -> list[Any]:
+    """The values at ``path`` in a key: dotted dict keys, ``[]`` for every element of a list
+    (``"rows[].bound"``, ``"best.fits"``). A missing key or a non-list under ``[]`` is an error
+    in the family's rules, raised as ValueError."""
+    values = [expected]
+    for part in path.split("."):
+        each = part.endswith("[]")
+        name = part[:-2] if each else part
+        step = []
+        for value in values:
+            if name:
+                if not isinstance(value, Mapping) or name not in value:
+                    raise ValueError(f"rule path {path!r}: no key {name!r} in the answer key")
+                value = value[name]
+            if each:
+                if not isinstance(value, list):
+                    raise ValueError(f"rule path {path!r}: {name or 'the key'} is not a list")
+                step.extend(value)
+            else:
+                step.append(value)
+        values = step
+    return values
+
+
+def constant_fields(expected: Any, paths: Sequence[str]) -> str | None:
+    """Why a constant answer would pass: the first of ``paths`` whose values in the key are all
+    the same (including a single row), or None when every one takes two values or more."""
+    for path in paths:
+        values = field_values(expected, path)
+        if len({repr(v) for v in values}) < 2:
+            shown = repr(values[0]) if values else "nothing"
+            return f"a constant answer passes: {path} is {shown} in every row ({len(values)} rows)"
+    return None
 
 
 # ---------------------------------------------------------------------------- registry
@@ -267,9 +354,12 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
         if _inputs_text(inputs) in canonical:
             rejections["the inputs of a canonical task"] += 1
             continue
-        definition = dataclasses.replace(fam.task(task_id, inputs), level=level, seed=seed, index=index)
+        definition = dataclasses.replace(fam.task(task_id, inputs, level), level=level, seed=seed,
+                                         index=index)
         task = materialise(definition, domain, module.PROFILE)
-        problem = fam.reject(task) if fam.reject is not None else None
+        problem = constant_fields(task.expected, fam.varying)
+        if problem is None and fam.reject is not None:
+            problem = fam.reject(task)
         if problem is None and checked:
             problems = module.check(task)
             problem = "; ".join(problems) if problems else None
@@ -311,5 +401,5 @@ def definition_of(task: Task) -> TaskDef:
     if task.family is None or task.level is None:
         raise ValueError(f"{task.id} is not a generated task")
     fam = family_of(task.domain, task.family)
-    return dataclasses.replace(fam.task(task.id, task.inputs), level=task.level, seed=task.seed,
+    return dataclasses.replace(fam.task(task.id, task.inputs, task.level), level=task.level, seed=task.seed,
                                index=task.index)

@@ -331,11 +331,14 @@ def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None
     assert "could not decide" in hostile[0].reason and "agree to" in hostile[0].reason, hostile[0].reason
 
 
-# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision, and a step
-# at 4096 bits of 330 logarithms of 61-digit integers takes seconds.
+# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision. The work is
+# sized so that no machine finishes it inside the test's 1 s limit: 40,000 logarithms of 61-digit
+# integers take about 0.1 s per 1,000 at 64 bits on a 2-core VM and far longer at each higher
+# precision, so the deadline always falls inside a precision step (330 logarithms, the old size,
+# finished all four steps inside 1 s on an idle EPYC core: the test raced the clock).
 EDGE = 1 + F(1e-9)
 LOGS_NEXT_TO_ONE = sympy.Add(sympy.Rational(EDGE.numerator, EDGE.denominator),
-                             *(term for k in range(165) for term in (
+                             *(term for k in range(20_000) for term in (
                                  sympy.log(sympy.Integer(10**60 + k), evaluate=False),
                                  sympy.Mul(-1, sympy.log(sympy.Integer(10**60 + k), evaluate=False),
                                            evaluate=False))),
@@ -350,9 +353,10 @@ def test_the_time_limit_stops_a_precision_step_in_the_middle() -> None:
 
 
 def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
-    # Each of these proofs takes milliseconds, far below the limit; all of them together do not.
-    pairs = [sympy.log(2**k) / LOG2 for k in range(2, 202)]
-    verdict = compare(list(range(2, 202)), pairs, time_limit=0.2)
+    # Each of these proofs takes a millisecond or so, far below the limit; 5,000 of them cannot all
+    # finish in 0.2 s on any machine (each is a round trip to a prover process).
+    pairs = [sympy.log(2**k) / LOG2 for k in range(2, 5002)]
+    verdict = compare(list(range(2, 5002)), pairs, time_limit=0.2)
     assert not verdict.ok
     assert "could not decide in time" in verdict.reason, verdict.reason
     assert compare(list(range(2, 12)), pairs[:10], time_limit=60).ok

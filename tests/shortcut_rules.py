@@ -1,0 +1,48 @@
+"""The shortcut rules of a family, checked on many generated instances of one level.
+
+Each domain's table test (tests/test_families_<domain>.py) runs ``rule_problems`` for every family
+and level. A rule is stated once, on the Family (``varying``, ``constant``, ``branches``,
+``reject``); this module only counts. EXACTGRADE_RULE_INSTANCES sets the instances per level
+(default: the domain's suite default, chosen so the suite stays fast; 200 is the full check).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from exactgrade.family import LEVELS, constant_fields, family_of, generate
+
+RULE_SEED = 19
+
+
+def instances(suite_default: int) -> int:
+    """Instances per level: EXACTGRADE_RULE_INSTANCES if set, else the domain's suite default."""
+    text = os.environ.get("EXACTGRADE_RULE_INSTANCES", "")
+    return int(text) if text.strip() else suite_default
+
+
+def rule_problems(domain: str, family: str, level: int, count: int, seed: int = RULE_SEED) -> list[str]:
+    """Every way the first ``count`` instances of (domain, family, level, seed) break the
+    family's rules: a varying field constant within an instance, an instance its own reject test
+    refuses, a branch reached by fewer than its stated share."""
+    fam = family_of(domain, family)
+    reached: Counter[str] = Counter()
+    problems = []
+    for index in range(count):
+        task = generate(domain, seed=seed, index=index, level=level, family=family)
+        for problem in (constant_fields(task.expected, fam.varying),
+                        fam.reject(task) if fam.reject is not None else None):
+            if problem is not None:
+                problems.append(f"{task.id}: {problem}")
+        for branch in fam.branches:
+            if level in branch.levels and branch.reached(task):
+                reached[branch.name] += 1
+    for branch in fam.branches:
+        if level in branch.levels and reached[branch.name] < branch.share * count:
+            problems.append(f"{family} L{level}: branch {branch.name!r} reached by {reached[branch.name]} "
+                            f"of {count} instances, below its share {branch.share}")
+    return problems
+
+
+__all__ = ["LEVELS", "RULE_SEED", "instances", "rule_problems"]
