@@ -80,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model turns per rollout (env default 5)")
     parser.add_argument("--generated", type=positive_int, default=None, metavar="N",
                         help="run N generated tasks per environment (levels 1-5 mixed, all families; "
-                             "--env.taskset.source generated) instead of the canonical tasks")
+                             "--env.taskset.source generated: a pool of N) instead of the canonical tasks")
     parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
-                        help="with --generated: the stream's seed (default 0)")
+                        help="with --generated: the pool's seed (default 0)")
 
 
 @dataclass
@@ -229,7 +229,9 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
     generated = args.generated
     limit = generated if generated is not None else args.limit
     expected = generated if generated is not None else _task_count(env, args.limit)
-    extra = (("--env.taskset.source", "generated", "--env.taskset.seed", str(args.seed))
+    extra = (("--env.taskset.source", "generated", "--env.taskset.seed", str(args.seed),
+              "--env.taskset.size", str(generated))
+             + (("--env.taskset.show-task-id", "True") if args.model is None else ())  # the scripted policies
              if generated is not None else ())
     command = vf_eval_command(env, model, base_url, out_dir, env, limit=limit, concurrency=args.concurrency,
                               api_key_var=api_key_var, max_turns=args.max_turns, extra=extra)

@@ -24,12 +24,16 @@ from exactgrade.dataset import build_domain, load_split
 from exactgrade.env.keys import lookup
 from exactgrade.env.state import SandboxState
 from exactgrade.env.taskset import (
-    SYSTEM_PROMPT,
+    EXACT_VALUES,
+    TENSORS,
     ExactgradeTaskConfig,
     ExactgradeTasksetConfig,
     HarnessFailure,
+    system_prompt,
 )
 from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
+from exactgrade.policy import AllClose, Exact, RelTol
+from exactgrade.values import TensorValue
 
 TASKSETS = {"scaling": scaling_env.ScalingTaskset, "pytorch": pytorch_env.PytorchTaskset,
             "deeplearning": deeplearning_env.DeeplearningTaskset}
@@ -70,7 +74,9 @@ def test_taskset_loads_every_row_and_keeps_the_key_off_taskdata(domain: str, dat
     assert not fields & {"expected", "expected_output", "policy", "answer"}
     for task, row in zip(tasks, rows, strict=True):
         assert task.key == row["task_id"]
-        assert task.data.system_prompt == SYSTEM_PROMPT
+        answer = lookup(task.source, task.data.id)
+        assert task.data.system_prompt == system_prompt(answer.expected, answer.policy)
+        assert task.data.level == 1 and task.data.family is not None  # the canonical tasks are level 1
         assert row["prompt"].strip() in task.data.prompt
         assert task.data.inputs == row["inputs"]
         dumped = task.data.model_dump_json()
@@ -86,13 +92,32 @@ def test_the_key_is_found_on_the_host_from_taskdata_alone(dataset_dir: Path) -> 
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    ({"system_prompt": "/tmp/other.txt"}, "one system prompt"),
+    ({"system_prompt": "/tmp/other.txt"}, "set each task's system prompt"),
     ({"max_turns": 0}, "max_turns must be >= 1"),
     ({"task": {"rewards": {"correctness": {"fn": "builtins:len"}}}}, "grade with `correctness` only"),
 ])  # fmt: skip
 def test_grading_and_prompts_are_not_configurable(config: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ExactgradeTasksetConfig.model_validate(config)
+
+
+FRACTION = __import__("fractions").Fraction
+TENSOR = TensorValue("float32", (1,), (0.5,))
+
+
+@pytest.mark.parametrize(("expected", "policy", "exact", "tensors"), [
+    ({"rows": [{"bound": "memory", "time_s": FRACTION(1, 3)}]}, RelTol(1e-9), False, False),  # floats pass
+    ({"rows": [{"batch": 4, "time_s": FRACTION(1, 3)}]}, RelTol(1e-9), True, False),  # an int needs an int
+    (FRACTION(7, 4), Exact(), True, False),
+    ({"bits": __import__("sympy").log(3)}, Exact(), True, False),
+    ({"out": TENSOR, "shape": [2, 3]}, AllClose(), True, True),
+    ({"out": TENSOR, "loss": 0.25}, AllClose(), False, True),
+    ({"ok": True, "name": "x"}, Exact(), False, False),  # categorical only: no numeric convention
+])  # fmt: skip
+def test_the_system_prompt_states_only_the_conventions_that_apply(expected, policy, exact, tensors) -> None:
+    text = system_prompt(expected, policy)
+    assert (EXACT_VALUES in text, TENSORS in text) == (exact, tensors)
+    assert text.startswith("You solve quantitative") and text.endswith("no tool call.")
 
 
 def test_max_turns_reaches_the_task_config() -> None:

@@ -2,8 +2,8 @@
 pool of 2 spawned workers on a TCP loopback address) in its own process, driven from this process
 with `EnvClient` against the real scripted policy servers. Every reference episode scores 1.0,
 every mutant 0, each verdict equals a serial in-process grading of the same task and script, both
-workers serve, keys of generated tasks are found in the workers from the id alone, and once the
-server is stopped nothing of its workers, tool servers or sandboxes is left."""
+workers serve, keys of generated tasks are built in the workers from the instance their TaskData
+carries, and once the server is stopped nothing of its workers, tool servers or sandboxes is left."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from exactgrade.env.taskset import ExactgradeData, ExactgradeTask, ExactgradeTas
 from exactgrade.family import parse_generated_id
 from exactgrade.scripted.server import find_task, serve
 
-GENERATED = TasksetOptions(source="generated", seed=11, levels="1-5")
+GENERATED = TasksetOptions(source="generated", seed=11, levels="1-5", show_task_id=True)
 """The server's taskset, as a trainer on a generated stream would configure it (workers never load it)."""
 TASKS_PER_SOURCE = 4
 POLICIES = {"reference": "passed", "mutant": "wrong"}

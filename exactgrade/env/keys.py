@@ -2,7 +2,9 @@
 
 The key never enters TaskData, the prompt, the tool server or the sandbox. The Taskset
 records the keys of the rows it loads here; a Task rebuilt from its TaskData alone (as
-`vf serve` workers do) loads them from the same dataset source on first use.
+`vf serve` workers do) loads them from the same dataset source on first use. A task of the
+generated source is keyed from the instance its TaskData carries instead
+(exactgrade.env.instances), never from a dataset and never by sampling again.
 """
 
 from __future__ import annotations
@@ -42,15 +44,8 @@ def record(source: Source, keys: Mapping[str, AnswerKey]) -> None:
 
 
 def lookup(source: Source, task_id: str) -> AnswerKey:
-    """The key of `task_id` from `source`, loading the dataset if this process never did. A
-    generated task's key is rebuilt from its id alone (exactgrade.get_task), whatever the source."""
-    from exactgrade.family import parse_generated_id
-
-    if parse_generated_id(task_id) is not None:
-        from exactgrade.task import get_task
-
-        task = get_task(task_id)
-        return AnswerKey(task.expected, task.policy)
+    """The key of `task_id` in the dataset `source`, loading the dataset if this process never did
+    (a dataset of generated tasks included: its rows hold their keys)."""
     with _lock:
         known = _keys.get(source, {}).get(task_id)
     if known is not None:

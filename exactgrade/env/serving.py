@@ -38,7 +38,8 @@ from typing import Any
 
 from exactgrade.cli_args import http_url, non_empty, non_negative_int, positive_int
 
-ENVS = ("scaling-env", "pytorch-env", "deeplearning-env")
+ENVS = ("scaling-env", "pytorch-env", "deeplearning-env",
+        "scaling-env-stream", "pytorch-env-stream", "deeplearning-env-stream")
 STOP_TIMEOUT = 60.0
 """Seconds a stopped server gets to stop its workers (verifiers joins each for up to 10 s)."""
 _PR_SET_PDEATHSIG = 1
@@ -52,10 +53,25 @@ class TasksetOptions:
     seed: int = 0
     levels: str = "1-5"
     families: str | None = None
+    size: int | None = None
+    """With source generated: the pool's size (None: the taskset's default)."""
+    show_task_id: bool = False
 
     def config(self, env: str) -> dict[str, Any]:
-        options = {"id": env, "source": self.source, "seed": self.seed, "levels": self.levels}
+        options: dict[str, Any] = {"id": env, "seed": self.seed, "levels": self.levels,
+                                   "show_task_id": self.show_task_id}
+        if not env.endswith("-stream"):  # a stream has no source and no size: it is generated, endless
+            options["source"] = self.source
+            if self.size is not None:
+                options["size"] = self.size
         return options if self.families is None else {**options, "families": self.families}
+
+    def arguments(self) -> list[str]:
+        """These options as `python -m exactgrade.env.serving` arguments."""
+        return (["--source", self.source, "--seed", str(self.seed), "--levels", self.levels]
+                + (["--families", self.families] if self.families else [])
+                + (["--size", str(self.size)] if self.size is not None else [])
+                + (["--show-task-id"] if self.show_task_id else []))
 
 
 def env_config(env: str, options: TasksetOptions = TasksetOptions(), backend: str = "auto"):
@@ -106,11 +122,11 @@ class ServerProcess:
     """`python -m exactgrade.env.serving serve ...` as a child process (a context manager)."""
 
     def __init__(self, env: str, workers: int, options: TasksetOptions = TasksetOptions(),
-                 backend: str = "auto", log: Any = None) -> None:
+                 backend: str = "auto", log: Any = None, environ: Mapping[str, str] | None = None) -> None:
         command = [sys.executable, "-m", "exactgrade.env.serving", "serve", env, "--workers", str(workers),
-                   "--source", options.source, "--seed", str(options.seed), "--levels", options.levels,
-                   "--backend", backend] + (["--families", options.families] if options.families else [])
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+                   "--backend", backend, *options.arguments()]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                        env=None if environ is None else dict(environ))
         line = self.process.stdout.readline() if self.process.stdout else ""
         if " on tcp://" not in line:
             self.stop()
@@ -246,6 +262,10 @@ def _add_taskset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--levels", type=non_empty, default="1-5", help="--env.taskset.levels (generated)")
     parser.add_argument("--families", type=non_empty, default=None,
                         help="--env.taskset.families (generated; default all)")
+    parser.add_argument("--size", type=positive_int, default=None,
+                        help="--env.taskset.size (generated: the pool's size)")
+    parser.add_argument("--show-task-id", action="store_true",
+                        help="--env.taskset.show-task-id (generated: the scripted policies need it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,7 +318,7 @@ def _reason(error: ValueError) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    options = TasksetOptions(args.source, args.seed, args.levels, args.families)
+    options = TasksetOptions(args.source, args.seed, args.levels, args.families, args.size, args.show_task_id)
     try:
         check_taskset(args.env, options)
     except ValueError as e:
