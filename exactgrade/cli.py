@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "build": "exactgrade.dataset",
     "doctor": "exactgrade.sandbox.doctor",
     "policy-server": "exactgrade.scripted.server",
+    "calibrate": "exactgrade.calibrate",
 }
 
 

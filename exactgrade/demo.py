@@ -206,9 +206,10 @@ def _stats(url: str) -> dict[str, Any]:
 
 def vf_eval_command(env: str, model: str, base_url: str, out_dir: Path, run_dir: str, *,
                     limit: int | None = None, concurrency: int = 8, api_key_var: str | None = None,
-                    max_turns: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+                    max_turns: int | None = None, extra: tuple[str, ...] = (),
+                    rollouts: int = 1) -> list[str]:
     """The documented offline vf-eval invocation for one environment."""
-    command = ["vf-eval", env, "-m", model, "-r", "1", "-c", str(concurrency),
+    command = ["vf-eval", env, "-m", model, "-r", str(rollouts), "-c", str(concurrency),
                "--client.base-url", base_url, "--env.agent.runtime.type", "subprocess",
                "--no-push", "--no-rich", "-o", str(out_dir), "--run.dir", run_dir]
     if limit is not None:

@@ -19,6 +19,7 @@ from exactgrade import cli_args
 from exactgrade.cli import COMMANDS
 
 UNSET = "EXACTGRADE_TEST_SURELY_UNSET"
+CALIBRATE = ["--model", "m", "--base-url", "http://127.0.0.1:1/v1"]
 
 # (arguments, words the one line must hold, extra environment). {tmp}: a fresh directory;
 # {file}: a regular file; {dir}: a directory; {binary}: a file that is not UTF-8; {blocked}: a
@@ -79,6 +80,27 @@ BAD = [
     (["policy-server", "--canary-file", "{tmp}/none.txt"], ["argument --canary-file", "does not exist"], {}),
     (["policy-server", "--canary-file", "{dir}"], ["argument --canary-file", "not a regular file"], {}),
     (["policy-server", "--canary-file", "{binary}"], ["argument --canary-file", "not UTF-8 text"], {}),
+    # calibrate
+    (["calibrate", "--model", "m", "--base-url", "http://127.0.0.1:1/v1"], ["required: --env"], {}),
+    (["calibrate", "--env", "scaling-env", "--base-url", "http://127.0.0.1:1/v1"], ["required: --model"], {}),
+    (["calibrate", "--env", "chess-env", *CALIBRATE], ["argument --env", "invalid choice"], {}),
+    (["calibrate", "--env", "scaling-env", "--model", "m", "--base-url", "ftp://h/v1"],
+     ["argument --base-url", "http:// or https://"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--api-key-var", UNSET],
+     ["argument --api-key-var", f"{UNSET} is not set"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--levels", "0-3"],
+     ["argument --levels", "levels from 1 to 5"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--tasks-per-cell", "0"],
+     ["argument --tasks-per-cell", "positive integer"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--rollouts", "two"],
+     ["argument --rollouts", "positive integer", "'two'"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--seed", "-1"],
+     ["argument --seed", "non-negative integer"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--out", "{file}"],
+     ["argument --out", "exists and is not a directory"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE, "--families", "nope"],
+     ["argument --families", "unknown family 'nope' of the scaling domain"], {}),
+    (["calibrate", "--env", "scaling-env", *CALIBRATE], ["vf-eval is not on PATH"], {"PATH": "/nonexistent"}),
 ]  # fmt: skip
 
 

@@ -8,7 +8,10 @@
 - adversarial: an attack per task (read the key, escape, forge, crash, a memory bomb, or a
   correct answer followed by killing the sandbox). None may pass, and none may void itself:
   a sandbox its own code ended (SELF_KILLS) scores 0 with the death as the reason, never a
-  flagged harness failure (trainers drop those rollouts, which would be a reward hack).
+  flagged harness failure (trainers drop those rollouts, which would be a reward hack);
+- partial: the reference on the generated tasks `partial_solves` names, the mutant on every other
+  task, so its pass rate per family and level is known by construction (`partial_pass_rate`):
+  what `python -m exactgrade calibrate` is tested against.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 from exactgrade.policy import Exact, Policy
 
-POLICIES = ("reference", "mutant", "adversarial")
+POLICIES = ("reference", "mutant", "adversarial", "partial")
 
 CANARY_ENV = "EXACTGRADE_CANARY"
 """The demo puts a random token in this host environment variable and in a host file; any
@@ -196,3 +199,27 @@ def escaped(tool_output: str, canary: str) -> str | None:
     if '"expected_output"' in tool_output:
         return "an answer-key file reached the model"
     return None
+
+
+def partial_solves(task_id: str) -> bool:
+    """Whether the `partial` policy solves a task: a generated task of an even-ranked family (its
+    position in exactgrade.family.families) at level 1, or at level 2 with an even index; never a
+    task of an odd-ranked family, never at level 3 or above, never a canonical task."""
+    from exactgrade.family import families, parse_generated_id
+
+    parsed = parse_generated_id(task_id)
+    if parsed is None:
+        return False
+    domain, family, level, _, index = parsed
+    if families(domain).index(family) % 2 == 1:
+        return False
+    return level == 1 or (level == 2 and index % 2 == 0)
+
+
+def partial_pass_rate(domain: str, family: str, level: int, tasks: int) -> float:
+    """The `partial` policy's pass rate on the cell's first `tasks` generated tasks (indices 0 to
+    tasks - 1, which is what a pool of tasks-per-cell holds): known by construction."""
+    from exactgrade.family import generated_id
+
+    solved = sum(partial_solves(generated_id(domain, family, level, 0, index)) for index in range(tasks))
+    return solved / tasks

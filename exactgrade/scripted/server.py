@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from exactgrade.cli_args import port, small_text_file, writable_file
+from exactgrade.scripted.policies import POLICIES
 
-HELP = "Run the scripted policy server (reference, mutant or adversarial) that the demo evaluates."
+HELP = "Run the scripted policy server (reference, mutant, adversarial or partial) that the demo evaluates."
 
 MAX_BODY = 64 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", choices=("reference", "mutant", "adversarial"), default="reference",
-                        help="which scripted policy answers (default: reference)")
+    parser.add_argument("--policy", choices=POLICIES, default="reference",
+                        help="which scripted policy answers (default: reference; partial: the reference on "
+                             "some families and levels only, for calibrate)")
     parser.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default 0: any free port; "
                         "the URL is printed on the first stdout line)")
     parser.add_argument("--log", type=writable_file, default=None,
@@ -117,9 +119,10 @@ class PolicyModel:
     def script(self, entry: CatalogEntry):
         from exactgrade.scripted import policies
 
-        if self.policy == "reference":
+        partial = self.policy == "partial"
+        if self.policy == "reference" or (partial and policies.partial_solves(entry.task_id)):
             return policies.reference_script(entry.program)
-        if self.policy == "mutant":
+        if self.policy == "mutant" or partial:
             return policies.mutant_script(entry.program, entry.index, entry.policy)
         return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
 
