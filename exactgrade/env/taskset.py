@@ -1,8 +1,12 @@
-"""The verifiers adapter shared by scaling-env, pytorch-env and deeplearning-env.
+"""The verifiers adapter shared by scaling-env, pytorch-env, deeplearning-env and their streams.
 
-Rows come from the shipped Hugging Face dataset of a domain (or a local path / hub id).
-TaskData carries what the model may see (prompt, inputs); the answer key stays on the host
-(`exactgrade.env.keys`). The model's two tools run in an exactgrade Sandbox behind the shared
+ExactgradeTaskset is finite: the rows of a domain's dataset (shipped, a local path or a hub id),
+or a pool of `size` generated tasks in a fixed order. ExactgradeStream is the infinite stream of
+the same generated tasks, its own class (verifiers and prime-rl read `type(taskset).INFINITE`)
+and so its own environment id. TaskData carries what the model may see (prompt, inputs) and the
+task's difficulty (family, level, seed, index); the answer key stays on the host
+(`exactgrade.env.keys`; a generated task is keyed from the instance its TaskData carries,
+`exactgrade.env.instances`). The model's two tools run in an exactgrade Sandbox behind the shared
 tool server (`exactgrade.env.toolset`); `correctness` reads `result` back from the rollout
 state after the rollout, decodes it strictly and grades it with `exactgrade.compare`.
 A harness failure (the zygote or jail died, the host closed the sandbox or failed its read-back,
