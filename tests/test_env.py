@@ -10,15 +10,15 @@ import signal
 import threading
 from pathlib import Path
 
+import deeplearning_env
 import pytest
+import pytorch_env
+import scaling_env
 import verifiers.v1 as vf
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.graph import MessageNode
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 
-import deeplearning_env
-import pytorch_env
-import scaling_env
 from exactgrade import wire
 from exactgrade.dataset import build_domain, load_split
 from exactgrade.env.keys import lookup
@@ -331,3 +331,17 @@ def test_the_gold_check_fails_when_the_key_does_not_match_the_reference(dataset_
         assert asyncio.run(task.validate(None)) is False
     finally:
         keys.record(task.source, {task.data.id: right})
+
+
+def test_keys_load_once_when_rollouts_of_a_fresh_worker_grade_at_once() -> None:
+    """Two threads loading one dataset at once race in the `datasets` progress bars (seen: a replay's
+    reward raised); keys.lookup loads each source once, under a lock."""
+    import subprocess
+    import sys
+
+    code = ("import threading; from exactgrade.env import keys; found = []; "
+            "look = lambda i: found.append(keys.lookup(('scaling', 'train', None), f'sc-{i:03d}').policy); "
+            "threads = [threading.Thread(target=look, args=(i,)) for i in range(6)]; "
+            "[t.start() for t in threads]; [t.join() for t in threads]; print(len(found))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "6", done.stderr[-2000:]

@@ -28,6 +28,9 @@ Source = tuple[str, str, str | None]
 
 _keys: dict[Source, dict[str, AnswerKey]] = {}
 _lock = threading.Lock()
+_loading = threading.Lock()
+"""Held while a dataset is loaded: two threads loading the same dataset at once would race in
+the `datasets` cache."""
 
 
 def key_from_row(row: Mapping[str, Any]) -> AnswerKey:
@@ -52,9 +55,13 @@ def lookup(source: Source, task_id: str) -> AnswerKey:
         return known
     from exactgrade.dataset import load_split
 
-    domain, split, dataset_name = source
-    rows = load_split(domain, split, dataset_name)
-    record(source, {row["task_id"]: key_from_row(row) for row in rows})
+    with _loading:
+        with _lock:
+            loaded = task_id in _keys.get(source, {})  # another thread may have loaded it meanwhile
+        if not loaded:
+            domain, split, dataset_name = source
+            rows = load_split(domain, split, dataset_name)
+            record(source, {row["task_id"]: key_from_row(row) for row in rows})
     with _lock:
         found = _keys[source].get(task_id)
     if found is None:
