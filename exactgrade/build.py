@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactgrade.task import domain_module
+    from exactgrade.console import Progress
+    from exactgrade.family import families
+    from exactgrade.task import domain_module, task_defs
 
     status = 0
     for domain in args.domain or list(DOMAINS):
@@ -44,13 +46,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"{domain}: NOT BUILT: {error}{hint}")
             status = 1
             continue
-        if args.generated is not None:
-            module = domain_module(domain)
-            environment = dict(module.environment()) if hasattr(module, "environment") else {}
-            built = build_generated_domain(domain, args.out, args.generated, args.seed, args.levels,
-                                           environment)
-        else:
-            built = build_domain(domain, args.out)
+        generated = args.generated is not None
+        rows = (args.generated * len(args.levels) * len(families(domain)) if generated
+                else len(task_defs(domain)))
+        with Progress(f"build {domain}", rows) as bar:
+            if generated:
+                module = domain_module(domain)
+                environment = dict(module.environment()) if hasattr(module, "environment") else {}
+                built = build_generated_domain(domain, args.out, args.generated, args.seed, args.levels,
+                                               environment, bar.advance)
+            else:
+                built = build_domain(domain, args.out, bar.advance)
         counts = Counter(t.category for t in built)
         print(f"{domain}: wrote {len(built)} rows to {args.out / domain} "
               f"({', '.join(f'{c} {n}' for c, n in counts.items())})")

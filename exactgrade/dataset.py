@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,12 +203,16 @@ def dataset_card(domain: str, tasks: list[Task], environment: Mapping[str, str])
     return "\n".join(header + [""] + body) + "\n"
 
 
-def build_domain(domain: str, out: Path) -> list[Task]:
-    """Write ``out/<domain>/train.jsonl`` and ``README.md``; return the tasks written."""
-    from exactgrade.task import domain_module, tasks
+def build_domain(domain: str, out: Path, progress: Callable[[], None] = lambda: None) -> list[Task]:
+    """Write ``out/<domain>/train.jsonl`` and ``README.md``; return the tasks written
+    (``progress`` is called once per task materialised)."""
+    from exactgrade.task import domain_module, materialise, task_defs
 
     module = domain_module(domain)
-    built = tasks(domain)
+    built = []
+    for definition in task_defs(domain):
+        built.append(materialise(definition, domain, module.PROFILE))
+        progress()
     environment = dict(module.environment()) if hasattr(module, "environment") else {}
     target = out / domain
     target.mkdir(parents=True, exist_ok=True)

@@ -584,8 +584,7 @@ def format_report(report: DomainReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from exactgrade.console import Progress
     from exactgrade.family import families
     from exactgrade.task import domain_module
 
@@ -601,20 +600,14 @@ def run(args: argparse.Namespace) -> int:
             reports.append(DomainReport(domain, (), (), not_verified=f"cannot load {DOMAINS[domain]}: "
                                                                        f"{type(error).__name__}: {error}"))
     runs_per_task = 4 if generated else 3
-    with tqdm(total=runs_per_task * sum(sizes.values()), desc="verify", unit="run", file=sys.stderr) as bar:
-        lock = threading.Lock()
-
-        def advance() -> None:
-            with lock:
-                bar.update(1)
-
+    with Progress("verify", runs_per_task * sum(sizes.values())) as bar:
         for domain in sizes:
-            bar.set_description(f"verify {domain}")
+            bar.update(description=f"verify {domain}")
             if generated:
                 reports.append(verify_generated(domain, args.generated, args.seed, args.levels,
-                                                task_timeout=args.task_timeout, progress=advance))
+                                                task_timeout=args.task_timeout, progress=bar.advance))
             else:
-                reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=advance))
+                reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=bar.advance))
     reports.sort(key=lambda r: domains.index(r.domain))
     for report in reports:
         for line in format_report(report):
