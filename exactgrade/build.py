@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         generated = args.generated is not None
         rows = (args.generated * len(args.levels) * len(families(domain)) if generated
                 else len(task_defs(domain)))
+        (args.out / domain).mkdir(parents=True, exist_ok=True)  # fails before any work or progress line
         with Progress(f"build {domain}", rows) as bar:
             if generated:
                 module = domain_module(domain)

@@ -61,10 +61,10 @@ class Progress:
             self._plain(force=True)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
-        else:
+        elif error is None:  # a failure's own one-line message comes next: no progress line before it
             self._plain(force=True)
 
     def advance(self, steps: int = 1) -> None:

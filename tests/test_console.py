@@ -53,6 +53,15 @@ def test_progress_on_a_log_writes_plain_lines(total: int, steps, lines) -> None:
     assert plain_lines(total, steps) == lines
 
 
+def test_progress_that_ends_in_an_error_writes_no_last_line_before_the_error() -> None:
+    out = io.StringIO()
+    with pytest.raises(OSError), Progress("build scaling", 35, file=out) as bar:
+        bar.advance()
+        raise OSError("disk full")
+    (line,) = out.getvalue().splitlines()  # the start only (its seconds are the machine's)
+    assert LINE.fullmatch(line).group("what", "done", "total") == ("build scaling", "0", "35")
+
+
 def test_progress_counts_advances_from_many_threads() -> None:
     out = io.StringIO()
     with Progress("verify", 4000, file=out) as bar:
