@@ -91,19 +91,17 @@ class Progress:
             self._plain(force=False)
 
     def _plain(self, force: bool) -> None:
-        """A plain line when forced (start, end), when the description changed, at the end of the
-        work, or once a PLAIN_STEPS-th of it was done since the last line."""
-        done, what = self._completed, self._description
-        if self._shown is not None and not force:
-            last_what, last_done = self._shown
-            step = max(1, self._total // PLAIN_STEPS)
-            if what == last_what and done != self._total and done - last_done < step:
-                return
-        if self._shown == (what, done) and force and done == self._total:
-            return  # the end was already shown
-        self._shown = (what, done)
+        """A plain line unless it would repeat the last one: when forced (start, end), when the
+        description changed, at the end of the work, or a PLAIN_STEPS-th of it after the last."""
+        shown, now = self._shown, (self._description, self._completed)
+        if shown == now:
+            return
+        if not force and shown is not None and shown[0] == now[0] and now[1] != self._total \
+                and now[1] - shown[1] < max(1, self._total // PLAIN_STEPS):
+            return
+        self._shown = now
         seconds = time.monotonic() - self._started
-        self._console.file.write(f"{what}: {done}/{self._total} ({seconds:.0f} s)\n")
+        self._console.file.write(f"{now[0]}: {now[1]}/{self._total} ({seconds:.0f} s)\n")
         self._console.file.flush()
 
 

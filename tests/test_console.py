@@ -37,8 +37,9 @@ def plain_lines(total: int, steps: list[tuple[str, object]]) -> list[tuple[str, 
 PLAIN = [
     (20, [("advance", None)] * 20, [("build scaling", n) for n in range(0, 21, 2)]),  # a tenth at a time
     (3, [("advance", None)] * 3, [("build scaling", n) for n in range(4)]),  # small: every step
-    # a poll that sees no change writes no line
-    (10, [("update", 0), ("update", 0), ("update", 5), ("update", 5), ("update", 10)],
+    # a poll that sees no change writes no line, also once all is done (the demo polls until vf-eval exits)
+    (10, [("update", 0), ("update", 0), ("update", 5), ("update", 5), ("update", 10), ("update", 10),
+          ("update", 10)],
      [("build scaling", 0), ("build scaling", 5), ("build scaling", 10)]),
     # a new description gets a line at once
     (100, [("advance", None), ("describe", "verify pytorch"), ("advance", None)],
