@@ -47,7 +47,7 @@ def lookup(source: Source, task_id: str) -> AnswerKey:
     from exactgrade.family import parse_generated_id
 
     if parse_generated_id(task_id) is not None:
-        from exactgrade.task import get_task
+        from exactgrade.lookup import get_task
 
         task = get_task(task_id)
         return AnswerKey(task.expected, task.policy)
