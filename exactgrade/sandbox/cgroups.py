@@ -77,6 +77,31 @@ def unavailable_reason() -> str | None:
     return None
 
 
+@functools.cache
+def v1_accounting_root() -> Path | None:
+    """On a v1 (hybrid) host: the unified hierarchy's exactgrade/ if sandbox groups made below it get
+    cpu.pressure (PSI built in and enabled), else None (no starvation accounting: see cpu_waits)."""
+    root = v2_root()
+    if version() != 1 or root is None or os.geteuid() != 0:
+        return None
+    try:
+        (root / PARENT).mkdir(exist_ok=True)
+        (root / PARENT / "cpu.pressure").read_text()
+    except OSError:
+        return None
+    return root / PARENT
+
+
+@dataclass(frozen=True, slots=True)
+class CpuWaits:
+    """Cumulative counters of one sandbox group (seconds): its CPU time, the time some of its tasks
+    were runnable and none ran (PSI full), and the time its own quota throttled it."""
+
+    usage: float
+    stalled: float
+    throttled: float
+
+
 def existing_uids() -> set[int]:
     """Uids that have a sandbox group right now (live, or left behind by a host that was killed)."""
     found = set()
@@ -97,6 +122,26 @@ class SandboxCgroup:
     @property
     def dirs(self) -> tuple[Path, ...]:
         return _dirs(self.name, self.version)
+
+    def cpu_waits(self) -> CpuWaits | None:
+        """The group's CPU counters now, or None where PSI is not available for it (then a call's
+        limit is wall time only)."""
+        try:
+            with open(_psi_file(self.name, self.version, "cpu.pressure")) as f:
+                pressure = f.read()
+            with open(_psi_file(self.name, self.version, "cpu.stat")) as f:
+                stat = dict(line.split() for line in f.read().splitlines() if len(line.split()) == 2)
+            if self.version == 1:
+                with open(self._file("cpu", "cpu.stat")) as f:
+                    v1 = dict(line.split() for line in f.read().splitlines() if len(line.split()) == 2)
+                throttled = int(v1["throttled_time"]) / 1e9
+            else:
+                throttled = int(stat.get("throttled_usec", "0")) / 1e6
+            full = next(line for line in pressure.splitlines() if line.startswith("full "))
+            stalled = int(full.rsplit("total=", 1)[1]) / 1e6
+            return CpuWaits(int(stat["usage_usec"]) / 1e6, stalled, throttled)
+        except (OSError, ValueError, KeyError, StopIteration, IndexError):
+            return None
 
     def _file(self, controller: str, name: str) -> str:
         return _file(self.name, self.version, controller, name)
@@ -208,6 +253,7 @@ class SandboxCgroup:
 
     def destroy(self, timeout: float = 10.0) -> bool:
         """Kill everything inside and remove every group; False if that did not fully succeed."""
+        self.limit_cpu(1.0)  # killed tasks need CPU to exit: at IDLE_CPUS, 62 of them took over 10 s
         clean = self.kill_all(timeout)
         deadline = time.monotonic() + timeout
         for d in self.dirs:
@@ -229,9 +275,18 @@ class SandboxCgroup:
 # most of a close's CPU (~40 ms per sandbox).
 @functools.cache
 def _dirs(name: str, version: int) -> tuple[Path, ...]:
+    """v1: memory, pids, cpu (in CONTROLLERS order), then the accounting group if there is one."""
     if version == 1:
-        return tuple(CGROUP_ROOT / controller / PARENT / name for controller in CONTROLLERS)
+        accounting = v1_accounting_root()
+        return tuple(CGROUP_ROOT / controller / PARENT / name for controller in CONTROLLERS) + (
+            (accounting / name,) if accounting is not None else ())
     return ((v2_root() or CGROUP_ROOT) / PARENT / name,)
+
+
+@functools.cache
+def _psi_file(name: str, version: int, filename: str) -> str:
+    """A file of the group that has cpu.pressure: the v2 group, or v1's accounting group."""
+    return str(_dirs(name, version)[-1] / filename)
 
 
 @functools.cache
