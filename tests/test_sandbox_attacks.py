@@ -729,31 +729,37 @@ def test_sysv_ipc_is_private_or_refused(backend, token):
     assert not [line for line in host_objects if str(uid_a) in line.split()]
 
 
-# ---- issue 15 item 6: one memory budget without a cgroup ----------------------------------------------
+# ---- issue 15 item 6 and issue 22 item 2: one disk budget, without a cgroup too ---------------------------
 
 FILL = dedent("""
     import os
     print(len({os.stat(d).st_dev for d in ('/work', '/tmp', '/dev/shm')}), 'filesystem(s)')
-    for d in ('/work', '/tmp', '/dev/shm'):
-        try:
-            with open(f'{d}/fill', 'wb') as f:
-                for _ in range(40):
-                    f.write(b'x' * (1 << 20))  # 40 MiB in pieces: RLIMIT_AS is 64 MiB too
-            print(d, 'filled')
-        except OSError as e:
-            print(d, type(e).__name__, e.errno)
+    for d in DIRS:
+        with open(f'{d}/fill', 'wb') as f:
+            for _ in range(40):
+                f.write(b'x' * (1 << 20))  # 40 MiB in pieces: RLIMIT_AS is 64 MiB too
+        print(d, 'filled')
 """)
 
 
-def test_the_three_tmpfs_share_one_budget():
-    """Namespaces (landlock has no tmpfs: its work dir is on the host disk): /work, /tmp and /dev/shm
-    are one tmpfs of memory_bytes, so 3 x 40 MiB do not fit into 64 MiB even without a cgroup."""
+@pytest.mark.parametrize("dirs", [("/work",), ("/tmp",), ("/dev/shm",), ("/work", "/tmp"),
+                                  ("/tmp", "/dev/shm")])
+def test_the_three_tmpfs_share_one_budget(dirs):
+    """Namespaces (landlock has no tmpfs: disk.py accounts for its work dir): /work, /tmp and /dev/shm
+    are one tmpfs of disk_bytes, so 40 MiB fit in any one of them but not in two, even without a
+    cgroup: the full tmpfs ends the sandbox as the model's fault."""
     if backends.probe().unavailable("namespaces") is not None:
         pytest.skip("namespaces backend unavailable on this machine")
-    limits = Limits(memory_bytes=64 << 20, call_timeout=20)
-    with pytest.warns(RuntimeWarning), Sandbox(backend="namespaces", use_cgroups=False, limits=limits) as sb:
-        out = sb.execute_code(FILL)
-    assert out == "1 filesystem(s)\n/work filled\n/tmp OSError 28\n/dev/shm OSError 28\n"
+    limits = Limits(memory_bytes=64 << 20, disk_bytes=64 << 20, call_timeout=20)
+    with pytest.warns(RuntimeWarning), Sandbox(inputs={"DIRS": list(dirs)}, backend="namespaces",
+                                               use_cgroups=False, limits=limits) as sb:
+        if len(dirs) == 1:
+            assert sb.execute_code(FILL) == f"1 filesystem(s)\n{dirs[0]} filled\n"
+            return
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(FILL)
+    death = died.value.death
+    assert death.cause == "model" and "tmpfs of 67108864 bytes" in death.evidence, death
 
 
 def test_running_without_a_cgroup_is_an_explicit_opt_in(backend):
