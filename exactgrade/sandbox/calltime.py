@@ -80,9 +80,9 @@ class CgroupClock(Clock):
     def detail(self) -> str:
         if self.first is None or self.last is None:
             return "cgroup counters unreadable: wall time"
-        return (f"cpu time {self.last.usage - self.first.usage:.3f} s, no task running while one was "
-                f"runnable {self.last.stalled - self.first.stalled:.3f} s (PSI full), of which its own "
-                f"quota throttled it {self.last.throttled - self.first.throttled:.3f} s")
+        return (f"no task running while one was runnable {self.last.stalled - self.first.stalled:.3f} s "
+                f"(PSI full), of which its own quota throttled it "
+                f"{self.last.throttled - self.first.throttled:.3f} s")
 
 
 class WorkerClock(Clock):

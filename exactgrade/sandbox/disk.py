@@ -7,13 +7,13 @@ namespaces  /work, /tmp and /dev/shm are one tmpfs of disk_bytes with max_files 
 landlock    the work dir is on the host disk, and quotas, a size-limited mount or a loop device all
 (and unsafe) need privileges the fallback does not have (CAP_SYS_ADMIN). So the host accounts for
             it: RLIMIT_FSIZE caps each file at min(max_file_bytes, disk_bytes), and while a call
-            runs the host walks the work dir every POLL seconds (allocated blocks, entries) and
-            adds the files the sandbox deleted but holds open (/proc/PID/fd: they keep their
-            blocks); every DEEP_EVERY-th time and after each exec/bash call also those it holds
-            mapped (/proc/PID/maps). Over the budget, the sandbox is killed (the model's fault)
-            and its work dir deleted. Worst-case overshoot: what the sandbox writes in one poll
-            interval plus one walk (DEEP_EVERY intervals for deleted files it only maps); see
-            BENCHMARKS.md for the figures.
+            runs and after it the host walks the work dir (allocated blocks, entries), at most
+            every POLL seconds and at most WALK_SHARE of a CPU, and adds the files the sandbox
+            deleted but holds open (/proc/PID/fd: they keep their blocks); every DEEP_EVERY-th
+            walk and the one after an exec/bash call also those it holds mapped (/proc/PID/maps).
+            Over the budget, the sandbox is killed (the model's fault) and its work dir deleted.
+            Worst-case overshoot: what the sandbox writes in one walk interval plus one walk
+            (DEEP_EVERY intervals for deleted files it only maps); see BENCHMARKS.md.
 
 Between calls nothing is polled: processes left running then get IDLE_CPUS of CPU (cgroups.py), and
 the check after each call and at the start of the next one's polls catches what they wrote.
@@ -23,12 +23,17 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 POLL = 0.05
-"""Seconds between two walks of a landlock sandbox's work dir while a call runs."""
+"""Seconds between two walks of a landlock sandbox's work dir, at least (while a call runs, and at
+the end of calls: a burst of short calls gets one walk per POLL, not one each)."""
+WALK_SHARE = 0.05
+"""At most this share of a CPU goes to walking one sandbox's work dir: a walk that took t seconds
+waits t / WALK_SHARE before the next (a work dir of many files is walked less often)."""
 DEEP_EVERY = 10
 """Every this many polls (and after every call) deleted files still held are counted as well."""
 
@@ -158,6 +163,8 @@ class DiskBudget:
         self.tmpfs_fd = -1
         self.polls = 0
         self.last = DiskUse(0, 0)
+        self.next_walk = 0.0  # time.monotonic() before which the work dir is not walked again
+        self.deep_pending = False  # a deep check was asked for and skipped
 
     def hold_tmpfs(self, pids: set[int]) -> None:
         """Open the namespaces sandbox's /work through one of its processes (host pids): fstatvfs on
@@ -177,9 +184,9 @@ class DiskBudget:
 
     def over(self, pids: Callable[[], set[int]], deep: bool = False) -> str | None:
         """None within budget; else evidence of what the sandbox holds: the work dir and the deleted
-        files the processes pids() hold open; with deep (and every DEEP_EVERY-th call), mapped too.
-        On the namespaces tmpfs: whether it is full."""
-        self.polls += 1
+        files the processes pids() hold open; with deep (now, or at the next walk if this one is
+        skipped, and every DEEP_EVERY-th walk), mapped too. On the namespaces tmpfs: whether it
+        is full (one fstatvfs, never skipped)."""
         if self.workdir is None:
             try:
                 info = os.fstatvfs(self.tmpfs_fd) if self.tmpfs_fd >= 0 else None
@@ -188,10 +195,18 @@ class DiskBudget:
             if info is None or (info.f_bavail > 0 and info.f_favail > 0):
                 return None
             return f"its tmpfs of {self.disk_bytes} bytes / {self.max_files} inodes is full"
+        self.deep_pending |= deep
+        started = time.monotonic()
+        if started < self.next_walk:
+            return None
+        self.polls += 1
         use = tree_usage(self.workdir, self.max_files)
-        maps = deep or self.polls % DEEP_EVERY == 0
+        maps = self.deep_pending or self.polls % DEEP_EVERY == 0
+        self.deep_pending = False
         held = held_deleted(pids(), self.device, self.max_file_bytes, maps=maps)
         self.last = DiskUse(use.bytes + held, use.entries, held)
+        took = time.monotonic() - started
+        self.next_walk = started + max(POLL, took / WALK_SHARE)
         if self.last.bytes > self.disk_bytes or self.last.entries > self.max_files:
             return (f"its work dir held {self.last.bytes} bytes in {self.last.entries} entries "
                     f"({held} bytes of them in deleted files still held open or mapped); budget "
