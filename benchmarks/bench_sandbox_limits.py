@@ -3,7 +3,7 @@ limit decides on a starved host, measured on the real sandbox.
 
     python -m benchmarks.bench_sandbox_limits cost [--backend B] [--rounds N]  # per call, checks on/off
     python -m benchmarks.bench_sandbox_limits overshoot [--backend B]          # bytes past the budget
-    python -m benchmarks.bench_sandbox_limits starve [--backend B]             # decisions under CPU hogs
+    python -m benchmarks.bench_sandbox_limits starve [--backend B] [--no-cgroups]  # under CPU hogs
 
 (-m from the checkout, so that its exactgrade is the one imported.)
 
@@ -113,14 +113,15 @@ OWN = "import subprocess\n[subprocess.Popen(['python3', '-c', 'while True: pass'
 OWN += SPIN
 
 
-def starve(backend: str, rounds: int) -> None:
+def starve(backend: str, rounds: int, use_cgroups: bool = True) -> None:
     cases = [("spin", SPIN, 1.0, 4), ("sleep", SLEEP, 1.0, 4), ("0.2 s CPU of work", WORK, 1.0, 60),
              ("spin, quota 0.05 CPU", SPIN, 0.05, 40), ("7 own processes", OWN, 1.0, 40)]
     for hogs in (False, True):
         for name, code, cpus, factor in cases:
             limits = Limits(call_timeout=0.5, cpus=cpus, wall_factor=factor)
             for _ in range(rounds):
-                with Sandbox(backend=backend, limits=limits) as sb, cpu_hogs(20) if hogs else nullcontext():
+                sandbox = Sandbox(backend=backend, limits=limits, use_cgroups=use_cgroups)
+                with sandbox as sb, cpu_hogs(20) if hogs else nullcontext():
                     try:
                         sb.execute_code(code)
                         outcome = "finished"
@@ -138,9 +139,13 @@ def main() -> None:
     parser.add_argument("what", choices=("cost", "overshoot", "starve"))
     parser.add_argument("--backend", default="namespaces")
     parser.add_argument("--rounds", type=int, default=0)
+    parser.add_argument("--no-cgroups", action="store_true", help="starve: use_cgroups=False (landlock)")
     args = parser.parse_args()
-    run = {"cost": cost, "overshoot": overshoot, "starve": starve}[args.what]
-    run(args.backend, args.rounds or {"cost": 200, "overshoot": 5, "starve": 1}[args.what])
+    rounds = args.rounds or {"cost": 200, "overshoot": 5, "starve": 1}[args.what]
+    if args.what == "starve":
+        starve(args.backend, rounds, not args.no_cgroups)
+    else:
+        {"cost": cost, "overshoot": overshoot}[args.what](args.backend, rounds)
 
 
 if __name__ == "__main__":

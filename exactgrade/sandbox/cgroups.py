@@ -92,6 +92,20 @@ def v1_accounting_root() -> Path | None:
     return root / PARENT
 
 
+def psi_reason() -> str | None:
+    """None if sandbox groups get cpu.pressure (calls are charged in the sandbox's own time), else why
+    not (then the call limit is wall time)."""
+    if unavailable_reason() is not None:
+        return "no per-sandbox cgroup"
+    if version() == 1:
+        return None if v1_accounting_root() is not None else "no cpu.pressure in the unified hierarchy"
+    try:
+        ((v2_root() or CGROUP_ROOT) / PARENT / "cpu.pressure").read_text()
+    except OSError as error:
+        return f"cpu.pressure unreadable ({error.strerror}; PSI off? boot with psi=1)"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CpuWaits:
     """Cumulative counters of one sandbox group (seconds): the time some of its tasks were runnable
