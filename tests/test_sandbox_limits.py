@@ -121,6 +121,7 @@ OWN_PROCESSES = dedent("""
     while True:
         pass
 """)
+NICE_SPIN = "import os\nos.nice(19)\n" + SPIN  # asks to wait behind every host task
 HOG_SECONDS = 20  # a bound on the hogs in case the test process dies: each test kills them sooner
 
 
@@ -161,12 +162,14 @@ def test_a_call_the_host_starves_to_the_wall_cap_is_the_harnesss(backend, use_cg
     (OWN_PROCESSES, 1.0, True),  # 7 of its processes contend for 2 CPUs and its 1-CPU quota
     (SLEEP, 1.0, False),
     (OWN_PROCESSES, 1.0, False),  # no cgroup: other processes with CPU time make it wall time
-], ids=["sleep, starved host", "own quota", "own processes", "sleep, no cgroup", "own processes, no cgroup"])
+    (NICE_SPIN, 1.0, False),  # no cgroup, starved host: a niced worker's waits are its own
+], ids=["sleep, starved host", "own quota", "own processes", "sleep, no cgroup", "own processes, no cgroup",
+        "niced, no cgroup, starved host"])
 def test_a_call_that_makes_its_own_waits_times_out_as_the_models(backend, code, cpus, use_cgroups):
     if not use_cgroups and backend == "namespaces":
         pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
     limits = Limits(call_timeout=0.5, cpus=cpus, wall_factor=40)  # the cap only if the host starves it
-    starved = code == SLEEP
+    starved = code in (SLEEP, NICE_SPIN)
     with _sandbox(backend, limits, use_cgroups) as sb, cpu_hogs(HOG_SECONDS) if starved else nullcontext():
         with pytest.raises(SandboxDied) as died:
             sb.execute_code(code)
@@ -176,6 +179,8 @@ def test_a_call_that_makes_its_own_waits_times_out_as_the_models(backend, code, 
     assert death.reason == "exec timed out after 0.5 s; the sandbox was killed", death
     assert "against the call limit of 0.5 s" in death.evidence, death
     assert call.charged >= limits.call_timeout - 0.01, call
+    if code in (NICE_SPIN, OWN_PROCESSES) and not use_cgroups:
+        assert call.stolen == 0.0, call  # none of its waits credited: charged its wall time
 
 
 def _sandbox(backend, limits, use_cgroups):

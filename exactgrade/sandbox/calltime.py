@@ -17,7 +17,10 @@ Sources, best first:
   worker task   no cgroup (landlock, use_cgroups=False): the run-queue delay of the worker's own
                 threads (/proc/PID/task/*/schedstat, CONFIG_SCHED_INFO), counted only while the
                 worker is the only process of its uid with CPU time (its children could be the ones
-                keeping it waiting; then the call is charged wall time).
+                keeping it waiting) and runs at its normal priority (not niced, not SCHED_IDLE or
+                SCHED_BATCH); else the call is charged wall time. Without a cgroup the sandbox
+                weighs as one task against every host task; a model that cannot lower its own
+                weight (priority, affinity: refused by seccomp) cannot make host waits of its own.
   wall          nothing of the above: wall time, as before (a starved host scores 0).
 """
 
@@ -102,6 +105,9 @@ class WorkerClock(Clock):
 
     def stolen(self) -> float:
         self.delay = _threads_delay(self.pid)
+        if _deprioritized(self.pid):  # a worker that asked for less CPU made its own waits
+            self.others = float("inf")
+            return 0.0
         self.others = _cpu_seconds(self.pid, children=True) - self.first_children  # reaped meanwhile
         self.others += sum(_cpu_seconds(pid) for pid in uids.processes_of(self.uid) if pid != self.pid)
         if self.others > 0:
@@ -126,6 +132,20 @@ def _threads_delay(pid: int) -> float:
     except OSError:
         return 0.0
     return total / 1e9
+
+
+def _deprioritized(pid: int) -> bool:
+    """True if a thread of pid runs niced (> 0) or as SCHED_BATCH / SCHED_IDLE (or is unreadable):
+    it then waits behind every host task by its own choice (an unprivileged task cannot undo it)."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[16]) > 0 or int(fields[38]) in (3, 5):  # nice; policy: SCHED_BATCH, SCHED_IDLE
+                return True
+    except (OSError, IndexError, ValueError):
+        return True
+    return False
 
 
 def _cpu_seconds(pid: int, children: bool = False) -> float:
