@@ -41,20 +41,23 @@ _MIN_BYTES_PER_READ = 1024
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes)."""
+    """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes).
+
+    call_timeout is charged in the sandbox's own time (calltime.py): a call the host starves runs
+    on until call_timeout * wall_factor of wall time, then dies as the harness's failure."""
 
     call_timeout: float = 30.0  # the sandbox's own time per call: wall time minus what the host took
-    wall_factor: float = 4.0  # wall-clock cap per call, in call_timeouts: past it the host starved it
     memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without)
-    disk_bytes: int = 1 << 30  # all the sandbox may hold in files (disk.py), tmpfs or host work dir
-    max_files: int = 10_000  # files, dirs and links it may hold (tmpfs inodes, or counted)
     max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
     cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
     cpus: float = 1.0  # CFS quota of the sandbox's cpu cgroup, in CPUs (no bound without cgroups)
     max_output: int = 16 * 1024  # bytes of stdout+stderr returned per call
     max_result_bytes: int = 1 << 20  # encoded size of `result`
-    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE
+    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE (at most disk_bytes)
     max_code_bytes: int = 1 << 20  # size of one code/command string
+    wall_factor: float = 4.0  # wall-clock cap per call, in call_timeouts: past it the host starved it
+    disk_bytes: int = 1 << 30  # all the sandbox may hold in files (disk.py): tmpfs, or host work dir
+    max_files: int = 10_000  # files, dirs and links it may hold (tmpfs inodes, or counted)
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
