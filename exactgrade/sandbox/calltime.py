@@ -22,6 +22,10 @@ Sources, best first:
                 weighs as one task against every host task; a model that cannot lower its own
                 weight (priority, affinity: refused by seccomp) cannot make host waits of its own.
   wall          nothing of the above: wall time, as before (a starved host scores 0).
+
+Not charged to the host: time the sandbox is idle waiting for the host (a starved host that is slow
+to send a request or to read a reply makes the sandbox wait without being runnable); kernel work
+done for the sandbox outside its group (writeback, reclaim) that delays it counts as the host's.
 """
 
 from __future__ import annotations
