@@ -279,7 +279,7 @@ class Sandbox:
                 os.close(fd)
         if self._cgroup is not None and self._cgroup.cpu_waits() is not None:
             self._clock = calltime.CgroupClock(self._cgroup)
-        elif self._cgroup is None and self.backend != "namespaces":  # the zygote's pids are the host's
+        elif self.backend != "namespaces":  # no cgroup, or no PSI for it; the zygote's pids are the host's
             self._clock = calltime.WorkerClock(pid, self.uid)
         self._disk = disk.DiskBudget(self._workdir, self.limits.disk_bytes, self.limits.max_files,
                                      spec["max_file_bytes"])
