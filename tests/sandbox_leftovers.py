@@ -7,10 +7,13 @@ its slot (a live holder is someone else's sandbox that reuses the uid).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +133,39 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = HANG_GUAR
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+HOG_SHARES = 32768
+"""cpu.shares of the hogs' group: split over the CPUs the hogs run on, 16 times a sandbox group's on
+each, so a sandbox gets at most about 1/17 of a CPU a hog runs on (the scheduler's arithmetic, not
+the CPU's speed)."""
+
+
+@contextlib.contextmanager
+def cpu_hogs(seconds: float) -> Iterator[list[int]]:
+    """Starve the host for real: one busy loop per CPU, pinned, niced to -5, in a cpu cgroup of
+    HOG_SHARES outside every sandbox's, for at most `seconds` (each loop also stops itself then, so
+    none outlives a killed test). Killed on exit; yields their pids."""
+    group = Path(f"/sys/fs/cgroup/cpu/eg-hogs-{os.getpid()}")
+    if cgroups.version() == 1:
+        group.mkdir(exist_ok=True)
+        (group / "cpu.shares").write_text(str(HOG_SHARES))
+    procs = []
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+    try:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            def enter(cpu: int = cpu) -> None:
+                if cgroups.version() == 1:
+                    (group / "cgroup.procs").write_text("0")
+                os.sched_setaffinity(0, {cpu})
+                os.nice(-5)
+
+            procs.append(subprocess.Popen([sys.executable, "-c", loop], preexec_fn=enter))
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+        if group.exists():
+            group.rmdir()
