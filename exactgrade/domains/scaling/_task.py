@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from exactgrade.domains.scaling._text import api_description, renderer
-from exactgrade.family import Draw, Family
+from exactgrade.family import Branch, Draw, Family, constant_fields
 from exactgrade.policy import RelTol
 from exactgrade.task import Task, TaskDef
 
@@ -58,6 +58,22 @@ MAX_KEY_DIGITS = 60
 """A generated key whose numerators or denominators need more digits than this is rejected."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """An upper level of a scaling family: another question of the family's setting, with its
+    own reference, float twin and named mistake (checked like level 1), and optionally its own
+    sampler, degenerate-instance test and varying fields (key paths of this level's answer)."""
+
+    reference: Callable[..., Any]
+    question: str
+    answer_shape: str
+    float_formula: Callable[..., Any]
+    mistake: str
+    sample: Callable[[Draw, int], Mapping[str, Any]] | None = None
+    reject: Callable[[Task], str | None] | None = None
+    varying: tuple[str, ...] = ()
+
+
 def scaling_family(
     name: str,
     category: str,
@@ -70,20 +86,49 @@ def scaling_family(
     levels: str,
     tags: tuple[str, ...] = (),
     reject: Callable[[Task], str | None] | None = None,
+    upper: Mapping[int, Level] | None = None,
+    varying: tuple[str, ...] = (),
+    constant: Mapping[str, str] | None = None,
+    branches: tuple[Branch, ...] = (),
 ) -> Family:
     """A scaling Family: one question text for its canonical and generated tasks, and the
     discrimination rules every generated instance must pass (see ``discriminates``); ``reject``
     adds family-specific rules (ties of a classification, integers a float method could round
-    the other way)."""
+    the other way). ``upper`` maps a level 2..5 to its own question (``Level``); a level not in
+    it asks level 1's question of that level's sample. ``varying`` holds at level 1 and at every
+    level that asks level 1's question; an upper Level names its own."""
+    upper = dict(upper or {})
+    if not set(upper) <= {2, 3, 4, 5}:
+        raise ValueError(f"family {name!r}: upper levels must be among 2..5, got {sorted(upper)}")
 
     def build(task_id: str, inputs: Mapping[str, Any]) -> TaskDef:
         return scaling_task(task_id, category, reference, inputs, question, answer_shape, float_formula,
                             mistake, tags)
 
-    def reject_instance(task: Task) -> str | None:
-        return discriminates(task) or (reject(task) if reject is not None else None)
+    def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
+        if level not in upper:
+            return build(task_id, inputs)
+        lv = upper[level]
+        return scaling_task(task_id, category, lv.reference, inputs, lv.question, lv.answer_shape,
+                            lv.float_formula, lv.mistake)
 
-    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance)
+    def sample_level(draw: Draw, level: int) -> Mapping[str, Any]:
+        lv = upper.get(level)
+        return (lv.sample if lv is not None and lv.sample is not None else sample)(draw, level)
+
+    def reject_instance(task: Task) -> str | None:
+        lv = upper.get(task.level or 1)
+        own = reject if lv is None else lv.reject
+        problem = discriminates(task) or (own(task) if own is not None else None)
+        if problem is None:  # the level's varying fields that Family.varying (all levels) lacks
+            problem = constant_fields(task.expected, [path for path in (varying if lv is None else lv.varying)
+                                                      if path not in everywhere])
+        return problem
+
+    everywhere = tuple(path for path in varying if all(path in lv.varying for lv in upper.values()))
+    return Family(name=name, build=build, sample=sample_level, levels=levels, reject=reject_instance,
+                  build_level=build_level if upper else None, varying=everywhere,
+                  constant=dict(constant or {}), branches=branches)
 
 
 def discriminates(task: Task) -> str | None:

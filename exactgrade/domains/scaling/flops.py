@@ -407,11 +407,22 @@ def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
     params, chips, peak = n_params(draw, level), _chip_count(draw, level), peak_flops(draw, level)
     tokens = _tokens_per_step(draw, level)
     seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
-    return {"n_params": params, "layers": draw.integer(8, 40 * level), "n_heads": draw.integer(8, 64),
-            "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
+    layers, n_heads = draw.integer(8, 40 * level), draw.integer(8, 64)
+    head_dim = draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256))
+    # The step time is drawn against the largest count (recomputation), so every utilization
+    # stays below 100%.
+    hardware = 8 * params + 16 * layers * n_heads * head_dim * seq_len
+    return {"n_params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim,
             "seq_len": seq_len, "tokens_per_step": tokens,
-            "step_time_s": _step_time(draw, level, 6 * params * tokens, chips * peak), "chips": chips,
+            "step_time_s": _step_time(draw, level, hardware * tokens, chips * peak), "chips": chips,
             "peak_flops": peak}
+
+
+def _utilization_physical(task: Task) -> str | None:
+    for row in task.expected["rows"]:
+        if not 0 < row["utilization"] < 1:
+            return f"{row['counting']}: utilization {float(row['utilization']):.4g} is outside (0, 1)"
+    return None
 
 
 UTILIZATION_BY_COUNTING = scaling_family(
@@ -429,6 +440,7 @@ forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
     '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}',
     utilization_by_counting_float, "attention_forward_only",
     sample=sample_utilization_by_counting,
+    reject=_utilization_physical,
     levels="larger models, more layers, longer contexts and batches with the level; level 3+: "
            "non-round counts, peaks and millisecond step times",
 )

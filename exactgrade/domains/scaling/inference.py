@@ -23,7 +23,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge, with_tags
-from exactgrade.family import Draw
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -249,13 +249,16 @@ def serving_cost_float(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollar
 # ---------------------------------------------------------------- families and tasks
 
 
-def _decode_batch(draw: Draw, level: int) -> int:
-    return draw.integer(1, 16 * level)
-
-
 def sample_decode_step(draw: Draw, level: int) -> dict:
-    return {"chips": sample.chips(draw, level, rows(level, 3)), "n_params": n_params(draw, level),
-            "bytes_per_param": value_bytes(draw, level), "batch": _decode_batch(draw, level)}
+    """The batch lies between the chips' compute-bound thresholds (batch >= bytes_per_param *
+    peak / (2 * bandwidth)), so the bound differs between chips in every instance."""
+    chips, width = sample.chips(draw, level, rows(level, 3)), value_bytes(draw, level)
+    thresholds = sorted(Fraction(width * c["peak_flops"], 2 * c["hbm_bandwidth"]) for c in chips)
+    low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
+    if low > high:
+        raise Reject("no batch between the chips' thresholds")
+    return {"chips": chips, "n_params": n_params(draw, level), "bytes_per_param": width,
+            "batch": draw.integer(low, high)}
 
 
 def _decode_step_not_tied(task: Task) -> str | None:
@@ -281,9 +284,10 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="chips 2+level, batches up to 16*level, larger models; level 3+: non-round chips and "
-           "parameter counts, int8/fp32 weights",
+    levels="chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
+           "non-round chips and parameter counts, int8/fp32 weights",
     reject=_decode_step_not_tied,
+    varying=("rows[].bound",),
 )
 
 
@@ -321,11 +325,29 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
 def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
-    seq_lens = [128 * s - jitter(draw, level, 128)
-                for s in sorted_sample(draw, 1, 64 * 2**level, rows(level, 4))]
-    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "kv_bytes_per_token": per_token, "seq_lens": seq_lens, "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+              "kv_bytes_per_token": per_token, "peak_flops": peak_flops(draw, level),
+              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    # Past S* = 2*N*bw / (peak*kv) a sequence's KV read outlasts its compute: no batch is
+    # compute-bound (None). Half the instances reach past it; every one keeps a length below.
+    limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token) / 128
+    past = draw.chance(1, 2)
+    top = math.floor(2 * limit) if past else math.ceil(limit) - 1
+    if top < rows(level, 4) or (past and math.floor(limit) < 1):
+        raise Reject("the no-batch length does not fit the lengths drawn")
+    picks = sorted_sample(draw, 1, top, rows(level, 4))
+    if past and picks[-1] <= limit:
+        picks[-1] = draw.integer(math.floor(limit) + 1, top)
+        picks = sorted(set(picks))
+    if picks[0] >= limit:
+        raise Reject("no length below the no-batch length")
+    inputs["seq_lens"] = [128 * s - jitter(draw, level, 128) for s in picks]
+    return {k: inputs[k] for k in ("n_params", "weight_bytes", "kv_bytes_per_token", "seq_lens", "peak_flops",
+                                   "hbm_bandwidth")}
+
+
+def _no_batch_is_compute_bound(task: Task) -> bool:
+    return any(row["min_batch"] is None for row in task.expected["rows"])
 
 
 def _compute_bound_batch_edges(task: Task) -> str | None:
@@ -359,6 +381,7 @@ size makes it compute-bound.""",
     levels="lengths 3+level up to 8k*2**level, larger models and KV caches; level 3+: non-round "
            "lengths, chips and parameter counts, int8 weights and cache",
     reject=_compute_bound_batch_edges,
+    branches=(Branch("none", _no_batch_is_compute_bound, Fraction(1, 4)),),
 )
 
 
@@ -390,12 +413,27 @@ second).""",
 
 
 def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
+    """The chip counts straddle the fewest chips that hold weights plus cache, so fits takes
+    both values in every instance."""
     counts = sorted({2 ** draw.integer(0, 3 + level) if round_numbers(level) else draw.integer(1, 16 * level)
                      for _ in range(rows(level, 4))})
     kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
-    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+              "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
+              "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+    total = inputs["n_params"] * inputs["weight_bytes"] + kv
+    if len(counts) < 2:
+        raise Reject("a single chip count")
+    # Rescale the HBM so the fewest chips that fit fall strictly inside the counts drawn.
+    need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
+    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
+    unit = 10**9 if round_numbers(level) else 1  # whole GB at levels 1-2
+    first = math.ceil(low / unit)
+    hbm = unit * (first + draw.below(max(1, math.ceil(high / unit) - first)))
+    if not low <= hbm < high:
+        raise Reject("no whole HBM size between the two chip counts")
+    inputs["hbm_bytes_per_chip"] = hbm
+    return inputs
 
 
 def _sharded_fits_not_tied(task: Task) -> str | None:
@@ -417,7 +455,7 @@ bytes is split evenly over a number of chips, each with `hbm_bytes_per_chip` byt
 `hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of the weights
 and KV cache once, all chips in parallel (ignore communication). For each chip count in
 `chip_counts`, say whether weights plus KV cache fit in the chips' total HBM and give the time per
-decode step in seconds.""",
+decode step in seconds (`time_per_token_s`: one step yields the next token of every sequence).""",
     '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
@@ -425,6 +463,7 @@ decode step in seconds.""",
     levels="up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
            "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
     reject=_sharded_fits_not_tied,
+    varying=("rows[].fits",),
 )
 
 _FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
@@ -458,7 +497,8 @@ QUANTIZED_DECODE = scaling_family(
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
 2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
 weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
-bits_per_weight / 8 bytes (ignore the KV cache and scales). For each format in `formats`, give the
+bits_per_weight / 8 bytes (bits_per_weight already includes any quantization scales of the
+format; ignore the KV cache). For each format in `formats`, give the
 roofline step time in seconds, the speedup over the first format (its time / this time) and the
 bound.""",
     '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
@@ -468,6 +508,7 @@ bound.""",
     levels="formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
            "fractional bits (formats with their scales), non-round chips and parameter counts",
     reject=_quantized_not_tied,
+    varying=("rows[].bound",),
 )
 
 

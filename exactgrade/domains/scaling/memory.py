@@ -362,7 +362,7 @@ LARGEST_MODEL = scaling_family(
 A node has `chips` chips with `hbm_bytes_per_chip` bytes of HBM each. For each use in `uses`, with
 its bytes per parameter (weights only for inference, with any quantization scales; Adam state,
 and gradients where named, for training), give the largest whole number of parameters the node can
-hold (ignore everything else in memory).""",
+hold, all `chips` chips together (ignore everything else in memory).""",
     '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
     largest_model_float, "gib_for_gb",
     sample=sample_largest_model,

@@ -269,10 +269,23 @@ def _device_count(draw: Draw, level: int) -> int:
 
 
 def sample_data_parallel_step(draw: Draw, level: int) -> dict:
-    return {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
-            "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
-            "tokens_per_device": [512 * t for t in sorted_sample(draw, 1, 16 * level, rows(level, 3))],
-            "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    """The per-device batches straddle the batch at which compute catches up with the all-reduce
+    (the crossover), so the boolean takes both values in every instance."""
+    inputs = {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
+              "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
+              "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    devices = inputs["devices"]
+    allreduce_s = (2 * inputs["n_params"] * inputs["grad_bytes"] * Fraction(devices - 1, devices)
+                   / inputs["link_bandwidth"])
+    crossover = allreduce_s * inputs["peak_flops"] * inputs["mfu"] / (6 * inputs["n_params"]) / 512
+    top = 16 * level
+    if not 1 < crossover < top:
+        raise Reject("the all-reduce crossover lies outside the batches drawn")
+    below = draw.integer(1, math.ceil(crossover) - 1)
+    above = draw.integer(math.floor(crossover) + 1, top)
+    rest = draw.sample([t for t in range(1, top + 1) if t not in (below, above)], rows(level, 3) - 2)
+    inputs["tokens_per_device"] = [512 * t for t in sorted({below, above, *rest})]
+    return inputs
 
 
 def _allreduce_not_tied(task: Task) -> str | None:
@@ -300,6 +313,7 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     levels="batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
            "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
     reject=_allreduce_not_tied,
+    varying=("rows[].allreduce_exceeds_compute",),
 )
 
 
@@ -328,12 +342,21 @@ the bytes each device sends per step and that communication time in seconds.""",
 
 
 def sample_tensor_parallel_layer(draw: Draw, level: int) -> dict:
+    """Communication over compute grows with tp as (tp - 1) * c: the degrees straddle the one at
+    which it passes 1, so comm_bound takes both values in every instance."""
     shape = attention_shape(draw, level)
     degrees = [2**e for e in sorted_sample(draw, 1, 3 + level, rows(level, 4))] if level < 3 else \
         sorted_sample(draw, 2, 16 * level, rows(level, 4))
-    return {"tokens": 1024 * draw.integer(1, 16 * level), "d_model": shape["d_model"], "d_ff": shape["d_ff"],
-            "bytes_per_value": value_bytes(draw, level), "tp_degrees": degrees,
-            "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level)}
+    inputs = {"tokens": 1024 * draw.integer(1, 16 * level), "d_model": shape["d_model"],
+              "d_ff": shape["d_ff"], "bytes_per_value": value_bytes(draw, level), "tp_degrees": degrees,
+              "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level)}
+    # comm / compute = 4 * (tp - 1) * bytes * peak / ((8*d_model + 4*d_ff) * link): solve for the link.
+    d, f, w, peak = shape["d_model"], shape["d_ff"], inputs["bytes_per_value"], inputs["peak_flops"]
+    crossing = draw.integer(degrees[0], degrees[-1] - 1) + Fraction(1, 2)
+    ideal = 4 * (crossing - 1) * w * peak / (8 * d + 4 * f)
+    unit = 25 * 10**9 if round_numbers(level) else 10**6
+    inputs["link_bandwidth"] = max(unit, unit * round(ideal / unit))
+    return inputs
 
 
 def _tensor_parallel_not_tied(task: Task) -> str | None:
@@ -361,6 +384,7 @@ device. For each degree in `tp_degrees`, give the per-device compute time, the c
     levels="degrees 3+level (powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
            "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
     reject=_tensor_parallel_not_tied,
+    varying=("rows[].comm_bound",),
 )
 
 
@@ -520,6 +544,7 @@ bytes, ignoring activations.""",
     levels="larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
            "counts, any HBM byte count, fp32 gradients",
     reject=_zero_fits_not_tied,
+    varying=("rows[].fits",),
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,
