@@ -95,8 +95,8 @@ def scaling_family(
     discrimination rules every generated instance must pass (see ``discriminates``); ``reject``
     adds family-specific rules (ties of a classification, integers a float method could round
     the other way). ``upper`` maps a level 2..5 to its own question (``Level``); a level not in
-    it asks level 1's question of that level's sample. ``varying`` holds at level 1 and at every
-    level that asks level 1's question; an upper Level names its own."""
+    it asks level 2's question if there is one, else level 1's, of that level's sample.
+    ``varying`` holds at level 1 and wherever level 1's question is asked; a Level names its own."""
     upper = dict(upper or {})
     if not set(upper) <= {2, 3, 4, 5}:
         raise ValueError(f"family {name!r}: upper levels must be among 2..5, got {sorted(upper)}")
@@ -105,19 +105,24 @@ def scaling_family(
         return scaling_task(task_id, category, reference, inputs, question, answer_shape, float_formula,
                             mistake, tags)
 
+    def level_of(level: int) -> Level | None:
+        """The Level a level asks: its own, else level 2's (no upper level restates a formula
+        level 2 withholds), else None (level 1's question)."""
+        return upper.get(level, upper.get(2) if level > 2 else None)
+
     def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
-        if level not in upper:
+        lv = level_of(level)
+        if lv is None:
             return build(task_id, inputs)
-        lv = upper[level]
         return scaling_task(task_id, category, lv.reference, inputs, lv.question, lv.answer_shape,
                             lv.float_formula, lv.mistake)
 
     def sample_level(draw: Draw, level: int) -> Mapping[str, Any]:
-        lv = upper.get(level)
+        lv = level_of(level)
         return (lv.sample if lv is not None and lv.sample is not None else sample)(draw, level)
 
     def reject_instance(task: Task) -> str | None:
-        lv = upper.get(task.level or 1)
+        lv = level_of(task.level or 1)
         own = reject if lv is None else lv.reject
         problem = discriminates(task) or (own(task) if own is not None else None)
         if problem is None:  # the level's varying fields that Family.varying (all levels) lacks

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_pipeline
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -23,6 +24,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -401,6 +403,9 @@ def sample_pipeline_bubble(draw: Draw, level: int) -> dict:
             "microbatch_stage_time_s": _stage_time(draw, level)}
 
 
+_BUBBLE_ROW = ('{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, '
+               '...]}  # one row per entry of `microbatch_counts`, in order')
+
 PIPELINE_BUBBLE = scaling_family(
     "pipeline_bubble", "sharding", pipeline_bubble,
     """\
@@ -409,13 +414,17 @@ A GPipe-style pipeline has `stages` stages. One microbatch occupies one stage fo
 takes M + stages - 1 such time slots; the bubble fraction is the share of a stage's slots spent
 idle, (stages - 1) / (M + stages - 1). For each M in `microbatch_counts`, give the step time in
 seconds and the bubble fraction.""",
-    '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, ...]}'
-    "  # one row per entry of `microbatch_counts`, in order",
-    pipeline_bubble_float, "bubble_over_microbatches",
+    _BUBBLE_ROW, pipeline_bubble_float, "bubble_over_microbatches",
     sample=sample_pipeline_bubble,
-    levels="microbatch counts 3+level up to 64*2**level, up to 8*level stages; level 3+: slot times "
-           "below a second over denominators such as 700 or 30000",
+    levels="L2: the schedule described, the bubble derived; L3: the slot time derived from the layers, "
+           "FLOPs and chips, the throughput per microbatch count; L4: the microbatch count (a divisor "
+           "of the batch) that minimises the step when each slot has a fixed overhead, ties to the "
+           "smaller; L5: stages and microbatches chosen together under a per-device memory limit "
+           "(1F1B in-flight activations), or None",
     tags=("headline:pipeline_bubble",),
+    upper={2: Level(pipeline_bubble, levels_pipeline.BUBBLE_L2, _BUBBLE_ROW, pipeline_bubble_float,
+                    "bubble_over_microbatches"), **levels_pipeline.BUBBLE_LEVELS},
+    branches=levels_pipeline.BUBBLE_BRANCHES,
 )
 
 
@@ -443,25 +452,39 @@ def _min_microbatches_edges(task: Task) -> str | None:
     return None
 
 
+_MIN_M_ROW = ('{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
+              "  # one row per entry of `stage_counts`, in order")
+
 MIN_MICROBATCHES = scaling_family(
     "min_microbatches", "sharding", min_microbatches,
     """\
 In a GPipe-style pipeline of P stages running M microbatches per step, the bubble fraction (idle
 share of each stage) is (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the
 smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fraction`.""",
-    '{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
-    "  # one row per entry of `stage_counts`, in order",
+    _MIN_M_ROW,
     min_microbatches_float, "bubble_over_microbatches",
     sample=sample_min_microbatches,
-    levels="stage counts 4+level up to 16*2**level; level 3+: bubble limits over odd denominators "
-           "(one formula at every level: its chained form is pipeline_step_time)",
+    levels="L2, L3, L5: the schedule described, the bubble and the bound derived (stage counts 4+level, "
+           "odd-denominator limits from L3); L4: M must also divide the batch, None when no divisor "
+           "is enough",
     reject=_min_microbatches_edges,
+    upper={2: Level(min_microbatches, levels_pipeline.MIN_M_L2, _MIN_M_ROW, min_microbatches_float,
+                    "bubble_over_microbatches", reject=_min_microbatches_edges),
+           4: Level(levels_pipeline.min_microbatches_dividing, levels_pipeline.MIN_M_L4,
+                    levels_pipeline.MIN_M_L4_SHAPE, levels_pipeline.min_microbatches_dividing_float,
+                    "bubble_over_microbatches",
+                    sample=levels_pipeline.with_global_batch(sample_min_microbatches),
+                    reject=_min_microbatches_edges)},
+    branches=levels_pipeline.MIN_M_BRANCHES,
 )
 
 
 def sample_pipeline_step_time(draw: Draw, level: int) -> dict:
     return {**sample_min_microbatches(draw, level), "microbatch_stage_time_s": _stage_time(draw, level)}
 
+
+_STEP_ROW = ('{"rows": [{"stages": <int>, "min_microbatches": <int>, "step_time_s": <number>}, ...]}'
+             "  # one row per entry of `stage_counts`, in order")
 
 PIPELINE_STEP_TIME = scaling_family(
     "pipeline_step_time", "sharding", pipeline_step_time,
@@ -471,13 +494,15 @@ In a GPipe-style pipeline of P stages, a step of M microbatches takes M + P - 1 
 (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the smallest integer M >= 1
 for which the bubble fraction is at most `max_bubble_fraction`, and the step time in seconds with
 that many microbatches.""",
-    '{"rows": [{"stages": <int>, "min_microbatches": <int>, "step_time_s": <number>}, ...]}'
-    "  # one row per entry of `stage_counts`, in order",
+    _STEP_ROW,
     pipeline_step_time_float, "bubble_over_microbatches",
     sample=sample_pipeline_step_time,
-    levels="(no canonical task) min_microbatches chained into the step time: stage counts 4+level "
-           "up to 16*2**level; level 3+: odd-denominator limits and slot times",
+    levels="(no canonical task) min_microbatches chained into the step time; L2+: the schedule "
+           "described, the bubble derived; stage counts 4+level up to 16*2**level; level 3+: "
+           "odd-denominator limits and slot times",
     reject=_min_microbatches_edges,
+    upper={2: Level(pipeline_step_time, levels_pipeline.STEP_L2, _STEP_ROW, pipeline_step_time_float,
+                    "bubble_over_microbatches", reject=_min_microbatches_edges)},
 )
 
 
