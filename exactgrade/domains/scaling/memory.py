@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_memory
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -21,6 +22,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -310,6 +312,10 @@ def sample_activation_memory(draw: Draw, level: int) -> dict:
             "batch": draw.integer(1, 4 * level), "seq_lens": seq_lens}
 
 
+_ACTIVATION_ROW = ('{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, '
+                   '"full_recompute_gib": <number>, "saving_factor": <number>}, ...]}'
+                   "  # one row per entry of `seq_lens`, in order")
+
 ACTIVATION_MEMORY = scaling_family(
     "activation_memory", "memory", activation_memory,
     """\
@@ -319,12 +325,16 @@ second term). With full activation recomputation it stores only its bf16 input,
 2*seq_len*batch*d_model bytes per layer. For a model of `layers` layers, `d_model` and `n_heads`,
 at batch size `batch`, give for each sequence length in `seq_lens` the stored activations of all
 layers in GiB without and with recomputation, and the ratio of the two (without / with).""",
-    '{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, "full_recompute_gib": <number>, '
-    '"saving_factor": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    _ACTIVATION_ROW,
     activation_memory_float, "drop_attention_scores",
     sample=sample_activation_memory,
-    levels="lengths 2+level up to 8k*2**level, more layers, wider models, batches up to 4*level; "
-           "level 3+: widths and lengths off the powers of two",
+    levels="L2: the stored tensors described, the bytes per token derived; L3: plus the training "
+           "state against one device's HBM (fits varies); L4: the largest batch that fits with and "
+           "without full recomputation (None when not one sequence fits); L5: the recomputation "
+           "choice and batch of the highest throughput, with a fixed step overhead",
+    upper={2: Level(activation_memory, levels_memory.L2_QUESTION, _ACTIVATION_ROW, activation_memory_float,
+                    "drop_attention_scores"), **levels_memory.LEVELS},
+    branches=levels_memory.BRANCHES,
 )
 
 # Bytes per parameter of some uses; a use that divides a decimal capacity evenly would put the
