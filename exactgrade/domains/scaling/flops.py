@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_flops
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -22,6 +23,7 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -262,14 +264,21 @@ def sample_layer_flops(draw: Draw, level: int) -> dict:
     return {**attention_shape(draw, level), "seq_lens": seq_lens}
 
 
+_LAYER_ROW = ('{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
+              '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order')
+
 LAYER_FLOPS = scaling_family(
     "layer_flops", "flops", layer_flops_per_token, _LAYER_QUESTION,
-    '{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
-    '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    _LAYER_ROW,
     layer_flops_per_token_float, "scores_only",
     sample=sample_layer_flops,
-    levels="context lengths 2+level up to 32k*2**level; wider layers (d_model up to 8k*level); level "
-           "3+: widths and contexts off the powers of two",
+    levels="L2: the layer described, its FLOPs derived; L3: the whole model's training FLOPs per token "
+           "with the output projection, and attention's share; L4: the longest context under each "
+           "attention share; L5: the candidate layer with the most weights under a FLOP and a "
+           "KV-cache budget (None when none fits)",
+    upper={2: Level(layer_flops_per_token, levels_flops.LAYER_L2, _LAYER_ROW, layer_flops_per_token_float,
+                    "scores_only"), **levels_flops.LEVELS},
+    branches=levels_flops.BRANCHES,
 )
 
 
@@ -310,6 +319,9 @@ def _crossover_edges(task: Task) -> str | None:
     return None
 
 
+_CROSSOVER_ROW = ('{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
+                  "  # one row per model, in order")
+
 ATTENTION_CROSSOVER = scaling_family(
     "attention_crossover", "flops", attention_crossover_seq_len,
     """\
@@ -320,13 +332,14 @@ output projection [n_heads*head_dim -> d_model], and `mlp_matrices` MLP matrices
 2*2*S*n_heads*head_dim FLOPs per token (full context, no causal savings). Give the dense FLOPs per
 token and the smallest integer context length S at which attention FLOPs are at least the dense
 FLOPs.""",
-    '{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
-    "  # one row per model, in order",
+    _CROSSOVER_ROW,
     attention_crossover_seq_len_float, "mha_kv_projections",
     sample=sample_attention_crossover,
-    levels="models 2+level (the first grouped-query); wider layers with the level; level 3+: widths "
-           "off the powers of two",
+    levels="L2+: the layer described, its FLOPs derived; models 2+level (the first grouped-query); "
+           "wider layers with the level; level 3+: widths off the powers of two",
     reject=_crossover_edges,
+    upper={2: Level(attention_crossover_seq_len, levels_flops.CROSSOVER_L2, _CROSSOVER_ROW,
+                    attention_crossover_seq_len_float, "mha_kv_projections", reject=_crossover_edges)},
 )
 
 

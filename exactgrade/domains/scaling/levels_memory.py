@@ -51,13 +51,28 @@ def max_training_batch(n_params, state_bytes_per_param, layers, d_model, n_heads
         stored = layers * seq_len * (34 * d_model + 5 * n_heads * seq_len)
         recomputed = layers * seq_len * 2 * d_model
         plain, recompute = free // stored, free // recomputed
-        rows.append({"seq_len": seq_len, "max_batch_no_recompute": plain if plain >= 1 else None,
-                     "max_batch_full_recompute": recompute if recompute >= 1 else None})
+        rows.append(
+            {
+                "seq_len": seq_len,
+                "max_batch_no_recompute": plain if plain >= 1 else None,
+                "max_batch_full_recompute": recompute if recompute >= 1 else None,
+            }
+        )
     return {"rows": rows}
 
 
-def best_recompute(n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes,
-                   flops_per_token, peak_flops, step_overhead_s):
+def best_recompute(
+    n_params,
+    state_bytes_per_param,
+    layers,
+    d_model,
+    n_heads,
+    seq_lens,
+    hbm_bytes,
+    flops_per_token,
+    peak_flops,
+    step_overhead_s,
+):
     """The recomputation choice and batch of the highest training throughput that fit."""
     from fractions import Fraction
 
@@ -66,8 +81,9 @@ def best_recompute(n_params, state_bytes_per_param, layers, d_model, n_heads, se
     for seq_len in seq_lens:
         best = None
         for mode, per_sequence, cost in (
-                ("none", layers * seq_len * (34 * d_model + 5 * n_heads * seq_len), Fraction(1)),
-                ("full", layers * seq_len * 2 * d_model, Fraction(4, 3))):
+            ("none", layers * seq_len * (34 * d_model + 5 * n_heads * seq_len), Fraction(1)),
+            ("full", layers * seq_len * 2 * d_model, Fraction(4, 3)),
+        ):
             batch = free // per_sequence
             if batch < 1:
                 continue
@@ -88,8 +104,9 @@ def _per_sequence(layers, d_model, n_heads, s, mistake):
     return float(layers) * s * (34.0 * d_model + scores), 2.0 * layers * s * d_model
 
 
-def training_memory_float(n_params, state_bytes_per_param, layers, d_model, n_heads, batch, seq_lens,
-                          hbm_bytes, mistake=None):
+def training_memory_float(
+    n_params, state_bytes_per_param, layers, d_model, n_heads, batch, seq_lens, hbm_bytes, mistake=None
+):
     known_mistake(mistake, "drop_attention_scores")
     rows = []
     for s in seq_lens:
@@ -99,21 +116,34 @@ def training_memory_float(n_params, state_bytes_per_param, layers, d_model, n_he
     return {"rows": rows}
 
 
-def max_training_batch_float(n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes,
-                             mistake=None):
+def max_training_batch_float(
+    n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes, mistake=None
+):
     known_mistake(mistake, "drop_attention_scores")
     free = hbm_bytes - state_bytes_per_param * n_params
     rows = []
     for s in seq_lens:
         stored, recomputed = _per_sequence(layers, d_model, n_heads, s, mistake)
         plain, again = math.floor(free / stored), math.floor(free / recomputed)
-        rows.append({"seq_len": s, "max_batch_no_recompute": plain or None,
-                     "max_batch_full_recompute": again or None})
+        rows.append(
+            {"seq_len": s, "max_batch_no_recompute": plain or None, "max_batch_full_recompute": again or None}
+        )
     return {"rows": rows}
 
 
-def best_recompute_float(n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes,
-                         flops_per_token, peak_flops, step_overhead_s, mistake=None):
+def best_recompute_float(
+    n_params,
+    state_bytes_per_param,
+    layers,
+    d_model,
+    n_heads,
+    seq_lens,
+    hbm_bytes,
+    flops_per_token,
+    peak_flops,
+    step_overhead_s,
+    mistake=None,
+):
     known_mistake(mistake, "drop_attention_scores")
     free = hbm_bytes - state_bytes_per_param * n_params
     rows = []
@@ -138,18 +168,26 @@ def best_recompute_float(n_params, state_bytes_per_param, layers, d_model, n_hea
 
 
 def _shape(draw: Draw, level: int) -> dict:
-    shape = attention_shape(draw, max(level, 2))
-    seq_lens = [512 * s for s in sorted_sample(draw, 1, 16 * 2**level, 2 + level)]
+    """One device's model: widths of level 2 (a device holds it), contexts up to 32k."""
+    shape = attention_shape(draw, 2)
+    seq_lens = [512 * s for s in sorted_sample(draw, 1, 64, 2 + level)]
     if level >= 3:
         seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
-    return {"n_params": draw.integer(10**8, 10**10), "state_bytes_per_param": draw.choice((16, 18, 20)),
-            "layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
-            "seq_lens": seq_lens}
+    return {
+        "n_params": draw.integer(10**8, 10**10),
+        "state_bytes_per_param": draw.choice((16, 18, 20)),
+        "layers": draw.integer(8, 80),
+        "d_model": shape["d_model"],
+        "n_heads": shape["n_heads"],
+        "seq_lens": seq_lens,
+    }
 
 
 def _activations(i: dict, seq_len: int) -> tuple[int, int]:
-    return (i["layers"] * seq_len * (34 * i["d_model"] + 5 * i["n_heads"] * seq_len),
-            i["layers"] * seq_len * 2 * i["d_model"])
+    return (
+        i["layers"] * seq_len * (34 * i["d_model"] + 5 * i["n_heads"] * seq_len),
+        i["layers"] * seq_len * 2 * i["d_model"],
+    )
 
 
 def sample_training_memory(draw: Draw, level: int) -> dict:
@@ -164,8 +202,11 @@ def sample_training_memory(draw: Draw, level: int) -> dict:
 
 def _total_not_tied(task: Task) -> str | None:
     for row in task.expected["rows"]:
-        problem = tie_edge(f"seq_len {row['seq_len']}: the total against the HBM", row["total_gib"] * 2**30,
-                           task.inputs["hbm_bytes"])
+        problem = tie_edge(
+            f"seq_len {row['seq_len']}: the total against the HBM",
+            row["total_gib"] * 2**30,
+            task.inputs["hbm_bytes"],
+        )
         if problem:
             return problem
     return None
@@ -208,8 +249,12 @@ def sample_best_recompute(draw: Draw, level: int) -> dict:
     i = sample_max_training_batch(draw, level)
     flops = 6 * i["n_params"]
     peak = 10**12 * draw.integer(100, 2000)
-    return {**i, "flops_per_token": flops, "peak_flops": peak,
-            "step_overhead_s": Fraction(draw.integer(1, 2000), 1000)}
+    return {
+        **i,
+        "flops_per_token": flops,
+        "peak_flops": peak,
+        "step_overhead_s": Fraction(draw.integer(1, 2000), 1000),
+    }
 
 
 def _recompute_rules(task: Task) -> str | None:
@@ -223,8 +268,11 @@ def _recompute_rules(task: Task) -> str | None:
         for per, cost in zip(_activations(i, seq_len), (Fraction(1), Fraction(4, 3)), strict=True):
             b = free // per
             if b >= 1:
-                speeds.append(b * seq_len / (i["step_overhead_s"] + b * seq_len * i["flops_per_token"] * cost
-                                              / i["peak_flops"]))
+                speeds.append(
+                    b
+                    * seq_len
+                    / (i["step_overhead_s"] + b * seq_len * i["flops_per_token"] * cost / i["peak_flops"])
+                )
         if len(speeds) == 2:
             problem = tie_edge(f"seq_len {seq_len}: the two recomputation choices", *speeds)
             if problem:
@@ -234,51 +282,80 @@ def _recompute_rules(task: Task) -> str | None:
 
 # ---------------------------------------------------------------- levels
 
-_L2 = STORED + """
+_L2 = (
+    STORED
+    + """
 For a model of `layers` layers at batch size `batch`, give for each sequence length in
 `seq_lens` the stored activations of all layers in GiB without and with recomputation, and the
 ratio of the two (without / with)."""
+)
 
-_L3 = STORED + """
+_L3 = (
+    STORED
+    + """
 A model of `n_params` parameters trains on one device with `hbm_bytes` bytes of HBM, keeping
 `state_bytes_per_param` bytes of weights, gradients and optimizer state per parameter, without
 recomputation, at batch size `batch` (sequences), with `layers` layers. For each sequence length
 in `seq_lens`, give the device's total memory (state plus stored activations) in GiB and whether
 it fits (at most `hbm_bytes`; nothing else in memory)."""
+)
 
-_L4 = STORED + """
+_L4 = (
+    STORED
+    + """
 A model of `n_params` parameters with `layers` layers trains on one device with `hbm_bytes` bytes
 of HBM, keeping `state_bytes_per_param` bytes of weights, gradients and optimizer state per
 parameter; activations take the rest (nothing else in memory). For each sequence length in
 `seq_lens`, give the largest batch (whole sequences) whose activations fit without
 recomputation and with full recomputation; None where not even one sequence fits."""
+)
 
-_L5 = _L4.rsplit("For each sequence length", 1)[0] + """\
+_L5 = (
+    _L4.rsplit("For each sequence length", 1)[0].rstrip()
+    + """
 A training step of batch B costs `step_overhead_s` seconds plus B * seq_len *
 `flops_per_token` / `peak_flops` seconds without recomputation; full recomputation runs the
 forward pass twice, which makes the compute 4/3 as long. For each sequence length in `seq_lens`,
 choose recomputation ("none" or "full") and the batch (whole sequences that fit) with the highest
 training throughput in tokens per second, and give them with that throughput; on a tie, "none".
 None for all three where not even one sequence fits either way."""
+)
 
 L2_QUESTION = _L2
 
 LEVELS = {
-    3: Level(training_memory, _L3,
-             '{"rows": [{"seq_len": <int>, "total_gib": <number>, "fits": <bool>}, ...]}'
-             "  # one row per entry of `seq_lens`, in order",
-             training_memory_float, "drop_attention_scores", sample=sample_training_memory,
-             varying=("rows[].fits",), reject=_total_not_tied),
-    4: Level(max_training_batch, _L4,
-             '{"rows": [{"seq_len": <int>, "max_batch_no_recompute": <int> | None, '
-             '"max_batch_full_recompute": <int> | None}, ...]}  # one row per entry of `seq_lens`, in order',
-             max_training_batch_float, "drop_attention_scores", sample=sample_max_training_batch,
-             reject=_batch_edges),
-    5: Level(best_recompute, _L5,
-             '{"rows": [{"seq_len": <int>, "recompute": "none" | "full" | None, "batch": <int> | None, '
-             '"tokens_per_s": <number> | None}, ...]}  # one row per entry of `seq_lens`, in order',
-             best_recompute_float, "drop_attention_scores", sample=sample_best_recompute,
-             reject=_recompute_rules, varying=("rows[].recompute",)),
+    3: Level(
+        training_memory,
+        _L3,
+        '{"rows": [{"seq_len": <int>, "total_gib": <number>, "fits": <bool>}, ...]}'
+        "  # one row per entry of `seq_lens`, in order",
+        training_memory_float,
+        "drop_attention_scores",
+        sample=sample_training_memory,
+        varying=("rows[].fits",),
+        reject=_total_not_tied,
+    ),
+    4: Level(
+        max_training_batch,
+        _L4,
+        '{"rows": [{"seq_len": <int>, "max_batch_no_recompute": <int> | None, '
+        '"max_batch_full_recompute": <int> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        max_training_batch_float,
+        "drop_attention_scores",
+        sample=sample_max_training_batch,
+        reject=_batch_edges,
+    ),
+    5: Level(
+        best_recompute,
+        _L5,
+        '{"rows": [{"seq_len": <int>, "recompute": "none" | "full" | None, "batch": <int> | None, '
+        '"tokens_per_s": <number> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        best_recompute_float,
+        "drop_attention_scores",
+        sample=sample_best_recompute,
+        reject=_recompute_rules,
+        varying=("rows[].recompute",),
+    ),
 }
 BRANCHES = (Branch("none", _some_none, Fraction(1, 4), (4,)),)
 

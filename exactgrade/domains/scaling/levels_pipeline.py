@@ -26,8 +26,9 @@ when the last stage finishes the last microbatch."""
 # ---------------------------------------------------------------- reference solutions
 
 
-def pipeline_throughput(stages, layers, params_per_layer, global_batch_tokens, microbatch_counts, peak_flops,
-                        mfu):
+def pipeline_throughput(
+    stages, layers, params_per_layer, global_batch_tokens, microbatch_counts, peak_flops, mfu
+):
     """Slots of (layers/stages) layers' training FLOPs on global/M tokens; M + P - 1 slots."""
     from fractions import Fraction
 
@@ -36,8 +37,13 @@ def pipeline_throughput(stages, layers, params_per_layer, global_batch_tokens, m
         tokens = Fraction(global_batch_tokens, microbatches)
         slot_s = Fraction(layers, stages) * 6 * params_per_layer * tokens / (peak_flops * mfu)
         step_s = (microbatches + stages - 1) * slot_s
-        rows.append({"microbatches": microbatches, "step_time_s": step_s,
-                     "tokens_per_s": global_batch_tokens / step_s})
+        rows.append(
+            {
+                "microbatches": microbatches,
+                "step_time_s": step_s,
+                "tokens_per_s": global_batch_tokens / step_s,
+            }
+        )
     return {"rows": rows}
 
 
@@ -53,8 +59,15 @@ def best_microbatch_count(stages, global_batch, stage_work_s, slot_overhead_s):
     return {"rows": [{"microbatches": best[0], "step_time_s": best[1]}]}
 
 
-def pipeline_design(layers, global_batch, layer_work_s, slot_overhead_s, weight_bytes_per_layer,
-                    act_bytes_per_seq_layer, hbm_bytes):
+def pipeline_design(
+    layers,
+    global_batch,
+    layer_work_s,
+    slot_overhead_s,
+    weight_bytes_per_layer,
+    act_bytes_per_seq_layer,
+    hbm_bytes,
+):
     """Stages P (dividing layers) and microbatches M (dividing the batch) of the fastest step whose
     stage memory fits: weights of L/P layers plus min(M, P) microbatches of activations."""
     from fractions import Fraction
@@ -91,16 +104,22 @@ def min_microbatches_dividing(stage_counts, max_bubble_fraction, global_batch):
             if global_batch % microbatches == 0 and bubble <= max_bubble_fraction:
                 found = microbatches
                 break
-        rows.append({"stages": stages, "min_microbatches": found,
-                     "sequences_per_microbatch": None if found is None else global_batch // found})
+        rows.append(
+            {
+                "stages": stages,
+                "min_microbatches": found,
+                "sequences_per_microbatch": None if found is None else global_batch // found,
+            }
+        )
     return {"rows": rows}
 
 
 # ---------------------------------------------------------------- float twins (tests only)
 
 
-def pipeline_throughput_float(stages, layers, params_per_layer, global_batch_tokens, microbatch_counts,
-                              peak_flops, mfu, mistake=None):
+def pipeline_throughput_float(
+    stages, layers, params_per_layer, global_batch_tokens, microbatch_counts, peak_flops, mfu, mistake=None
+):
     known_mistake(mistake, "no_bubble")
     rows = []
     for m in microbatch_counts:
@@ -126,8 +145,16 @@ def best_microbatch_count_float(stages, global_batch, stage_work_s, slot_overhea
     return {"rows": [{"microbatches": m, "step_time_s": step}]}
 
 
-def pipeline_design_float(layers, global_batch, layer_work_s, slot_overhead_s, weight_bytes_per_layer,
-                          act_bytes_per_seq_layer, hbm_bytes, mistake=None):
+def pipeline_design_float(
+    layers,
+    global_batch,
+    layer_work_s,
+    slot_overhead_s,
+    weight_bytes_per_layer,
+    act_bytes_per_seq_layer,
+    hbm_bytes,
+    mistake=None,
+):
     known_mistake(mistake, "weights_only_memory")
     activations = 0 if mistake == "weights_only_memory" else act_bytes_per_seq_layer
     found = []
@@ -155,8 +182,13 @@ def min_microbatches_dividing_float(stage_counts, max_bubble_fraction, global_ba
             bound = (p - 1) * (1 - max_bubble_fraction) / max_bubble_fraction
         first = max(1, math.ceil(bound - 1e-9))
         m = next((d for d in range(first, global_batch + 1) if global_batch % d == 0), None)
-        rows.append({"stages": p, "min_microbatches": m,
-                     "sequences_per_microbatch": None if m is None else global_batch // m})
+        rows.append(
+            {
+                "stages": p,
+                "min_microbatches": m,
+                "sequences_per_microbatch": None if m is None else global_batch // m,
+            }
+        )
     return {"rows": rows}
 
 
@@ -176,10 +208,15 @@ def sample_throughput(draw: Draw, level: int) -> dict:
     batch = 2 ** draw.integer(4, 8) * draw.choice((1, 3, 5))
     counts = sorted(draw.sample(_divisors(batch), min(len(_divisors(batch)), 2 + level)))
     stages = draw.integer(2, 8 * level)
-    return {"stages": stages, "layers": stages * draw.integer(1, 8),
-            "params_per_layer": 10**6 * draw.integer(10, 2000), "global_batch_tokens": batch * 1024,
-            "microbatch_counts": counts,
-            "peak_flops": 10**12 * draw.integer(100, 2000), "mfu": Fraction(draw.integer(20, 60), 100)}
+    return {
+        "stages": stages,
+        "layers": stages * draw.integer(1, 8),
+        "params_per_layer": 10**6 * draw.integer(10, 2000),
+        "global_batch_tokens": batch * 1024,
+        "microbatch_counts": counts,
+        "peak_flops": 10**12 * draw.integer(100, 2000),
+        "mfu": Fraction(draw.integer(20, 60), 100),
+    }
 
 
 def sample_best_microbatches(draw: Draw, level: int) -> dict:
@@ -209,8 +246,11 @@ def with_global_batch(sample):
         f = inputs["max_bubble_fraction"]
         bounds = [(p - 1) * (1 - f) / f for p in inputs["stage_counts"]]
         short = draw.chance(1, 2)
-        pool = [g for g in _COMPOSITE if (bounds[0] < g < bounds[-1]) if short] if short else \
-            [g for g in _COMPOSITE if g > bounds[-1]]
+        pool = (
+            [g for g in _COMPOSITE if (bounds[0] < g < bounds[-1]) if short]
+            if short
+            else [g for g in _COMPOSITE if g > bounds[-1]]
+        )
         if not pool:
             raise Reject("no batch size on the chosen side of the bounds")
         inputs["global_batch"] = draw.choice(pool)
@@ -229,8 +269,9 @@ def _step(stages: int, m: int, work: Fraction, overhead: Fraction) -> Fraction:
 
 def _steps(task: Task) -> list[Fraction]:
     i = task.inputs
-    return sorted(_step(i["stages"], m, i["stage_work_s"], i["slot_overhead_s"])
-                  for m in _divisors(i["global_batch"]))
+    return sorted(
+        _step(i["stages"], m, i["stage_work_s"], i["slot_overhead_s"]) for m in _divisors(i["global_batch"])
+    )
 
 
 def _best_not_near_tied(task: Task) -> str | None:
@@ -252,16 +293,22 @@ def sample_design(draw: Draw, level: int) -> dict:
     lies between the smallest and largest stage memory of the candidates."""
     layers = draw.choice((12, 16, 24, 32, 40, 48))
     batch = 2 ** draw.integer(2, 5) * draw.choice((1, 3))
-    inputs = {"layers": layers, "global_batch": batch, "layer_work_s": Fraction(draw.integer(1, 2000), 1000),
-              "slot_overhead_s": Fraction(draw.integer(1, 100), 10_000),
-              "weight_bytes_per_layer": 10**6 * draw.integer(100, 4000),
-              "act_bytes_per_seq_layer": 10**6 * draw.integer(10, 2000)}
+    inputs = {
+        "layers": layers,
+        "global_batch": batch,
+        "layer_work_s": Fraction(draw.integer(1, 2000), 1000),
+        "slot_overhead_s": Fraction(draw.integer(1, 100), 10_000),
+        "weight_bytes_per_layer": 10**6 * draw.integer(100, 4000),
+        "act_bytes_per_seq_layer": 10**6 * draw.integer(10, 2000),
+    }
     memories = []
     for p in _divisors(layers):
         for m in _divisors(batch):
             held = min(m, p) * Fraction(batch, m)
-            memories.append(Fraction(layers, p) * (inputs["weight_bytes_per_layer"]
-                                                   + held * inputs["act_bytes_per_seq_layer"]))
+            memories.append(
+                Fraction(layers, p)
+                * (inputs["weight_bytes_per_layer"] + held * inputs["act_bytes_per_seq_layer"])
+            )
     low, high = min(memories), max(memories)
     weights = min(Fraction(layers, p) * inputs["weight_bytes_per_layer"] for p in _divisors(layers))
     if draw.chance(1, 4):  # the weights alone would fit: only the activations rule every layout out
@@ -277,8 +324,9 @@ def _design_rules(task: Task) -> str | None:
     for p in _divisors(i["layers"]):
         for m in _divisors(i["global_batch"]):
             held = min(m, p) * Fraction(i["global_batch"], m)
-            memory = Fraction(i["layers"], p) * (i["weight_bytes_per_layer"]
-                                                  + held * i["act_bytes_per_seq_layer"])
+            memory = Fraction(i["layers"], p) * (
+                i["weight_bytes_per_layer"] + held * i["act_bytes_per_seq_layer"]
+            )
             if near_tie(memory, i["hbm_bytes"]):
                 return f"stages {p}, microbatches {m}: the stage memory sits on the HBM limit"
             if memory <= i["hbm_bytes"]:
@@ -298,12 +346,17 @@ def _no_layout(task: Task) -> bool:
 
 # ---------------------------------------------------------------- levels
 
-BUBBLE_L2 = SCHEDULE + """
+BUBBLE_L2 = (
+    SCHEDULE
+    + """
 One slot lasts `microbatch_stage_time_s` seconds. The bubble fraction is the
 share of the step during which a stage is idle (the same for every stage). For each M in
 `microbatch_counts`, give the step time in seconds and the bubble fraction."""
+)
 
-_THROUGHPUT = SCHEDULE + """
+_THROUGHPUT = (
+    SCHEDULE
+    + """
 The model has `layers` layers of `params_per_layer` parameters each, split
 evenly: each stage holds layers / stages consecutive layers. A step trains on
 `global_batch_tokens` tokens, split into M equal microbatches; training costs 6 FLOPs per
@@ -311,33 +364,48 @@ parameter per token (forward and backward), and a stage's slot for one microbatc
 FLOPs / (peak_flops * mfu) seconds, with `peak_flops` FLOP/s per device and utilization `mfu`.
 For each M in `microbatch_counts`, give the step time in seconds and the training throughput in
 tokens per second."""
+)
 
-MIN_M_L2 = SCHEDULE + """
+MIN_M_L2 = (
+    SCHEDULE
+    + """
 The bubble fraction is the share of the step during which a stage is idle (the same for every
 stage). For each stage count in `stage_counts`, give the smallest integer M >= 1 for which the
 bubble fraction is at most `max_bubble_fraction`."""
+)
 
-MIN_M_L4 = SCHEDULE + """
+MIN_M_L4 = (
+    SCHEDULE
+    + """
 The bubble fraction is the share of the step during which a stage is idle (the same for every
 stage). A step trains on `global_batch` sequences split into M equal microbatches, so M must
 divide `global_batch`. For each stage count in `stage_counts`, give the smallest such M for which
 the bubble fraction is at most `max_bubble_fraction` and the sequences per microbatch it gives;
 None for both if no divisor of `global_batch` is enough."""
+)
 
-STEP_L2 = SCHEDULE + """
+STEP_L2 = (
+    SCHEDULE
+    + """
 One slot lasts `microbatch_stage_time_s` seconds. The bubble fraction is the share of the step
 during which a stage is idle (the same for every stage). For each stage count in `stage_counts`,
 give the smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fraction`,
 and the step time in seconds with that many microbatches."""
+)
 
-_BEST = SCHEDULE + """
+_BEST = (
+    SCHEDULE
+    + """
 A step trains on `global_batch` sequences split into M equal microbatches (M must
 divide `global_batch`). A stage needs `stage_work_s` seconds of compute for the whole batch, so
 a microbatch's slot lasts `slot_overhead_s` (a fixed cost per microbatch per stage) plus
 stage_work_s / M seconds. Find the M that makes the step shortest (if two are equally fast, the
 smaller M) and give it with its step time in seconds."""
+)
 
-_DESIGN = SCHEDULE + """
+_DESIGN = (
+    SCHEDULE
+    + """
 You choose the number of stages P and of microbatches M. The model has `layers`
 identical layers, split evenly (P must divide `layers`); a step trains on `global_batch`
 sequences split into M equal microbatches (M must divide `global_batch`). One layer needs
@@ -351,28 +419,60 @@ when the first stage's peak memory (its weights plus min(M, P) microbatches of a
 its layers) is at most `hbm_bytes`. Give the allowed (P, M) with the shortest step and that step
 time in seconds; on a tie the fewer stages, then the fewer microbatches. If no layout is allowed,
 give None for all three."""
+)
 
 BUBBLE_LEVELS = {
-    3: Level(pipeline_throughput, _THROUGHPUT,
-             '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "tokens_per_s": <number>}, ...]}'
-             "  # one row per entry of `microbatch_counts`, in order",
-             pipeline_throughput_float, "no_bubble", sample=sample_throughput),
-    4: Level(best_microbatch_count, _BEST, '{"rows": [{"microbatches": <int>, "step_time_s": <number>}]}',
-             best_microbatch_count_float, "no_bubble", sample=sample_best_microbatches,
-             reject=_best_not_near_tied),
-    5: Level(pipeline_design, _DESIGN,
-             '{"rows": [{"stages": <int> | None, "microbatches": <int> | None, '
-             '"step_time_s": <number> | None}]}',
-             pipeline_design_float, "weights_only_memory", sample=sample_design, reject=_design_rules),
+    3: Level(
+        pipeline_throughput,
+        _THROUGHPUT,
+        '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "tokens_per_s": <number>}, ...]}'
+        "  # one row per entry of `microbatch_counts`, in order",
+        pipeline_throughput_float,
+        "no_bubble",
+        sample=sample_throughput,
+    ),
+    4: Level(
+        best_microbatch_count,
+        _BEST,
+        '{"rows": [{"microbatches": <int>, "step_time_s": <number>}]}',
+        best_microbatch_count_float,
+        "no_bubble",
+        sample=sample_best_microbatches,
+        reject=_best_not_near_tied,
+    ),
+    5: Level(
+        pipeline_design,
+        _DESIGN,
+        '{"rows": [{"stages": <int> | None, "microbatches": <int> | None, "step_time_s": <number> | None}]}',
+        pipeline_design_float,
+        "weights_only_memory",
+        sample=sample_design,
+        reject=_design_rules,
+    ),
 }
-BUBBLE_BRANCHES = (Branch("tie", _tied, Fraction(1, 5), (4,)),
-                   Branch("none", _no_layout, Fraction(1, 8), (5,)))
+BUBBLE_BRANCHES = (
+    Branch("tie", _tied, Fraction(1, 5), (4,)),
+    Branch("none", _no_layout, Fraction(1, 8), (5,)),
+)
 
-MIN_M_L4_SHAPE = ('{"rows": [{"stages": <int>, "min_microbatches": <int> | None, '
-                  '"sequences_per_microbatch": <int> | None}, ...]}'
-                  "  # one row per entry of `stage_counts`, in order")
+MIN_M_L4_SHAPE = (
+    '{"rows": [{"stages": <int>, "min_microbatches": <int> | None, '
+    '"sequences_per_microbatch": <int> | None}, ...]}'
+    "  # one row per entry of `stage_counts`, in order"
+)
 MIN_M_BRANCHES = (Branch("none", _no_divisor, Fraction(1, 4), (4,)),)
 
-__all__ = ["BUBBLE_BRANCHES", "BUBBLE_L2", "BUBBLE_LEVELS", "MIN_M_BRANCHES", "MIN_M_L2", "MIN_M_L4",
-           "MIN_M_L4_SHAPE", "SCHEDULE", "STEP_L2", "min_microbatches_dividing",
-           "min_microbatches_dividing_float", "with_global_batch"]
+__all__ = [
+    "BUBBLE_BRANCHES",
+    "BUBBLE_L2",
+    "BUBBLE_LEVELS",
+    "MIN_M_BRANCHES",
+    "MIN_M_L2",
+    "MIN_M_L4",
+    "MIN_M_L4_SHAPE",
+    "SCHEDULE",
+    "STEP_L2",
+    "min_microbatches_dividing",
+    "min_microbatches_dividing_float",
+    "with_global_batch",
+]
