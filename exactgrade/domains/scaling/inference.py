@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling import levels_decode
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -22,7 +23,14 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
     value_bytes,
 )
-from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge, with_tags
+from exactgrade.domains.scaling._task import (
+    Level,
+    known_mistake,
+    rounding_edge,
+    scaling_family,
+    tie_edge,
+    with_tags,
+)
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -366,6 +374,9 @@ def _compute_bound_batch_edges(task: Task) -> str | None:
     return None
 
 
+_COMPUTE_BOUND_ROW = ('{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}'
+                      "  # one row per entry of `seq_lens`")
+
 DECODE_COMPUTE_BOUND_BATCH = scaling_family(
     "decode_compute_bound_batch", "inference", decode_compute_bound_batch,
     """\
@@ -375,13 +386,19 @@ sequence's KV cache (B * seq_len * kv_bytes_per_token bytes). On a chip with `pe
 and `hbm_bandwidth` bytes/s, give for each length in `seq_lens` the smallest integer batch B at
 which the step is compute-bound (FLOPs / peak_flops >= bytes / hbm_bandwidth), or None if no batch
 size makes it compute-bound.""",
-    '{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}  # one row per entry of `seq_lens`',
+    _COMPUTE_BOUND_ROW,
     decode_compute_bound_batch_float, "ignore_kv_cache",
     sample=sample_decode_compute_bound_batch,
-    levels="lengths 3+level up to 8k*2**level, larger models and KV caches; level 3+: non-round "
-           "lengths, chips and parameter counts, int8 weights and cache",
+    levels="L2: the decode step described, the compute-bound condition derived; L3: the KV cache "
+           "derived from the attention shape, with the step time at the smallest compute-bound "
+           "batch; L4: the largest batch the HBM holds, its throughput and bound; L5: the chip "
+           "count and batch of the fewest chip-seconds per token under a latency budget and the HBM "
+           "(None branches at L1-L4)",
     reject=_compute_bound_batch_edges,
-    branches=(Branch("none", _no_batch_is_compute_bound, Fraction(1, 4)),),
+    upper={2: Level(decode_compute_bound_batch, levels_decode.L2_QUESTION, _COMPUTE_BOUND_ROW,
+                    decode_compute_bound_batch_float, "ignore_kv_cache", reject=_compute_bound_batch_edges),
+           **levels_decode.LEVELS},
+    branches=(Branch("none", _no_batch_is_compute_bound, Fraction(1, 4), (1, 2)), *levels_decode.BRANCHES),
 )
 
 
