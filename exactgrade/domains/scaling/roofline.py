@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling import levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -291,11 +292,15 @@ shape [d_model, d_ff]. Each step reads x and W from HBM once and writes y once; 
 whether the matmul is compute- or memory-bound.""",
     _ROOFLINE_ROW, matmul_roofline_float, "weights_only_traffic",
     sample=sample_matmul_roofline,
-    levels="batches 3+level (always batch 1); d_model up to 2048*2**level, d_ff 2-8x; level 3+: "
-           "non-round chip numbers, int8/fp32 operands",
+    levels="L2: the backward pass (two kernels, fp32 weight gradient) derived; L3: an MLP of three "
+           "kernels (up-projection, GeLU, down-projection) chained into a block time and throughput; "
+           "L4: the largest batch under each latency budget (None below batch 1's time); L5: the chip "
+           "and batch of the fewest dollars per million rows under a latency budget",
     tags=("headline:matmul_roofline_crossover",),
     reject=_intensity_not_tied,
     varying=("rows[].bound",),
+    upper=levels_roofline.MATMUL_LEVELS,
+    branches=levels_roofline.MATMUL_BRANCHES,
 )
 
 
@@ -382,9 +387,11 @@ critical intensity: at these inputs the kernel is memory-bound.)""",
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
     elementwise_roofline_float, "reads_only",
     sample=sample_elementwise_roofline,
-    levels="tensor sizes 1+level, up to 2**(24+level) elements; FLOPs per element up to 40*level; "
-           "level 3+: non-round chip numbers",
+    levels="memory-bound by physics, so L2+ ask about fusion: L2, L3, L5: the time a chain of ops "
+           "saves when fused into one kernel (round chips at L2, any above); L4: the most copies of an "
+           "op one kernel fuses while strictly memory-bound, per chip",
     reject=_intensity_not_tied,
+    upper=levels_roofline.ELEMENTWISE_LEVELS,
     constant={"rows[].bound": "an elementwise kernel's intensity (a few FLOPs per byte) is far below "
               "any chip's critical intensity: always memory-bound, and the prompt says so"},
 )
