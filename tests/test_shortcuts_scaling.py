@@ -11,7 +11,9 @@ import pytest
 from shortcut_rules import LEVELS, instances, rule_problems
 
 import exactgrade
-from exactgrade.family import family_of
+from exactgrade.domains import scaling
+from exactgrade.family import constant_fields, family_of
+from exactgrade.task import materialise
 
 FAMILIES = exactgrade.families("scaling")
 GRID = [(name, level) for name in FAMILIES for level in LEVELS]
@@ -23,15 +25,25 @@ def test_no_shortcut_passes(name, level):
     assert rule_problems("scaling", name, level, COUNT) == []
 
 
-# The families the issue named: their rules are declared, not left to chance.
-@pytest.mark.parametrize(("name", "field"), [
-    ("data_parallel_step", "rows[].allreduce_exceeds_compute"),
-    ("tensor_parallel_layer", "rows[].comm_bound"),
-    ("sharded_decode_latency", "rows[].fits"),
-    ("matmul_roofline", "rows[].bound"),
+# The families the issue named: a level-1 instance cut down to one row (so its boolean is
+# constant) is refused for that reason.
+@pytest.mark.parametrize(("name", "rows_input", "field"), [
+    ("data_parallel_step", "tokens_per_device", "rows[].allreduce_exceeds_compute"),
+    ("tensor_parallel_layer", "tp_degrees", "rows[].comm_bound"),
+    ("sharded_decode_latency", "chip_counts", "rows[].fits"),
+    ("matmul_roofline", "batches", "rows[].bound"),
+    ("decode_step", "chips", "rows[].bound"),
 ])
-def test_named_booleans_are_varying(name, field):
-    assert field in family_of("scaling", name).varying
+def test_a_constant_boolean_is_refused(name, rows_input, field):
+    family = family_of("scaling", name)
+    task = exactgrade.generate("scaling", seed=1, index=0, level=1, family=name)
+    reasons = []
+    for row in task.inputs[rows_input]:  # as generation judges it: the varying fields, then reject
+        one_row = materialise(family.task("sc-edge", dict(task.inputs, **{rows_input: [row]})), "scaling",
+                              scaling.PROFILE)
+        reasons.append(constant_fields(one_row.expected, family.varying) or family.reject(one_row))
+    assert None not in reasons
+    assert any(r.startswith(f"a constant answer passes: {field} is ") for r in reasons), reasons
 
 
 @pytest.mark.parametrize("name", ["decode_compute_bound_batch", "min_compute_bound_batch"])
