@@ -438,6 +438,22 @@ def _utilization_physical(task: Task) -> str | None:
     return None
 
 
+_UTILIZATION_ROW = ('{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
+                    '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}')
+
+_UTILIZATION_L2 = """\
+A training step of a dense model with `n_params` parameters, `layers` layers of `n_heads` attention
+heads of size `head_dim`, at context length `seq_len`, processes `tokens_per_step` tokens in
+`step_time_s` seconds on `chips` chips of `peak_flops` FLOP/s each. A forward pass costs 2 FLOPs
+per parameter per token, plus attention: in every layer each head of a token dots its query with
+the keys of all seq_len positions and sums the seq_len value vectors weighted by the scores (2
+FLOPs per multiply-add, full context, no causal savings); the backward pass costs twice the
+forward. Give the utilization (FLOPs counted per token x tokens per second / (chips*peak_flops))
+under three conventions, in this order: "6N" (the parameters' training FLOPs only);
+"6N+attention" (plus attention's training FLOPs); "recompute_8N+attention" (the FLOPs the hardware
+runs with full activation recomputation, where the forward pass runs a second time during the
+backward pass, for the parameters and for attention)."""
+
 UTILIZATION_BY_COUNTING = scaling_family(
     "utilization_by_counting", "flops", utilization_by_counting,
     """\
@@ -449,13 +465,15 @@ utilization (FLOPs counted per token x tokens per second / (chips*peak_flops)) u
 conventions, in this order: "6N" (parameters only); "6N+attention" (6N plus the training attention
 FLOPs); "recompute_8N+attention" (the hardware FLOPs with full activation recomputation, where the
 forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
-    '{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
-    '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}',
+    _UTILIZATION_ROW,
     utilization_by_counting_float, "attention_forward_only",
     sample=sample_utilization_by_counting,
+    upper={2: Level(utilization_by_counting, _UTILIZATION_L2, _UTILIZATION_ROW, utilization_by_counting_float,
+                    "attention_forward_only", reject=_utilization_physical)},
     reject=_utilization_physical,
-    levels="larger models, more layers, longer contexts and batches with the level; level 3+: "
-           "non-round counts, peaks and millisecond step times",
+    levels="L2+: attention and recomputation described, their FLOPs derived; larger models, more "
+           "layers, longer contexts and batches with the level; level 3+: non-round counts, peaks "
+           "and millisecond step times",
 )
 
 

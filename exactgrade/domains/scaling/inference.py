@@ -410,6 +410,18 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
             "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
+_PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
+                '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order')
+
+_PREFILL_L2 = """\
+A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) on a
+chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s first prefills its prompt in one forward
+pass over all prompt tokens, then decodes one token per forward pass; a forward pass costs 2 FLOPs
+per parameter per token it processes and reads every weight from HBM once (ignore the KV cache).
+For each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in
+seconds) and the ratio of prefill throughput (prompt tokens per second) to decode throughput
+(tokens per second)."""
+
 PREFILL_VS_DECODE = scaling_family(
     "prefill_vs_decode", "inference", prefill_vs_decode,
     """\
@@ -420,10 +432,11 @@ Use the roofline time max(FLOPs / peak_flops, bytes / hbm_bandwidth) and ignore 
 each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in seconds)
 and the ratio of prefill throughput (prompt tokens per second) to decode throughput (tokens per
 second).""",
-    '{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
-    '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order',
+    _PREFILL_ROW,
     prefill_vs_decode_float, "prefill_as_decode_steps",
     sample=sample_prefill_vs_decode,
+    upper={2: Level(prefill_vs_decode, _PREFILL_L2, _PREFILL_ROW, prefill_vs_decode_float,
+                    "prefill_as_decode_steps")},
     levels="prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
            "chips and parameter counts, int8 weights",
 )
@@ -540,6 +553,17 @@ def sample_serving_cost(draw: Draw, level: int) -> dict:
             "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)})}
 
 
+_SERVING_ROW = ('{"rows": [{"batch": <int>, "tokens_per_s": <number>, '
+                '"dollars_per_million_tokens": <number>}, ...]}  # one row per entry of `batches`, in order')
+
+_SERVING_L2 = """\
+One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`
+parameters (`weight_bytes` bytes each) and costs `dollars_per_chip_hour` dollars per hour. A decode
+step for a batch of B sequences runs the model on one new token per sequence (2 FLOPs per parameter
+per token), reads every weight from HBM once (ignore the KV cache) and yields B tokens. For each
+batch size in `batches`, give the throughput in tokens per second and the cost in dollars per
+million generated tokens."""
+
 SERVING_COST = scaling_family(
     "serving_cost", "inference", serving_cost,
     """\
@@ -548,10 +572,10 @@ One chip serves a model of `n_params` parameters (`weight_bytes` bytes each) and
 max(2*n_params*B / peak_flops, n_params*weight_bytes / hbm_bandwidth) seconds and yields B tokens
 (ignore the KV cache). For each batch size in `batches`, give the throughput in tokens per second
 and the cost in dollars per million generated tokens.""",
-    '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
-    "  # one row per entry of `batches`, in order",
+    _SERVING_ROW,
     serving_cost_float, "per_sequence_throughput",
     sample=sample_serving_cost,
+    upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput")},
     levels="batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
            "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
 )

@@ -21,7 +21,7 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
     value_bytes,
 )
-from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge
+from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, scaling_family, tie_edge
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -340,6 +340,15 @@ def _min_batch_edges(task: Task) -> str | None:
     return None
 
 
+_MIN_BATCH_ROW = ('{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, '
+                  '...]}  # one row per chip, in order')
+
+_MIN_BATCH_L2 = """\
+The matmul x[batch, d_model] @ W[d_model, d_ff] reads x and W once and writes y[batch, d_ff] once,
+every value taking `bytes_per_value` bytes. For each chip in `chips` (peak FLOP/s and HBM bytes/s
+given), give the chip's critical intensity and the smallest integer batch at which the matmul is
+compute-bound; None if no batch size makes it compute-bound."""
+
 MIN_COMPUTE_BOUND_BATCH = scaling_family(
     "min_compute_bound_batch", "roofline", min_compute_bound_batch,
     """\
@@ -348,11 +357,13 @@ every value taking `bytes_per_value` bytes. For each chip in `chips` (peak FLOP/
 given), find the chip's critical intensity (peak_flops / hbm_bandwidth, FLOPs per byte) and the
 smallest integer batch at which the matmul is compute-bound (its arithmetic intensity at least the
 critical intensity); None if no batch size makes it compute-bound.""",
-    '{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, ...]}'
-    "  # one row per chip, in order",
+    _MIN_BATCH_ROW,
     min_compute_bound_batch_float, "batch_equals_critical_intensity",
     sample=sample_min_compute_bound_batch,
-    levels="chips 2+level; d_model up to 4096*2**level; level 3+: non-round chips, d_ff off the "
+    upper={2: Level(min_compute_bound_batch, _MIN_BATCH_L2, _MIN_BATCH_ROW, min_compute_bound_batch_float,
+                    "batch_equals_critical_intensity", reject=_min_batch_edges)},
+    levels="L2+: the compute-bound condition derived; chips 2+level; d_model up to 4096*2**level "
+           "(a narrow layer in about half, for the None branch); level 3+: non-round chips, d_ff off the "
            "multiples, int8/fp32 values",
     reject=_min_batch_edges,
     branches=(Branch("none", _min_batch_is_none, Fraction(1, 5)),),
@@ -434,6 +445,17 @@ def sample_decode_attention_roofline(draw: Draw, level: int) -> dict:
             "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
+_DECODE_ATTENTION_L2 = """\
+During decoding, one layer's attention takes, for every sequence in the batch, its single new
+token: each of its `n_heads` query heads dots its query (`head_dim` values) with the `seq_len`
+cached keys of its KV head and sums the `seq_len` cached value vectors weighted by those scores
+(2 FLOPs per multiply-add). Grouped-query attention stores `n_kv_heads` key heads and as many value
+heads of size `head_dim`, `bytes_per_value` bytes per value; every sequence reads its own K and V
+cache from HBM once (ignore the query and output bytes). On a chip with `peak_flops` FLOP/s and
+`hbm_bandwidth` bytes/s, give for each batch size in `batches` the arithmetic intensity, the
+roofline time in seconds and the bound. (Every sequence reads its own cache, so the intensity,
+and with it the bound, is the same at every batch size.)"""
+
 DECODE_ATTENTION_ROOFLINE = scaling_family(
     "decode_attention_roofline", "roofline", decode_attention_roofline,
     """\
@@ -447,7 +469,10 @@ arithmetic intensity, the roofline time in seconds and the bound. (Every sequenc
 cache, so the intensity, and with it the bound, is the same at every batch size.)""",
     _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
     sample=sample_decode_attention_roofline,
-    levels="batches 2+level (always batch 1) up to 64*2**level, context up to 8k*2**level; level 3+: "
+    upper={2: Level(decode_attention_roofline, _DECODE_ATTENTION_L2, _ROOFLINE_ROW,
+                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied)},
+    levels="L2+: the attention FLOPs derived; batches 2+level (always batch 1) up to 64*2**level, "
+           "context up to 8k*2**level; level 3+: "
            "non-round context and chip numbers, more head sizes, int8/fp32 cache",
     reject=_intensity_not_tied,
     constant={"rows[].bound": "each sequence reads its own KV cache, so FLOPs and bytes both grow with "

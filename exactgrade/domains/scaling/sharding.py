@@ -369,6 +369,22 @@ def _tensor_parallel_not_tied(task: Task) -> str | None:
     return None
 
 
+_TP_ROW = ('{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
+           "  # one row per entry of `tp_degrees`, in order")
+
+_TP_L2 = """\
+Megatron-style tensor parallelism splits one transformer layer over `tp` devices. Count only the
+layer's matmuls: attention's query, key, value and output projections, each a d_model x d_model
+matrix, and an MLP of an up-projection [d_model, d_ff] and a down-projection [d_ff, d_model]. The
+query, key, value and up-projection weights are split by columns and the output and
+down-projection weights by rows, so every device does 1/tp of every matmul at `peak_flops`
+FLOP/s; the partial outputs of the output projection and of the down-projection are each summed
+over the devices by one ring all-reduce of the full activations (tokens x d_model values,
+`bytes_per_value` bytes each) over links of `link_bandwidth` bytes/s per device. For a forward
+pass on `tokens` tokens and each degree in `tp_degrees`, give the per-device compute time, the
+communication time (seconds, no overlap) and whether communication takes strictly longer than
+compute."""
+
 TENSOR_PARALLEL_LAYER = scaling_family(
     "tensor_parallel_layer", "sharding", tensor_parallel_layer,
     """\
@@ -379,11 +395,13 @@ needs two ring all-reduces of the activations (tokens x d_model values, `bytes_p
 each), one after attention and one after the MLP, over links of `link_bandwidth` bytes/s per
 device. For each degree in `tp_degrees`, give the per-device compute time, the communication time
 (seconds, no overlap assumed) and whether communication takes strictly longer than compute.""",
-    '{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
-    "  # one row per entry of `tp_degrees`, in order",
+    _TP_ROW,
     tensor_parallel_layer_float, "allreduce_once",
     sample=sample_tensor_parallel_layer,
-    levels="degrees 3+level (powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
+    upper={2: Level(tensor_parallel_layer, _TP_L2, _TP_ROW, tensor_parallel_layer_float, "allreduce_once",
+                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",))},
+    levels="L2+: the split described, the layer's FLOPs and collectives derived; degrees 3+level "
+           "(powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
            "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
     reject=_tensor_parallel_not_tied,
     varying=("rows[].comm_bound",),
