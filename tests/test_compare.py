@@ -180,7 +180,8 @@ CASES = [
     ("int-subclass-answer", 1, type("Sneaky", (int,), {"__eq__": lambda s, o: True})(2), None, False,
      "unsupported type Sneaky"),
     ("float-subclass-reference", type("F", (float,), {})(1.0), 1.0, None, False, "unsupported type F"),
-    ("symbol-answer", 1, sympy.Symbol("x"), None, False, "unsupported sympy node Symbol"),
+    ("symbol-answer", 1, sympy.Symbol("x"), None, False,
+     "the answer has the symbol x, which the reference does not have (its symbols: none)"),
     ("complex-sympy-answer", 1, sympy.I, None, False, "unsupported sympy node ImaginaryUnit"),
 ]
 
