@@ -149,7 +149,7 @@ def _sympy_interval(expr: Any, ctx: Any) -> Any:
                       f"are refused)")
 
 
-MAX_POINT_EXPONENT = 1 << 20  # an exponent's exact value at a point, beyond which a power is refused
+MAX_POINT_EXPONENT = 1 << 24  # an exponent's exact value at a point, beyond which a power is refused
 
 
 def _power(base: Any, exponent: Any, ctx: Any) -> Any:

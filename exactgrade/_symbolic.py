@@ -13,27 +13,36 @@ The decision, in order:
      (sparse dicts of Fraction coefficients, bounded by MAX_TERMS and the deadline). On the
      integers as on the reals, a rational function vanishes everywhere iff it is the zero
      function, so this is an exact decision with no error.
-  2. Anything else is evaluated exactly at POINTS points drawn at random inside the domain by
-     the host (secrets.SystemRandom; never visible to the sandbox), with the interval
+  2. Anything else is evaluated exactly at random points the host draws inside the domain
+     (secrets.SystemRandom, fresh on every call; never visible to the sandbox), with the interval
      arithmetic of exactgrade._real. An interval of key - answer that excludes 0 at a point is a
-     proof that they differ (the reason names the point). The two are declared equal only after
-     every one of POINTS independent points gives |key - answer| <= 2**-AGREEMENT_BITS *
-     max(1, |key|), proven by the interval at a working precision of PRECISIONS bits.
+     proof that they differ (the reason names the point); a point where the key is a real number
+     and the answer is not is a difference too; a point where the key is not a real number (a
+     pole, the logarithm of a negative number) is skipped. The two are declared equal after
+     POINTS points at which |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|) is proven by
+     the interval (working precision 256 bits, then 1024 and 4096 if the interval is too wide).
 
-False-pass bound of step 2. Let eps be the probability, under the sampling distribution below,
-that a point satisfies |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|). A wrong answer
-passes with probability at most eps**POINTS (points are independent). For a difference that is
-a nonzero polynomial of degree d in an integer symbol drawn from 2**12 values, eps <= d / 2**12
-(a root count); for an analytic difference whose near-zero set covers a fraction f of the
-sampling range, eps = f. An answer that differs from the key by less than 2**-AGREEMENT_BITS
-relative at every point of the domain (key + 2**-300, say) is indistinguishable by this test and
-passes. The points are fresh on every call, so a wrong answer cannot be tuned to them.
+False-pass bound of step 2 (stated here and in the README). A wrong answer passes only if the
+difference is within 2**-AGREEMENT_BITS * max(1, |key|) at all POINTS points. For point i let
+eps_i be the probability, under that point's sampling distribution (below), of landing where the
+difference is that small. Magnitudes are independent across points, so
 
-Sampling (each symbol independently): an integer symbol is uniform on its sign's part of
+    P(a wrong answer passes) <= eps_1 * ... * eps_POINTS  (<= eps**8 when every eps_i <= eps).
+
+Examples: a difference that is a nonzero polynomial of degree d in an integer symbol (drawn from
+2**12 values) has eps_i <= d / 2**12, so P <= (d / 4096)**8; sqrt(x**2) against x (x real) has
+eps_i = 0 at every point whose x is negative, and half the points have a negative x, so it never
+passes. What the test cannot see: a difference below 2**-192 relative everywhere on the sampled
+ranges (key + 2**-300, say, passes), and one confined to where no point is drawn (|x| beyond 16
+or below 1/16 for a real symbol, beyond 2**12 for an integer one).
+
+Sampling (each point, each symbol): an integer symbol is uniform on its sign's part of
 [-2**12, 2**12]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
-uniform in [-4, 3] (so |x| in [1/16, 16)), the sign uniform among those its domain allows. A
-point where the key is not a real number (a pole, a logarithm of a negative number) is drawn
-again; a point where the key is real and the answer is not is a difference.
+uniform in [-4, 3] (|x| in [1/16, 16)). The sign is the domain's when it has one; for the first
+SIGN_STRATA symbols whose domain allows both signs, point i takes sign pattern (start + i) mod
+2**SIGN_STRATA for a random start (every pattern once in 8 consecutive points); other signs are
+uniform. At most MAX_DRAWS points are drawn; if the key is a real number at fewer than POINTS of
+them, the question is undecidable (it fails, saying so).
 
 Every step checks the deadline shared with the rest of the comparison (exactgrade.compare).
 """
@@ -53,7 +62,9 @@ POINTS = 8
 AGREEMENT_BITS = 192
 PRECISIONS = (256, 1024, 4096)
 MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
-MAX_DRAWS = 4 * POINTS  # points drawn in all, including those where the key is not a real number
+MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
+MAX_DRAWS = 8 * POINTS  # points drawn in all, including those where the key is not a real number
+SIGN_STRATA = 3
 INTEGER_RANGE = 1 << 12
 _MAX_RATIONAL_POWER = 64  # a larger integer power of a non-monomial goes to the point path
 
@@ -244,8 +255,14 @@ def _add(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
     return out
 
 
+def _bits(p: Polynomial) -> int:
+    return max((max(c.numerator.bit_length(), c.denominator.bit_length()) for c in p.values()), default=0)
+
+
 def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
     budget.check(len(a) * len(b) // 4)  # a product has at most len(a)*len(b) terms; refuse the huge
+    if _bits(a) + _bits(b) > MAX_COEFFICIENT_BITS:
+        raise _NotRational
     out: Polynomial = {}
     for ma, ca in a.items():
         for mb, cb in b.items():
@@ -262,6 +279,8 @@ def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
 def _pow(a: Polynomial, n: int, width: int, budget: _Budget) -> Polynomial:
     if len(a) == 1:  # a monomial: no expansion
         (monomial, c), = a.items()
+        if _bits(a) * n > MAX_COEFFICIENT_BITS:
+            raise _NotRational
         return {tuple(e * n for e in monomial): c ** n}
     result: Polynomial = {(0,) * width: Fraction(1)}
     base = a
@@ -307,27 +326,39 @@ def _rational_witness(key: tuple[Polynomial, Polynomial], answer: tuple[Polynomi
 _SIGNS = {"positive": (1,), "nonnegative": (1,), "negative": (-1,), "nonpositive": (-1,)}
 
 
-def _draw(domain: Domain, draw: secrets.SystemRandom, small: bool = False) -> Fraction:
-    sign = next((s for s in domain if s != "integer" and s != "real"), None)
-    signs = _SIGNS.get(sign, (1, -1))
-    chosen = draw.choice(signs)
+def _draw(domain: Domain, draw: secrets.SystemRandom, sign: int | None = None,
+          small: bool = False) -> Fraction:
+    """A random value in the domain; sign (+1 or -1) if given and the domain allows both signs."""
+    restricted = next((s for s in domain if s in _SIGNS), None)
+    if restricted is not None:
+        sign = _SIGNS[restricted][0]
+    elif sign is None:
+        sign = draw.choice((1, -1))
     if "integer" in domain:
         limit = 16 if small else INTEGER_RANGE
-        low = 0 if sign in ("nonnegative", "nonpositive") else 1
-        if sign is None:
-            return Fraction(draw.randint(-limit, limit))
-        return Fraction(chosen * draw.randint(low, limit))
+        low = 0 if restricted in ("nonnegative", "nonpositive") or restricted is None else 1
+        return Fraction(sign * draw.randint(low, limit))
     if small:
-        return Fraction(chosen * draw.randint(1, 64), draw.randint(1, 16))
+        return Fraction(sign * draw.randint(1, 64), draw.randint(1, 16))
     mantissa = Fraction((1 << 20) + draw.randrange(1 << 20), 1 << 20)
-    return chosen * mantissa * Fraction(2) ** draw.randint(-4, 3)
+    return sign * mantissa * Fraction(2) ** draw.randint(-4, 3)
+
+
+def _points(domains: dict[str, Domain], draw: secrets.SystemRandom) -> Any:
+    """The random points, one per draw. The first SIGN_STRATA symbols (by name) whose domain allows
+    both signs take the sign pattern of the draw's index (all 2**SIGN_STRATA patterns in every
+    2**SIGN_STRATA draws, from a random start); every other sign and every magnitude is random."""
+    free = [name for name in sorted(domains) if not any(s in _SIGNS for s in domains[name])][:SIGN_STRATA]
+    start = draw.randrange(1 << SIGN_STRATA)
+    for index in range(MAX_DRAWS):
+        pattern = start + index
+        signs = {name: 1 if (pattern >> bit) & 1 else -1 for bit, name in enumerate(free)}
+        yield {name: _draw(domain, draw, signs.get(name)) for name, domain in domains.items()}
 
 
 def _point_decision(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -> Decision:
-    draw = secrets.SystemRandom()
     agreed = 0
-    for _ in range(MAX_DRAWS):
-        point = {name: _draw(domain, draw) for name, domain in domains.items()}
+    for point in _points(domains, secrets.SystemRandom()):
         outcome = _at_point(key, answer, point, deadline)
         if outcome is None:
             continue  # the key is not a real number here: another point
@@ -381,11 +412,10 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
 
 
 def _approx(interval: Any) -> str:
-    try:
-        value = float(interval.mid)
-    except (OverflowError, ValueError):
-        return "a value out of float range"
-    return f"{value:.6g}"
+    """The midpoint of an interval in 6 significant digits (any magnitude: 1.0e+63936 too)."""
+    from mpmath import mp
+
+    return str(mp.nstr(mp.make_mpf(interval.mid._mpi_[0]), 6))
 
 
 def _show_q(q: Fraction) -> str:
