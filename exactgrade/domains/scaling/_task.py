@@ -11,10 +11,11 @@ from typing import Any
 
 from exactgrade.domains.scaling._text import api_description, renderer
 from exactgrade.family import Branch, Draw, Family, constant_fields
-from exactgrade.policy import RelTol
+from exactgrade.policy import Exact, RelTol
 from exactgrade.task import Task, TaskDef
 
 POLICY = RelTol(1e-9)
+SYMBOLIC_POLICY = Exact()
 
 
 def scaling_task(
@@ -27,12 +28,14 @@ def scaling_task(
     float_formula: Callable[..., Any],
     mistake: str,
     tags: tuple[str, ...] = (),
+    symbolic: bool = False,
 ) -> TaskDef:
-    """A TaskDef graded under RelTol(1e-9).
+    """A TaskDef graded under RelTol(1e-9) (Exact() for a closed form in symbols).
 
     ``float_formula(**float_inputs, mistake=None)`` recomputes the answer in floats with the
-    operations in another order; ``mistake`` names the error it reproduces when asked (a common
-    slip that the grader must reject).
+    operations in another order (for a symbolic task: derives it another way from the exact
+    inputs); ``mistake`` names the error it reproduces when asked (a common slip that the grader
+    must reject).
     """
     return TaskDef(
         id=id,
@@ -40,10 +43,10 @@ def scaling_task(
         inputs=dict(inputs),
         reference=reference,
         render=renderer(question, answer_shape),
-        api_description=api_description(category),
-        policy=POLICY,
+        api_description=api_description(category, symbolic=symbolic),
+        policy=SYMBOLIC_POLICY if symbolic else POLICY,
         tags=tags,
-        meta={"float_formula": float_formula, "mistake": mistake},
+        meta={"float_formula": float_formula, "mistake": mistake, "symbolic": symbolic},
     )
 
 
@@ -72,6 +75,9 @@ class Level:
     sample: Callable[[Draw, int], Mapping[str, Any]] | None = None
     reject: Callable[[Task], str | None] | None = None
     varying: tuple[str, ...] = ()
+    symbolic: bool = False
+    """A closed form in declared symbols (sympy Symbol inputs): graded Exact(), its twin is a
+    second derivation run on the exact inputs (floats would make it inexact)."""
 
 
 def scaling_family(
@@ -115,7 +121,7 @@ def scaling_family(
         if lv is None:
             return build(task_id, inputs)
         return scaling_task(task_id, category, lv.reference, inputs, lv.question, lv.answer_shape,
-                            lv.float_formula, lv.mistake)
+                            lv.float_formula, lv.mistake, symbolic=lv.symbolic)
 
     def sample_level(draw: Draw, level: int) -> Mapping[str, Any]:
         lv = level_of(level)
@@ -146,7 +152,7 @@ def discriminates(task: Task) -> str | None:
     for number in _key_numbers(task.expected):
         if type(number) is Fraction and max(abs(number.numerator), number.denominator) >= 10**MAX_KEY_DIGITS:
             return f"a key number needs more than {MAX_KEY_DIGITS} digits"
-    floats = as_floats(dict(task.inputs))
+    floats = dict(task.inputs) if task.meta.get("symbolic") else as_floats(dict(task.inputs))
     formula, mistake = task.meta["float_formula"], task.meta["mistake"]
     try:
         twin, wrong = formula(**floats), formula(**floats, mistake=mistake)

@@ -114,6 +114,24 @@ def min_microbatches_dividing(stage_counts, max_bubble_fraction, global_batch):
     return {"rows": rows}
 
 
+def step_time_closed_form(stages, slot_overhead_s, m, W):
+    """The step time in m and W, the real m that minimises it and the minimal step (closed forms)."""
+    import sympy
+
+    p, o = sympy.Integer(stages), sympy.Rational(slot_overhead_s.numerator, slot_overhead_s.denominator)
+    step = (m + p - 1) * (o + W / m)
+    best = sympy.sqrt((p - 1) * W / o)  # d/dm: o - (p - 1) * W / m**2 = 0
+    return {
+        "rows": [
+            {
+                "step_time_s": step,
+                "best_microbatches": best,
+                "best_step_time_s": sympy.expand(step.subs(m, best)),
+            }
+        ]
+    }
+
+
 # ---------------------------------------------------------------- float twins (tests only)
 
 
@@ -192,6 +210,27 @@ def min_microbatches_dividing_float(stage_counts, max_bubble_fraction, global_ba
     return {"rows": rows}
 
 
+def step_time_closed_form_twin(stages, slot_overhead_s, m, W, mistake=None):
+    """A second derivation (expanded step, AM-GM optimum) on the exact inputs: not floats, which
+    would make a closed form inexact."""
+    import sympy
+
+    known_mistake(mistake, "stages_not_minus_one")
+    idle = stages if mistake == "stages_not_minus_one" else stages - 1
+    o = sympy.Rational(slot_overhead_s.numerator, slot_overhead_s.denominator)
+    step = m * o + W + idle * o + idle * W / m
+    # m*o + idle*W/m >= 2*sqrt(idle*o*W), equal at m = sqrt(idle*W/o)
+    return {
+        "rows": [
+            {
+                "step_time_s": step,
+                "best_microbatches": sympy.sqrt(idle * W) / sympy.sqrt(o),
+                "best_step_time_s": W + idle * o + 2 * sympy.sqrt(idle * o * W),
+            }
+        ]
+    }
+
+
 # ---------------------------------------------------------------- samplers and rules
 
 
@@ -261,6 +300,18 @@ def with_global_batch(sample):
 
 def _no_divisor(task: Task) -> bool:
     return any(row["min_microbatches"] is None for row in task.expected["rows"])
+
+
+def sample_closed_form(draw: Draw, level: int) -> dict:
+    import sympy
+
+    m, work = sympy.symbols("m W", positive=True)
+    return {
+        "stages": draw.integer(2, 64),
+        "slot_overhead_s": Fraction(draw.integer(1, 999), draw.choice((1000, 997, 720))),
+        "m": m,
+        "W": work,
+    }
 
 
 def _step(stages: int, m: int, work: Fraction, overhead: Fraction) -> Fraction:
@@ -455,6 +506,29 @@ BUBBLE_BRANCHES = (
     Branch("none", _no_layout, Fraction(1, 8), (5,)),
 )
 
+MIN_M_L5 = (
+    SCHEDULE
+    + """
+A step trains on a batch split into m equal microbatches; a stage
+needs W seconds of compute for the whole batch, so a microbatch's slot lasts `slot_overhead_s` (a
+fixed cost per microbatch per stage) plus W / m seconds. The symbols m and W are preloaded as
+sympy Symbols (positive; sympy.symbols('m W', positive=True) makes the same ones). Give, as exact
+sympy expressions: the step time in seconds as a function of m and W; treating m as a positive
+real number, the m that minimises the step time, as a function of W; and that minimal step time,
+as a function of W."""
+)
+
+MIN_M_L5_LEVEL = Level(
+    step_time_closed_form,
+    MIN_M_L5,
+    '{"rows": [{"step_time_s": <expression>, "best_microbatches": <expression>, '
+    '"best_step_time_s": <expression>}]}',
+    step_time_closed_form_twin,
+    "stages_not_minus_one",
+    sample=sample_closed_form,
+    symbolic=True,
+)
+
 MIN_M_L4_SHAPE = (
     '{"rows": [{"stages": <int>, "min_microbatches": <int> | None, '
     '"sequences_per_microbatch": <int> | None}, ...]}'
@@ -470,6 +544,7 @@ __all__ = [
     "MIN_M_L2",
     "MIN_M_L4",
     "MIN_M_L4_SHAPE",
+    "MIN_M_L5_LEVEL",
     "SCHEDULE",
     "STEP_L2",
     "min_microbatches_dividing",

@@ -482,9 +482,10 @@ smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fra
     _MIN_M_ROW,
     min_microbatches_float, "bubble_over_microbatches",
     sample=sample_min_microbatches,
-    levels="L2, L3, L5: the schedule described, the bubble and the bound derived (stage counts 4+level, "
-           "odd-denominator limits from L3); L4: M must also divide the batch, None when no divisor "
-           "is enough",
+    levels="L2, L3: the schedule described, the bubble and the bound derived (stage counts 4+level, "
+           "odd-denominator limits at L3); L4: M must also divide the batch, None when no divisor "
+           "is enough; L5: closed forms in symbols m and W: the step time with a per-slot overhead, "
+           "the real m that minimises it and the minimal step",
     reject=_min_microbatches_edges,
     upper={2: Level(min_microbatches, levels_pipeline.MIN_M_L2, _MIN_M_ROW, min_microbatches_float,
                     "bubble_over_microbatches", reject=_min_microbatches_edges),
@@ -492,7 +493,8 @@ smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fra
                     levels_pipeline.MIN_M_L4_SHAPE, levels_pipeline.min_microbatches_dividing_float,
                     "bubble_over_microbatches",
                     sample=levels_pipeline.with_global_batch(sample_min_microbatches),
-                    reject=_min_microbatches_edges)},
+                    reject=_min_microbatches_edges),
+           5: levels_pipeline.MIN_M_L5_LEVEL},
     branches=levels_pipeline.MIN_M_BRANCHES,
 )
 
