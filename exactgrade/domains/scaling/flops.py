@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_flops
+from exactgrade.domains.scaling import levels_flops, levels_inverse
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -366,6 +366,8 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     "  # one row per cluster, in order",
     time_to_train_float, "forward_only",
     sample=sample_time_to_train,
+    upper={4: levels_inverse.DEADLINE},
+    branches=levels_inverse.NONE_AT_L4,
     levels="clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
            "parameter and token counts, chips, peaks and basis-point MFUs",
     tags=("headline:time_to_train",),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_memory
+from exactgrade.domains.scaling import levels_inverse, levels_memory
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -248,6 +248,8 @@ bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len`
     "  # one row per config, in order",
     kv_cache_size_float, "keys_only",
     sample=sample_kv_cache_size,
+    upper={4: levels_inverse.CACHE},
+    branches=levels_inverse.NONE_AT_L4,
     levels="up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
            "level 3+: contexts off the powers of two, int8/fp32 caches",
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_pipeline
+from exactgrade.domains.scaling import levels_inverse, levels_pipeline
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -316,6 +316,7 @@ and whether the all-reduce takes strictly longer than the compute it could overl
            "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
     reject=_allreduce_not_tied,
     varying=("rows[].allreduce_exceeds_compute",),
+    upper={4: levels_inverse.HIDING},
 )
 
 
@@ -590,6 +591,8 @@ bytes, ignoring activations.""",
            "counts, any HBM byte count, fp32 gradients",
     reject=_zero_fits_not_tied,
     varying=("rows[].fits",),
+    upper={4: levels_inverse.ZERO},
+    branches=levels_inverse.NONE_AT_L4,
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,
