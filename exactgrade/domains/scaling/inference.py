@@ -10,7 +10,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_decode
+from exactgrade.domains.scaling import levels_decode, levels_inverse
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -494,6 +494,8 @@ decode step in seconds (`time_per_token_s`: one step yields the next token of ev
            "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
     reject=_sharded_fits_not_tied,
     varying=("rows[].fits",),
+    upper={4: levels_inverse.DECODE_CHIPS},
+    branches=levels_inverse.NONE_AT_L4,
 )
 
 _FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
@@ -539,6 +541,7 @@ bound.""",
            "fractional bits (formats with their scales), non-round chips and parameter counts",
     reject=_quantized_not_tied,
     varying=("rows[].bound",),
+    upper={4: levels_inverse.QUANTIZED},
 )
 
 
@@ -575,7 +578,9 @@ and the cost in dollars per million generated tokens.""",
     _SERVING_ROW,
     serving_cost_float, "per_sequence_throughput",
     sample=sample_serving_cost,
-    upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput")},
+    upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput"),
+           4: levels_inverse.PRICE},
+    branches=levels_inverse.NONE_AT_L4,
     levels="batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
            "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
 )

@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import fraction, hbm_capacity, n_params, n_tokens, peak_flops
-from exactgrade.domains.scaling._task import Level, known_mistake, near_integer
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw
 from exactgrade.task import Task
 
@@ -354,4 +354,368 @@ CACHE = Level(
 )
 NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
 
-__all__ = ["CACHE", "DEADLINE", "HIDING", "NONE_AT_L4", "ZERO"]
+__all__ = ["CACHE", "DEADLINE", "DECODE_CHIPS", "FSDP", "HIDING", "NONE_AT_L4", "PRICE", "QUANTIZED", "ZERO"]
+
+
+# ---------------------------------------------------------------- a second batch of inverses
+
+
+def fewest_decode_chips(
+    n_params, weight_bytes, kv_cache_bytes, hbm_bytes_per_chip, hbm_bandwidth, max_chips, step_budgets_s
+):
+    """Fewest chips (1..max_chips) that hold weights plus cache and read them within each budget."""
+    import math
+    from fractions import Fraction
+
+    total = n_params * weight_bytes + kv_cache_bytes
+    need = max(math.ceil(Fraction(total, hbm_bytes_per_chip)), 1)
+    rows = []
+    for budget in step_budgets_s:
+        chips = max(need, math.ceil(Fraction(total) / (hbm_bandwidth * budget)))
+        rows.append({"step_budget_s": budget, "min_chips": chips if chips <= max_chips else None})
+    return {"rows": rows}
+
+
+def fsdp_largest_model(
+    param_bytes, state_bytes_per_param, device_counts, hbm_bytes_per_device, link_bandwidth, comm_budget_s
+):
+    """Most parameters FSDP trains on N devices: the state fits and a step's collectives meet the budget."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for devices in device_counts:
+        by_memory = Fraction(hbm_bytes_per_device * devices, state_bytes_per_param)
+        by_comm = comm_budget_s * link_bandwidth / (3 * param_bytes * Fraction(devices - 1, devices))
+        rows.append(
+            {
+                "devices": devices,
+                "max_params": math.floor(min(by_memory, by_comm)),
+                "limit": "memory" if by_memory <= by_comm else "communication",
+            }
+        )
+    return {"rows": rows}
+
+
+def largest_memory_bound_batch(n_params, formats, peak_flops, hbm_bandwidth):
+    """Per format, the largest batch whose decode step is still strictly memory-bound."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for fmt in formats:
+        # 2*N*B/peak < N*bits/8/bw  <=>  B < bits * peak / (16 * bw)
+        bound = Fraction(fmt["bits_per_weight"]) * peak_flops / (16 * hbm_bandwidth)
+        batch = math.ceil(bound) - 1
+        rows.append({"format": fmt["name"], "max_batch": batch if batch >= 1 else None})
+    return {"rows": rows}
+
+
+def batch_for_price(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollars_per_chip_hour, price_targets):
+    """Smallest batch whose cost per million tokens is at most each target (None if none reaches it)."""
+    import math
+    from fractions import Fraction
+
+    # cost(B) = price * max(2N/peak, N*w/(bw*B)) / 3600 * 1e6 falls with B to the compute-bound floor
+    floor_cost = dollars_per_chip_hour * Fraction(2 * n_params, peak_flops) / 3600 * 10**6
+    rows = []
+    for target in price_targets:
+        batch = None
+        if target >= floor_cost:  # then only the weight-read term must come under the target
+            reads = dollars_per_chip_hour * Fraction(n_params * weight_bytes, hbm_bandwidth) * 10**6
+            batch = max(1, math.ceil(reads / (3600 * target)))
+        rows.append({"target_dollars_per_million": target, "min_batch": batch})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- twins of the second batch
+
+
+def fewest_decode_chips_float(
+    n_params,
+    weight_bytes,
+    kv_cache_bytes,
+    hbm_bytes_per_chip,
+    hbm_bandwidth,
+    max_chips,
+    step_budgets_s,
+    mistake=None,
+):
+    known_mistake(mistake, "weights_only")
+    total = float(n_params) * weight_bytes + (0 if mistake == "weights_only" else kv_cache_bytes)
+    return {
+        "rows": [
+            {
+                "step_budget_s": t,
+                "min_chips": _smallest(
+                    lambda c, t=t: c * hbm_bytes_per_chip >= total and total / c / hbm_bandwidth <= t,
+                    max_chips,
+                ),
+            }
+            for t in step_budgets_s
+        ]
+    }
+
+
+def fsdp_largest_model_float(
+    param_bytes,
+    state_bytes_per_param,
+    device_counts,
+    hbm_bytes_per_device,
+    link_bandwidth,
+    comm_budget_s,
+    mistake=None,
+):
+    known_mistake(mistake, "drop_ring_factor")
+    rows = []
+    for n in device_counts:
+        ring = 1.0 if mistake == "drop_ring_factor" else (n - 1) / n
+        memory, comm = (
+            hbm_bytes_per_device / state_bytes_per_param * n,
+            comm_budget_s / (3 * ring * param_bytes) * link_bandwidth,
+        )
+        rows.append(
+            {
+                "devices": n,
+                "max_params": math.floor(min(memory, comm)),
+                "limit": "memory" if memory <= comm else "communication",
+            }
+        )
+    return {"rows": rows}
+
+
+def largest_memory_bound_batch_float(n_params, formats, peak_flops, hbm_bandwidth, mistake=None):
+    known_mistake(mistake, "bits_as_bytes")
+    per_byte = 1 if mistake == "bits_as_bytes" else 8
+    rows = []
+    for f in formats:
+        memory = f["bits_per_weight"] / per_byte * n_params / hbm_bandwidth
+        b = _smallest(lambda b, m=memory: 2.0 * n_params * b / peak_flops >= m, 10**9)
+        rows.append({"format": f["name"], "max_batch": (b - 1) if b and b > 1 else None})
+    return {"rows": rows}
+
+
+def batch_for_price_float(
+    n_params, weight_bytes, peak_flops, hbm_bandwidth, dollars_per_chip_hour, price_targets, mistake=None
+):
+    known_mistake(mistake, "per_sequence_throughput")
+
+    def cost(b):
+        step = max(2.0 * n_params * b / peak_flops, weight_bytes * n_params / hbm_bandwidth)
+        tokens = 1 if mistake == "per_sequence_throughput" else b
+        return dollars_per_chip_hour / (tokens / step * 3600) * 1e6
+
+    return {
+        "rows": [
+            {
+                "target_dollars_per_million": t,
+                "min_batch": _smallest(lambda b, t=t: cost(b) <= t * (1 + 1e-12), 10**7),
+            }
+            for t in price_targets
+        ]
+    }
+
+
+# ---------------------------------------------------------------- samplers of the second batch
+
+
+def sample_decode_chips(draw: Draw, level: int) -> dict:
+    params, width = n_params(draw, level), draw.choice((1, 2))
+    kv = draw.integer(10**9, 10**11)
+    hbm, bandwidth = hbm_capacity(draw, level), 10**9 * draw.integer(500, 5000)
+    total = params * width + kv
+    budgets = sorted(
+        {
+            Fraction(math.ceil(Fraction(total, bandwidth * draw.integer(1, 64)) * 10**6), 10**6)
+            for _ in range(2 + level)
+        }
+    )
+    return {
+        "n_params": params,
+        "weight_bytes": width,
+        "kv_cache_bytes": kv,
+        "hbm_bytes_per_chip": hbm,
+        "hbm_bandwidth": bandwidth,
+        "max_chips": draw.choice((8, 16, 32, 64)),
+        "step_budgets_s": budgets,
+    }
+
+
+def _decode_chip_edges(task: Task) -> str | None:
+    i = task.inputs
+    total = i["n_params"] * i["weight_bytes"] + i["kv_cache_bytes"]
+    if near_integer(Fraction(total, i["hbm_bytes_per_chip"])):
+        return "the chips that hold the model sit on an integer"
+    for t in i["step_budgets_s"]:
+        if near_integer(Fraction(total) / (i["hbm_bandwidth"] * t)):
+            return f"budget {t}: the chips that meet it sit on an integer"
+    return None
+
+
+def sample_fsdp_model(draw: Draw, level: int) -> dict:
+    counts = sorted(
+        {2 ** draw.integer(1, 10) if level <= 2 else draw.integer(2, 2048) for _ in range(2 + level)}
+    )
+    return {
+        "param_bytes": draw.choice((2, 4)),
+        "state_bytes_per_param": draw.choice((16, 18, 20)),
+        "device_counts": counts,
+        "hbm_bytes_per_device": hbm_capacity(draw, level),
+        "link_bandwidth": 25 * 10**9 * draw.integer(1, 16),
+        "comm_budget_s": Fraction(draw.integer(1, 200), 10),
+    }
+
+
+def _fsdp_edges(task: Task) -> str | None:
+    i = task.inputs
+    for n in i["device_counts"]:
+        memory = Fraction(i["hbm_bytes_per_device"] * n, i["state_bytes_per_param"])
+        comm = i["comm_budget_s"] * i["link_bandwidth"] / (3 * i["param_bytes"] * Fraction(n - 1, n))
+        if near_integer(min(memory, comm)) or near_tie(memory, comm):
+            return f"{n} devices: the bound sits on an integer or the two limits tie"
+    return None
+
+
+def sample_quantized_batch(draw: Draw, level: int) -> dict:
+    formats = [
+        ("bf16", 16),
+        ("fp8", 8),
+        ("int4", 4),
+        ("int4_g32_scales", Fraction(9, 2)),
+        ("int3", 3),
+        ("int2", 2),
+        ("int8_g64_scales", Fraction(33, 4)),
+    ]
+    picked = [("bf16", 16), *draw.sample(formats[1:], 1 + level)]
+    return {
+        "n_params": n_params(draw, level),
+        "formats": [{"name": name, "bits_per_weight": bits} for name, bits in picked],
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": 10**9 * draw.integer(500, 5000),
+    }
+
+
+def _quantized_edges(task: Task) -> str | None:
+    i = task.inputs
+    for f in i["formats"]:
+        if near_integer(Fraction(f["bits_per_weight"]) * i["peak_flops"] / (16 * i["hbm_bandwidth"])):
+            return f"{f['name']}: the memory-bound batches end on an integer"
+    return None
+
+
+def sample_price(draw: Draw, level: int) -> dict:
+    """Targets from below the compute-bound floor (None) to the batch-1 cost."""
+    params, width = n_params(draw, level), draw.choice((1, 2))
+    peak, bandwidth = peak_flops(draw, level), 10**9 * draw.integer(500, 5000)
+    price = Fraction(draw.integer(50, 1000), 100)
+    floor_cost = price * Fraction(2 * params, peak) / 3600 * 10**6
+    batch_one = price * Fraction(params * width, bandwidth) / 3600 * 10**6
+    targets = set()
+    for _ in range(2 + level):
+        if draw.chance(1, 4):  # below the compute-bound floor: no batch reaches it
+            target = floor_cost * Fraction(draw.integer(50, 99), 100)
+        else:
+            target = floor_cost + (batch_one - floor_cost) * Fraction(draw.integer(1, 100), 100)
+        targets.add(Fraction(math.ceil(target * 10**6), 10**6))
+    targets = sorted(targets)
+    return {
+        "n_params": params,
+        "weight_bytes": width,
+        "peak_flops": peak,
+        "hbm_bandwidth": bandwidth,
+        "dollars_per_chip_hour": price,
+        "price_targets": targets,
+    }
+
+
+def _price_edges(task: Task) -> str | None:
+    i = task.inputs
+    for t in i["price_targets"]:
+        bound = (
+            i["dollars_per_chip_hour"]
+            * Fraction(i["n_params"] * i["weight_bytes"], i["hbm_bandwidth"])
+            * 10**6
+            / (3600 * t)
+        )
+        if near_integer(bound) or near_tie(
+            t, i["dollars_per_chip_hour"] * Fraction(2 * i["n_params"], i["peak_flops"]) / 3600 * 10**6
+        ):
+            return f"target {t}: the batch bound sits on an integer or the target on the floor"
+    return None
+
+
+DECODE_CHIPS_L4 = """\
+A model of `n_params` parameters (`weight_bytes` bytes each) with a KV cache of `kv_cache_bytes`
+bytes is split evenly over some number of chips, each with `hbm_bytes_per_chip` bytes of HBM and
+`hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of the weights
+and KV cache once, all chips in parallel (ignore communication). For each step-time budget in
+`step_budgets_s`, give the fewest chips, from 1 to `max_chips`, that hold weights plus KV cache
+and finish a step within the budget, or None if no such count does."""
+
+FSDP_L4 = """\
+Fully sharded data parallelism (FSDP / ZeRO-3) shards a model's training state,
+`state_bytes_per_param` bytes per parameter, evenly over the devices, each with
+`hbm_bytes_per_device` bytes of HBM (ignore activations). Each training step all-gathers the full
+weights (`param_bytes` bytes per parameter) once for the forward pass and once more for the
+backward pass, and reduce-scatters the gradients (same size as the weights) once, all with ring
+collectives over links of `link_bandwidth` bytes/s per device. For each device count in
+`device_counts`, give the largest whole number of parameters whose state fits and whose step
+communication takes at most `comm_budget_s` seconds, and which of the two limits it ("memory" or
+"communication"; "memory" when both bind equally)."""
+
+QUANTIZED_L4 = """\
+A model of `n_params` parameters decodes a batch of B sequences; each step costs 2*n_params*B
+FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the weight format)
+and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
+(bits_per_weight already includes any quantization scales; ignore the KV cache). For each format
+in `formats`, give the largest batch at which the step is still strictly memory-bound, or None if
+even batch 1 is not."""
+
+PRICE_L4 = """\
+One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`
+parameters (`weight_bytes` bytes each) and costs `dollars_per_chip_hour` dollars per hour. A decode
+step for a batch of B sequences runs the model on one new token per sequence (2 FLOPs per
+parameter per token), reads every weight from HBM once (ignore the KV cache), takes its roofline
+time and yields B tokens. For each target in `price_targets` (dollars per million generated
+tokens), give the smallest batch whose cost is at most the target, or None if no batch reaches
+it."""
+
+DECODE_CHIPS = Level(
+    fewest_decode_chips,
+    DECODE_CHIPS_L4,
+    '{"rows": [{"step_budget_s": <number>, "min_chips": <int> | None}, ...]}  # one row per budget',
+    fewest_decode_chips_float,
+    "weights_only",
+    sample=sample_decode_chips,
+    reject=_decode_chip_edges,
+)
+FSDP = Level(
+    fsdp_largest_model,
+    FSDP_L4,
+    '{"rows": [{"devices": <int>, "max_params": <int>, "limit": "memory" | "communication"}, ...]}'
+    "  # one row per entry of `device_counts`, in order",
+    fsdp_largest_model_float,
+    "drop_ring_factor",
+    sample=sample_fsdp_model,
+    reject=_fsdp_edges,
+    varying=("rows[].limit",),
+)
+QUANTIZED = Level(
+    largest_memory_bound_batch,
+    QUANTIZED_L4,
+    '{"rows": [{"format": <str>, "max_batch": <int> | None}, ...]}  # one row per format, in order',
+    largest_memory_bound_batch_float,
+    "bits_as_bytes",
+    sample=sample_quantized_batch,
+    reject=_quantized_edges,
+)
+PRICE = Level(
+    batch_for_price,
+    PRICE_L4,
+    '{"rows": [{"target_dollars_per_million": <number>, "min_batch": <int> | None}, ...]}'
+    "  # one row per target, in order",
+    batch_for_price_float,
+    "per_sequence_throughput",
+    sample=sample_price,
+    reject=_price_edges,
+)

@@ -339,6 +339,7 @@ the bytes each device sends per step and that communication time in seconds.""",
     '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
     fsdp_step_communication_float, "drop_ring_factor",
     sample=sample_fsdp_step_communication,
+    upper={4: levels_inverse.FSDP},
     levels="up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
            "parameter and device counts and links, fp32 weights",
 )
