@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_flops, levels_inverse
+from exactgrade.domains.scaling import levels_flops, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -530,6 +530,8 @@ biases. Give the parameters per layer, the total parameter count and the trainin
     '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}',
     dense_param_count_float, "embeddings_counted_once",
     sample=sample_dense_param_count,
+    upper={4: levels_inverse2.LAYERS},
+    branches=levels_inverse2.NONE_AT_L4,
     levels="more and wider layers, more tokens with the level (untied embeddings, so the named "
            "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
 )

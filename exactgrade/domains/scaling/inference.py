@@ -10,7 +10,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_decode, levels_inverse
+from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -296,6 +296,7 @@ the bound.""",
            "non-round chips and parameter counts, int8/fp32 weights",
     reject=_decode_step_not_tied,
     varying=("rows[].bound",),
+    upper={4: levels_inverse2.DECODE},
 )
 
 
@@ -325,6 +326,8 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     '"step_time_s": <number>}, ...]}  # one row per case, in order',
     kv_read_share_float, "keys_only",
     sample=sample_kv_read_share,
+    upper={4: levels_inverse2.SHARE},
+    branches=levels_inverse2.NONE_AT_L4,
     levels="cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
            "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_memory
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_memory
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -378,6 +378,8 @@ hold, all `chips` chips together (ignore everything else in memory).""",
     '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
     largest_model_float, "gib_for_gb",
     sample=sample_largest_model,
+    upper={4: levels_inverse2.CHIPS},
+    branches=levels_inverse2.NONE_AT_L4,
     levels="uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
            "even-sized uses (bf16, fp32, Adam with bf16 gradients)",
     reject=_largest_model_edges,

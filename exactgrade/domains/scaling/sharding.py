@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_pipeline
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -552,6 +552,7 @@ over links of `link_bandwidth` bytes/s per device.""",
     "  # one row per entry of `ep_degrees`, in order",
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
+    upper={4: levels_inverse2.TOKENS},
     levels="degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
            "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
 )

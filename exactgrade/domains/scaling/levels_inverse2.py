@@ -1,0 +1,427 @@
+"""Level 4 (inverse) of more families: decode_step (the smallest compute-bound batch per chip),
+kv_read_share (the longest context under a KV share), largest_model (the fewest chips per use),
+expert_parallel_all_to_all (the most tokens under a time budget), dense_param_count (the most
+layers under a parameter budget). References solve in closed form; the ``*_float`` twins search
+or compute in another order, and can reproduce one named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling._sample import attention_shape, hbm_capacity, n_params
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer
+from exactgrade.family import Branch, Draw
+from exactgrade.task import Task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def min_compute_bound_decode_batch(chips, n_params, bytes_per_param):
+    """Smallest batch whose decode step (2N FLOPs per sequence, weights read once) is compute-bound."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for chip in chips:
+        batch = max(1, math.ceil(Fraction(bytes_per_param * chip["peak_flops"], 2 * chip["hbm_bandwidth"])))
+        rows.append(
+            {
+                "chip": chip["name"],
+                "min_batch": batch,
+                "step_time_s": Fraction(2 * n_params * batch, chip["peak_flops"]),
+            }
+        )
+    return {"rows": rows}
+
+
+def longest_context_for_share(
+    n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, batches, max_kv_share
+):
+    """Longest context at which the KV cache is at most the given share of the bytes a step reads."""
+    import math
+    from fractions import Fraction
+
+    weights = n_params * weight_bytes
+    per_token = 2 * layers * n_kv_heads * head_dim * kv_bytes
+    rows = []
+    for batch in batches:
+        # kv / (kv + weights) <= f  <=>  kv <= f / (1 - f) * weights
+        longest = math.floor(max_kv_share / (1 - max_kv_share) * weights / Fraction(per_token * batch))
+        rows.append({"batch": batch, "max_seq_len": longest if longest >= 1 else None})
+    return {"rows": rows}
+
+
+def fewest_chips_per_use(model_params, hbm_bytes_per_chip, max_chips, uses):
+    """Fewest chips whose HBM together holds the model at each use's bytes per parameter."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for use in uses:
+        chips = math.ceil(Fraction(model_params) * use["bytes_per_param"] / hbm_bytes_per_chip)
+        rows.append({"use": use["name"], "min_chips": chips if chips <= max_chips else None})
+    return {"rows": rows}
+
+
+def max_tokens_for_all_to_all(d_model, bytes_per_value, top_k, ep_degrees, link_bandwidth, time_budget_s):
+    """Most tokens per device whose dispatch and combine all-to-alls finish within the budget."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for ep in ep_degrees:
+        per_token = 2 * top_k * d_model * bytes_per_value * Fraction(ep - 1, ep)
+        rows.append(
+            {"ep": ep, "max_tokens_per_device": math.floor(time_budget_s * link_bandwidth / per_token)}
+        )
+    return {"rows": rows}
+
+
+def most_layers_for_budget(
+    d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab_size, mlp_matrices, tied_embeddings, param_budgets
+):
+    """Most layers whose parameters (with the embeddings) stay within each budget (None: not one)."""
+    per_layer = (
+        d_model * (n_heads + 2 * n_kv_heads) * head_dim
+        + n_heads * head_dim * d_model
+        + mlp_matrices * d_model * d_ff
+    )
+    embeddings = vocab_size * d_model * (1 if tied_embeddings else 2)
+    rows = []
+    for budget in param_budgets:
+        layers = (budget - embeddings) // per_layer
+        rows.append({"param_budget": budget, "max_layers": layers if layers >= 1 else None})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def _smallest(ok, high):
+    if not ok(high):
+        return None
+    low = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if ok(middle) else (middle, high)
+    return high
+
+
+def min_compute_bound_decode_batch_float(chips, n_params, bytes_per_param, mistake=None):
+    known_mistake(mistake, "one_flop_per_param")
+    per_token = 1.0 if mistake == "one_flop_per_param" else 2.0
+    rows = []
+    for c in chips:
+        b = _smallest(
+            lambda b, c=c: (
+                per_token * n_params * b / c["peak_flops"] >= bytes_per_param * n_params / c["hbm_bandwidth"]
+            ),
+            10**9,
+        )
+        rows.append({"chip": c["name"], "min_batch": b, "step_time_s": b / c["peak_flops"] * 2.0 * n_params})
+    return {"rows": rows}
+
+
+def longest_context_for_share_float(
+    n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, batches, max_kv_share, mistake=None
+):
+    known_mistake(mistake, "keys_only")
+    tensors = 1 if mistake == "keys_only" else 2
+    rows = []
+    for b in batches:
+        s = math.floor(
+            n_params
+            * weight_bytes
+            * max_kv_share
+            / (1 - max_kv_share)
+            / (tensors * layers * n_kv_heads * head_dim * kv_bytes * b)
+        )
+        rows.append({"batch": b, "max_seq_len": s if s >= 1 else None})
+    return {"rows": rows}
+
+
+def fewest_chips_per_use_float(model_params, hbm_bytes_per_chip, max_chips, uses, mistake=None):
+    known_mistake(mistake, "gib_for_gb")
+    capacity = hbm_bytes_per_chip / 1e9 * 2**30 if mistake == "gib_for_gb" else float(hbm_bytes_per_chip)
+    return {
+        "rows": [
+            {
+                "use": u["name"],
+                "min_chips": _smallest(
+                    lambda k, u=u: k * capacity >= u["bytes_per_param"] * model_params, max_chips
+                ),
+            }
+            for u in uses
+        ]
+    }
+
+
+def max_tokens_for_all_to_all_float(
+    d_model, bytes_per_value, top_k, ep_degrees, link_bandwidth, time_budget_s, mistake=None
+):
+    known_mistake(mistake, "dispatch_only")
+    collectives = 1 if mistake == "dispatch_only" else 2
+    return {
+        "rows": [
+            {
+                "ep": ep,
+                "max_tokens_per_device": math.floor(
+                    link_bandwidth
+                    * time_budget_s
+                    / (collectives * (1 - 1 / ep) * top_k * bytes_per_value * d_model)
+                ),
+            }
+            for ep in ep_degrees
+        ]
+    }
+
+
+def most_layers_for_budget_float(
+    d_model,
+    d_ff,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    vocab_size,
+    mlp_matrices,
+    tied_embeddings,
+    param_budgets,
+    mistake=None,
+):
+    known_mistake(mistake, "embeddings_counted_once")
+    per_layer = d_model * (mlp_matrices * d_ff + head_dim * (2 * n_heads + 2 * n_kv_heads))
+    copies = 1 if tied_embeddings or mistake == "embeddings_counted_once" else 2
+    rows = []
+    for budget in param_budgets:
+        layers = math.floor((budget - copies * d_model * vocab_size) / per_layer)
+        rows.append({"param_budget": budget, "max_layers": layers if layers >= 1 else None})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def sample_decode_batch(draw: Draw, level: int) -> dict:
+    return {
+        "chips": sample.chips(draw, level, 2 + level),
+        "n_params": n_params(draw, level),
+        "bytes_per_param": draw.choice((1, 2, 4)),
+    }
+
+
+def _decode_batch_edges(task: Task) -> str | None:
+    i = task.inputs
+    for c in i["chips"]:
+        if near_integer(Fraction(i["bytes_per_param"] * c["peak_flops"], 2 * c["hbm_bandwidth"])):
+            return f"{c['name']}: the batch bound sits on an integer"
+    return None
+
+
+def sample_share(draw: Draw, level: int) -> dict:
+    """A quarter of the instances set the share so low that the largest batch cannot cache even
+    one position (None there)."""
+    shape = attention_shape(draw, level)
+    inputs = {
+        "n_params": n_params(draw, level),
+        "weight_bytes": draw.choice((1, 2)),
+        "layers": draw.integer(8, 40 * level),
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": draw.choice((1, 2)),
+        "batches": sorted(draw.sample(range(1, 1025), 2 + level)),
+        "max_kv_share": Fraction(draw.integer(1, 90), 100),
+    }
+    if draw.chance(1, 4):
+        largest = (
+            2
+            * inputs["layers"]
+            * inputs["n_kv_heads"]
+            * inputs["head_dim"]
+            * inputs["kv_bytes"]
+            * inputs["batches"][-1]
+        )
+        weights = inputs["n_params"] * inputs["weight_bytes"]
+        inputs["max_kv_share"] = Fraction(largest, 2 * weights + largest)  # half a position at that batch
+    return inputs
+
+
+def _share_edges(task: Task) -> str | None:
+    i = task.inputs
+    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    f = i["max_kv_share"]
+    for b in i["batches"]:
+        if near_integer(f / (1 - f) * i["n_params"] * i["weight_bytes"] / (per_token * b)):
+            return f"batch {b}: the longest context sits on an integer"
+    return None
+
+
+_USES = (
+    ("inference_bf16", 2),
+    ("inference_int8", 1),
+    ("inference_int4_g32_scales", Fraction(9, 16)),
+    ("training_adam", 14),
+    ("training_adam_fp32_grads", 18),
+    ("inference_fp8_g128_scales", Fraction(65, 64)),
+)
+
+
+def sample_fewest_chips(draw: Draw, level: int) -> dict:
+    """A chip cap that about a third of the uses exceed (None)."""
+    hbm, params = hbm_capacity(draw, level), n_params(draw, level)
+    uses = draw.sample(_USES, 2 + level)
+    needs = sorted(math.ceil(Fraction(params) * size / hbm) for _, size in uses)
+    cap = needs[len(needs) // 2 + draw.integer(0, len(needs) - len(needs) // 2 - 1)]
+    return {
+        "model_params": params,
+        "hbm_bytes_per_chip": hbm,
+        "max_chips": cap,
+        "uses": [{"name": name, "bytes_per_param": size} for name, size in uses],
+    }
+
+
+def _fewest_chips_edges(task: Task) -> str | None:
+    i = task.inputs
+    for u in i["uses"]:
+        if near_integer(Fraction(i["model_params"]) * u["bytes_per_param"] / i["hbm_bytes_per_chip"]):
+            return f"{u['name']}: the chip count sits on an integer"
+    return None
+
+
+def sample_all_to_all(draw: Draw, level: int) -> dict:
+    degrees = sorted(draw.sample(range(2, 64 * level + 1), 2 + level))
+    return {
+        "d_model": attention_shape(draw, level)["d_model"],
+        "bytes_per_value": draw.choice((1, 2, 4)),
+        "top_k": draw.integer(1, 8),
+        "ep_degrees": degrees,
+        "link_bandwidth": 10**6 * draw.integer(20_000, 450_000),
+        "time_budget_s": Fraction(draw.integer(1, 5000), 10_000),
+    }
+
+
+def _all_to_all_edges(task: Task) -> str | None:
+    i = task.inputs
+    for ep in i["ep_degrees"]:
+        per_token = 2 * i["top_k"] * i["d_model"] * i["bytes_per_value"] * Fraction(ep - 1, ep)
+        if near_integer(i["time_budget_s"] * i["link_bandwidth"] / per_token):
+            return f"ep {ep}: the token bound sits on an integer"
+    return None
+
+
+def sample_layers(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    vocab = draw.integer(16_000, 300_000)
+    per_layer = (
+        shape["d_model"] * (2 * shape["n_heads"] + 2 * shape["n_kv_heads"]) * shape["head_dim"]
+        + shape["mlp_matrices"] * shape["d_model"] * shape["d_ff"]
+    )
+    embeddings = 2 * vocab * shape["d_model"]
+    budgets = sorted(
+        {
+            embeddings + per_layer * draw.integer(-2, 120) + draw.integer(1, per_layer - 1)
+            for _ in range(2 + level)
+        }
+    )
+    return {
+        **{k: shape[k] for k in ("d_model", "d_ff", "n_heads", "n_kv_heads", "head_dim")},
+        "vocab_size": vocab,
+        "mlp_matrices": shape["mlp_matrices"],
+        "tied_embeddings": False,
+        "param_budgets": [b for b in budgets if b > 0],
+    }
+
+
+def _some_none(task: Task) -> bool:
+    return any(None in row.values() for row in task.expected["rows"])
+
+
+# ---------------------------------------------------------------- levels
+
+_DECODE = """\
+A dense model of `n_params` parameters stored at `bytes_per_param` bytes each generates tokens for
+a batch of B sequences. Each decode step runs the model on one new token per sequence (2 FLOPs per
+parameter per token) and reads every weight from HBM once (ignore the KV cache and activations).
+For each chip in `chips` (peak FLOP/s and HBM bytes/s), give the smallest batch at which the step
+is compute-bound, and the step time in seconds at that batch."""
+
+_SHARE = """\
+A decode step of a model with `n_params` parameters (`weight_bytes` bytes each) reads every weight
+once plus the whole KV cache of every sequence in the batch: a key and a value of `head_dim`
+values for each of `layers` layers, `n_kv_heads` KV heads and every cached position, `kv_bytes`
+bytes per value. For each batch size in `batches`, give the longest integer number of cached
+positions per sequence at which the KV cache is at most `max_kv_share` of all bytes read per step,
+or None if not even one position is."""
+
+_CHIPS = """\
+A model of `model_params` parameters is to be held on chips of `hbm_bytes_per_chip` bytes of HBM
+each, pooled across the chips. For each use in `uses`, with its bytes per parameter (weights only
+for inference, with any quantization scales; Adam state, and gradients where named, for
+training), give the fewest chips whose HBM together holds the model (ignore everything else in
+memory), or None if it takes more than `max_chips` chips."""
+
+_TOKENS = """\
+Expert parallelism spreads a mixture-of-experts layer's experts over `ep` devices. Each device
+sends a copy of each of its tokens (d_model values, `bytes_per_value` bytes each) to each of its
+`top_k` experts; with uniform routing, a fraction 1/ep of those copies stays on the device and the
+rest is sent. The forward pass of one MoE layer needs two all-to-alls of that size: dispatch and
+combine (results back). For each degree in `ep_degrees`, give the largest number of tokens per
+device whose two all-to-alls take at most `time_budget_s` seconds over links of `link_bandwidth`
+bytes/s per device."""
+
+_LAYERS = """\
+A dense decoder has layers each with query and output projections of d_model x n_heads*head_dim,
+key and value projections of d_model x n_kv_heads*head_dim, and an MLP of `mlp_matrices` matrices
+of d_model x d_ff; plus an input embedding of vocab_size x d_model and, unless `tied_embeddings`
+is True, a separate output embedding of the same shape. Ignore norms and biases. For each budget
+in `param_budgets`, give the most layers whose total parameter count is at most the budget, or
+None if not even one layer fits."""
+
+DECODE = Level(
+    min_compute_bound_decode_batch,
+    _DECODE,
+    '{"rows": [{"chip": <str>, "min_batch": <int>, "step_time_s": <number>}, ...]}  # one row per chip',
+    min_compute_bound_decode_batch_float,
+    "one_flop_per_param",
+    sample=sample_decode_batch,
+    reject=_decode_batch_edges,
+)
+SHARE = Level(
+    longest_context_for_share,
+    _SHARE,
+    '{"rows": [{"batch": <int>, "max_seq_len": <int> | None}, ...]}  # one row per batch, in order',
+    longest_context_for_share_float,
+    "keys_only",
+    sample=sample_share,
+    reject=_share_edges,
+)
+CHIPS = Level(
+    fewest_chips_per_use,
+    _CHIPS,
+    '{"rows": [{"use": <str>, "min_chips": <int> | None}, ...]}  # one row per use, in order',
+    fewest_chips_per_use_float,
+    "gib_for_gb",
+    sample=sample_fewest_chips,
+    reject=_fewest_chips_edges,
+)
+TOKENS = Level(
+    max_tokens_for_all_to_all,
+    _TOKENS,
+    '{"rows": [{"ep": <int>, "max_tokens_per_device": <int>}, ...]}  # one row per degree, in order',
+    max_tokens_for_all_to_all_float,
+    "dispatch_only",
+    sample=sample_all_to_all,
+    reject=_all_to_all_edges,
+)
+LAYERS = Level(
+    most_layers_for_budget,
+    _LAYERS,
+    '{"rows": [{"param_budget": <int>, "max_layers": <int> | None}, ...]}  # one row per budget, in order',
+    most_layers_for_budget_float,
+    "embeddings_counted_once",
+    sample=sample_layers,
+)
+NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
+
+__all__ = ["CHIPS", "DECODE", "LAYERS", "NONE_AT_L4", "SHARE", "TOKENS"]
