@@ -424,4 +424,162 @@ LAYERS = Level(
 )
 NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
 
-__all__ = ["CHIPS", "DECODE", "LAYERS", "NONE_AT_L4", "SHARE", "TOKENS"]
+__all__ = ["CHIPS", "DECODE", "FRACTION", "LAYERS", "LONGEST", "NONE_AT_L4", "SHARE", "TOKENS"]
+
+
+# ---------------------------------------------------------------- a third batch
+
+
+def min_m_for_fraction(shapes, bytes_per_value, peak_flops, hbm_bandwidth, target_fraction):
+    """Smallest m at which A[m, k] @ B[k, n] reaches the target fraction of peak (None: no m does)."""
+    import math
+    from fractions import Fraction
+
+    critical = Fraction(peak_flops, hbm_bandwidth)
+    rows = []
+    for k, n in shapes:
+        # 2*m*k*n / (bytes*(m*k + k*n + m*n)) >= f * critical  <=>  m * (2*k*n - g*(k + n)) >= g*k*n
+        g = target_fraction * critical * bytes_per_value
+        slope = 2 * k * n - g * (k + n)
+        rows.append({"shape": [k, n], "min_m": math.ceil(g * k * n / slope) if slope > 0 else None})
+    return {"rows": rows}
+
+
+def longest_sequences_for_batch(
+    hbm_bytes, n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, batches
+):
+    """Longest length at which each batch of full-length sequences still fits its KV cache."""
+    free = hbm_bytes - n_params * weight_bytes
+    per_token = 2 * layers * n_kv_heads * head_dim * kv_bytes
+    rows = []
+    for batch in batches:
+        longest = free // (per_token * batch)
+        rows.append({"batch": batch, "max_seq_len": longest if longest >= 1 else None})
+    return {"rows": rows}
+
+
+def min_m_for_fraction_float(
+    shapes, bytes_per_value, peak_flops, hbm_bandwidth, target_fraction, mistake=None
+):
+    known_mistake(mistake, "ignore_output_write")
+    rows = []
+    for k, n in shapes:
+        written = 0 if mistake == "ignore_output_write" else 1
+
+        def reached(m, k=k, n=n, written=written):
+            intensity = 2.0 * m * k * n / (bytes_per_value * (m * k + k * n + written * m * n))
+            return min(1.0, intensity * hbm_bandwidth / peak_flops) >= target_fraction
+
+        limit = 2.0 * k * n / (bytes_per_value * (k + written * n)) * hbm_bandwidth / peak_flops
+        rows.append(
+            {"shape": [k, n], "min_m": _smallest(reached, 10**12) if limit > target_fraction else None}
+        )
+    return {"rows": rows}
+
+
+def longest_sequences_for_batch_float(
+    hbm_bytes, n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, batches, mistake=None
+):
+    known_mistake(mistake, "ignore_weights")
+    free = hbm_bytes - (0 if mistake == "ignore_weights" else n_params * weight_bytes)
+    rows = []
+    for b in batches:
+        s = math.floor(free / (b * kv_bytes * head_dim * n_kv_heads * layers * 2.0))
+        rows.append({"batch": b, "max_seq_len": s if s >= 1 else None})
+    return {"rows": rows}
+
+
+def sample_fraction(draw: Draw, level: int) -> dict:
+    """About half the instances hold a shape too small ever to reach the target (None)."""
+    shapes = [
+        [128 * draw.integer(1, 64 * level), 128 * draw.integer(1, 64 * level)] for _ in range(2 + level)
+    ]
+    if draw.chance(1, 2):
+        shapes[draw.below(len(shapes))] = [draw.integer(16, 256), draw.integer(16, 256)]
+    return {
+        "shapes": shapes,
+        "bytes_per_value": draw.choice((1, 2, 4)),
+        "peak_flops": sample.peak_flops(draw, level),
+        "hbm_bandwidth": sample.hbm_bandwidth(draw, level),
+        "target_fraction": Fraction(draw.integer(50, 99), 100),
+    }
+
+
+def _fraction_edges(task: Task) -> str | None:
+    i = task.inputs
+    g = i["target_fraction"] * Fraction(i["peak_flops"], i["hbm_bandwidth"]) * i["bytes_per_value"]
+    for k, n in i["shapes"]:
+        slope = 2 * k * n - g * (k + n)
+        if slope == 0 or (slope > 0 and near_integer(g * k * n / slope)):
+            return f"shape {[k, n]}: the bound sits on an integer or on no bound"
+    return None
+
+
+def sample_longest(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    chips = draw.choice((1, 2, 4, 8))
+    hbm = chips * hbm_capacity(draw, level)
+    width = draw.choice((1, 2))
+    params = draw.integer(10**9, hbm * 4 // (5 * width))
+    inputs = {
+        "hbm_bytes": hbm,
+        "n_params": params,
+        "weight_bytes": width,
+        "layers": draw.integer(8, 40 * level),
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": draw.choice((1, 2)),
+    }
+    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    top = (hbm - params * width) // per_token  # the batch at which one position is all that fits
+    inputs["batches"] = (
+        sorted(draw.sample(range(1, max(3, top * 2)), 2 + level))
+        if draw.chance(1, 3)
+        else sorted(draw.sample(range(1, max(3, min(top, 4096))), 2 + level))
+    )
+    return inputs
+
+
+def _longest_edges(task: Task) -> str | None:
+    i = task.inputs
+    free = i["hbm_bytes"] - i["n_params"] * i["weight_bytes"]
+    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    for b in i["batches"]:
+        if near_integer(Fraction(free, per_token * b)):
+            return f"batch {b}: the longest length sits on an integer"
+    return None
+
+
+_FRACTION = """\
+For each matmul A[m, k] @ B[k, n] with [k, n] in `shapes`, A and B are read from HBM once and the
+product written once, `bytes_per_value` bytes per value, on a chip with `peak_flops` FLOP/s and
+`hbm_bandwidth` bytes/s; the matmul takes its roofline time. Give the smallest integer m at which
+it achieves at least `target_fraction` of peak FLOP/s (its FLOPs / time / peak_flops), or None if
+no m does."""
+
+_LONGEST = """\
+A server with `hbm_bytes` bytes of HBM in total holds a model of `n_params` parameters at
+`weight_bytes` bytes each; all remaining HBM holds KV cache. The model caches a key and a value of
+`head_dim` values for each of `layers` layers and `n_kv_heads` KV heads per token, `kv_bytes` bytes
+per value. For each batch in `batches`, give the longest sequence length such that that many
+full-length sequences fit their KV cache (ignore activations and fragmentation), or None if not
+even one token per sequence fits."""
+
+FRACTION = Level(
+    min_m_for_fraction,
+    _FRACTION,
+    '{"rows": [{"shape": [<int>, <int>], "min_m": <int> | None}, ...]}  # one row per shape, in order',
+    min_m_for_fraction_float,
+    "ignore_output_write",
+    sample=sample_fraction,
+    reject=_fraction_edges,
+)
+LONGEST = Level(
+    longest_sequences_for_batch,
+    _LONGEST,
+    '{"rows": [{"batch": <int>, "max_seq_len": <int> | None}, ...]}  # one row per batch, in order',
+    longest_sequences_for_batch_float,
+    "ignore_weights",
+    sample=sample_longest,
+    reject=_longest_edges,
+)

@@ -299,6 +299,8 @@ activations and fragmentation).""",
     "  # one row per entry of `seq_lens`, in order",
     max_batch_for_kv_cache_float, "ignore_weights",
     sample=sample_max_batch_for_kv_cache,
+    upper={4: levels_inverse2.LONGEST},
+    branches=levels_inverse2.NONE_AT_L4,
     levels="lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
            "HBM; level 3+: any HBM byte count and parameter count, lengths off the powers of two",
     reject=_max_batch_edges,

@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_roofline
+from exactgrade.domains.scaling import levels_inverse2, levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -430,6 +430,8 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     "  # one row per shape, in order",
     matmul_fraction_of_peak_float, "uncapped_fraction",
     sample=sample_matmul_fraction_of_peak,
+    upper={4: levels_inverse2.FRACTION},
+    branches=levels_inverse2.NONE_AT_L4,
     levels="shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
            "numbers, int8/fp32 values",
 )
