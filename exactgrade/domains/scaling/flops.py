@@ -368,7 +368,8 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     sample=sample_time_to_train,
     upper={4: levels_inverse.DEADLINE},
     branches=levels_inverse.NONE_AT_L4,
-    levels="clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
+    levels="L4: the fewest chips per cluster for a deadline (None above the cap); other levels: "
+           "clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
            "parameter and token counts, chips, peaks and basis-point MFUs",
     tags=("headline:time_to_train",),
 )
@@ -532,7 +533,8 @@ biases. Give the parameters per layer, the total parameter count and the trainin
     sample=sample_dense_param_count,
     upper={4: levels_inverse2.LAYERS},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="more and wider layers, more tokens with the level (untied embeddings, so the named "
+    levels="L4: the most layers under each parameter budget (None); other levels: "
+           "more and wider layers, more tokens with the level (untied embeddings, so the named "
            "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
 )
 

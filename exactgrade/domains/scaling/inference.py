@@ -292,7 +292,8 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
+    levels="L4: the smallest compute-bound batch per chip and its step time; other levels: "
+           "chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
            "non-round chips and parameter counts, int8/fp32 weights",
     reject=_decode_step_not_tied,
     varying=("rows[].bound",),
@@ -328,7 +329,8 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     sample=sample_kv_read_share,
     upper={4: levels_inverse2.SHARE},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
+    levels="L4: the longest context per batch under a KV share (None); other levels: "
+           "cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
            "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
 )
 
@@ -440,7 +442,8 @@ second).""",
     sample=sample_prefill_vs_decode,
     upper={2: Level(prefill_vs_decode, _PREFILL_L2, _PREFILL_ROW, prefill_vs_decode_float,
                     "prefill_as_decode_steps")},
-    levels="prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
+    levels="L2+: the passes described, no roofline formula restated; "
+           "prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
            "chips and parameter counts, int8 weights",
 )
 
@@ -493,7 +496,8 @@ decode step in seconds (`time_per_token_s`: one step yields the next token of ev
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
     sample=sample_sharded_decode_latency,
-    levels="up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
+    levels="L4: the fewest chips per step-time budget (None); other levels: "
+           "up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
            "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
     reject=_sharded_fits_not_tied,
     varying=("rows[].fits",),
@@ -540,7 +544,8 @@ bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
     sample=sample_quantized_decode,
-    levels="formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
+    levels="L4: the largest strictly memory-bound batch per format (None); other levels: "
+           "formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
            "fractional bits (formats with their scales), non-round chips and parameter counts",
     reject=_quantized_not_tied,
     varying=("rows[].bound",),
@@ -584,7 +589,9 @@ and the cost in dollars per million generated tokens.""",
     upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput"),
            4: levels_inverse.PRICE},
     branches=levels_inverse.NONE_AT_L4,
-    levels="batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
+    levels="L2+: the step described; L4: the smallest batch under each price target (None below the "
+           "compute-bound floor); other levels: "
+           "batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
            "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
 )
 

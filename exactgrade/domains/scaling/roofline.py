@@ -432,7 +432,8 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     sample=sample_matmul_fraction_of_peak,
     upper={4: levels_inverse2.FRACTION},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
+    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); other levels: "
+           "shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
            "numbers, int8/fp32 values",
 )
 

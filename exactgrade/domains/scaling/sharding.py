@@ -312,7 +312,8 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
-    levels="batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
+    levels="L4: the smallest per-device batch whose compute hides the all-reduce; other levels: "
+           "batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
            "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
     reject=_allreduce_not_tied,
     varying=("rows[].allreduce_exceeds_compute",),
@@ -340,7 +341,9 @@ the bytes each device sends per step and that communication time in seconds.""",
     fsdp_step_communication_float, "drop_ring_factor",
     sample=sample_fsdp_step_communication,
     upper={4: levels_inverse.FSDP},
-    levels="up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
+    levels="L4: the largest model under memory and a communication budget, and which limits it; "
+           "other levels: "
+           "up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
            "parameter and device counts and links, fp32 weights",
 )
 
@@ -553,7 +556,8 @@ over links of `link_bandwidth` bytes/s per device.""",
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
     upper={4: levels_inverse2.TOKENS},
-    levels="degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
+    levels="L4: the most tokens per device under an all-to-all time budget; other levels: "
+           "degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
            "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
 )
 
@@ -589,7 +593,8 @@ bytes, ignoring activations.""",
     '{"stage": "zero3_parameters", ...}]}',
     zero_memory_float, "optimizer_without_master",
     sample=sample_zero_memory,
-    levels="larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
+    levels="L4: the fewest devices per ZeRO stage (None); other levels: "
+           "larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
            "counts, any HBM byte count, fp32 gradients",
     reject=_zero_fits_not_tied,
     varying=("rows[].fits",),
