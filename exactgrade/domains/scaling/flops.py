@@ -503,7 +503,10 @@ total to active parameters.""",
     '"total_to_active": <number>}]}',
     moe_training_flops_float, "flops_from_total_params",
     sample=sample_moe_training_flops,
-    levels="more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
+    upper={4: levels_inverse2.EXPERTS},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the most experts per layer under each parameter budget (None below top_k); other levels: "
+           "more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
            "widths off the powers of two, non-round token counts",
 )
 

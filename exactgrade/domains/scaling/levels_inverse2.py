@@ -424,7 +424,19 @@ LAYERS = Level(
 )
 NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
 
-__all__ = ["CHIPS", "DECODE", "FRACTION", "LAYERS", "LONGEST", "NONE_AT_L4", "SHARE", "TOKENS"]
+__all__ = [
+    "ADAM",
+    "BANDWIDTH",
+    "CHIPS",
+    "DECODE",
+    "EXPERTS",
+    "FRACTION",
+    "LAYERS",
+    "LONGEST",
+    "NONE_AT_L4",
+    "SHARE",
+    "TOKENS",
+]
 
 
 # ---------------------------------------------------------------- a third batch
@@ -582,4 +594,222 @@ LONGEST = Level(
     "ignore_weights",
     sample=sample_longest,
     reject=_longest_edges,
+)
+
+
+# ---------------------------------------------------------------- a fourth batch
+
+
+def min_bandwidth_for_compute_bound(batches, d_model, d_ff, bytes_per_value, peak_flops):
+    """The least memory bandwidth at which the matmul is compute-bound, per batch."""
+    from fractions import Fraction
+
+    rows = []
+    for batch in batches:
+        flops = 2 * batch * d_model * d_ff
+        traffic = bytes_per_value * (batch * d_model + d_model * d_ff + batch * d_ff)
+        rows.append({"batch": batch, "min_bandwidth": Fraction(traffic * peak_flops, flops)})
+    return {"rows": rows}
+
+
+def most_experts_for_budget(
+    layers, d_model, n_heads, n_kv_heads, head_dim, expert_d_ff, top_k, mlp_matrices, param_budgets
+):
+    """Most experts per layer (at least top_k) whose total parameters stay within each budget."""
+    attention = d_model * (n_heads + 2 * n_kv_heads) * head_dim + n_heads * head_dim * d_model
+    expert = mlp_matrices * d_model * expert_d_ff
+    rows = []
+    for budget in param_budgets:
+        experts = (budget // layers - attention) // expert
+        rows.append({"param_budget": budget, "max_experts": experts if experts >= top_k else None})
+    return {"rows": rows}
+
+
+def largest_model_for_chips(
+    chip_counts, weight_bytes, master_bytes, first_moment_bytes, second_moment_bytes, hbm_bytes_per_chip
+):
+    """Most parameters whose weights and Adam state fit on each number of chips."""
+    per_param = weight_bytes + master_bytes + first_moment_bytes + second_moment_bytes
+    return {
+        "rows": [
+            {"chips": chips, "max_params": chips * hbm_bytes_per_chip // per_param} for chips in chip_counts
+        ]
+    }
+
+
+def min_bandwidth_for_compute_bound_float(batches, d_model, d_ff, bytes_per_value, peak_flops, mistake=None):
+    known_mistake(mistake, "weights_only_traffic")
+    rows = []
+    for b in batches:
+        if mistake == "weights_only_traffic":
+            traffic = float(d_model * d_ff * bytes_per_value)
+        else:
+            traffic = ((b + d_ff) * d_model + b * d_ff) * float(bytes_per_value)
+        rows.append({"batch": b, "min_bandwidth": peak_flops / (2.0 * b * d_model * d_ff / traffic)})
+    return {"rows": rows}
+
+
+def most_experts_for_budget_float(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    top_k,
+    mlp_matrices,
+    param_budgets,
+    mistake=None,
+):
+    known_mistake(mistake, "attention_once")
+    attention = 2 * d_model * head_dim * n_heads + 2 * d_model * head_dim * n_kv_heads
+    rows = []
+    for budget in param_budgets:
+        if mistake == "attention_once":
+            experts = math.floor((budget - attention) / (layers * mlp_matrices * expert_d_ff * d_model))
+        else:
+            experts = math.floor(
+                (math.floor(budget / layers) - attention) / (mlp_matrices * expert_d_ff * d_model)
+            )
+        rows.append({"param_budget": budget, "max_experts": experts if experts >= top_k else None})
+    return {"rows": rows}
+
+
+def largest_model_for_chips_float(
+    chip_counts,
+    weight_bytes,
+    master_bytes,
+    first_moment_bytes,
+    second_moment_bytes,
+    hbm_bytes_per_chip,
+    mistake=None,
+):
+    known_mistake(mistake, "optimizer_without_master")
+    state = (
+        first_moment_bytes
+        + second_moment_bytes
+        + (0 if mistake == "optimizer_without_master" else master_bytes)
+    )
+    return {
+        "rows": [
+            {"chips": c, "max_params": math.floor(hbm_bytes_per_chip / (state + weight_bytes) * c)}
+            for c in chip_counts
+        ]
+    }
+
+
+def sample_min_bandwidth(draw: Draw, level: int) -> dict:
+    d_model = 1024 * draw.integer(2, 8 * level)
+    return {
+        "batches": sorted(draw.sample(range(1, 256 * level + 1), 2 + level)),
+        "d_model": d_model,
+        "d_ff": d_model * draw.choice((2, 3, 4)),
+        "bytes_per_value": draw.choice((1, 2, 4)),
+        "peak_flops": sample.peak_flops(draw, level),
+    }
+
+
+def sample_experts(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    layers = draw.integer(8, 40 * level)
+    top_k = draw.integer(1, 4)
+    attention = shape["d_model"] * (2 * shape["n_heads"] + 2 * shape["n_kv_heads"]) * shape["head_dim"]
+    expert = shape["mlp_matrices"] * shape["d_model"] * shape["d_ff"]
+    counts = [draw.integer(top_k, 256) for _ in range(2 + level)]
+    if draw.chance(1, 3):  # one budget a little short of top_k experts: None
+        counts[0] = top_k - 1
+    budgets = sorted(
+        {layers * (attention + expert * c) + draw.integer(1, layers * expert - 1) for c in counts}
+    )
+    return {
+        "layers": layers,
+        "d_model": shape["d_model"],
+        "n_heads": shape["n_heads"],
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "expert_d_ff": shape["d_ff"],
+        "top_k": top_k,
+        "mlp_matrices": shape["mlp_matrices"],
+        "param_budgets": [b for b in budgets if b > 0],
+    }
+
+
+def _experts_edges(task: Task) -> str | None:
+    i = task.inputs
+    attention = i["d_model"] * (2 * i["n_heads"] + 2 * i["n_kv_heads"]) * i["head_dim"]
+    expert = i["mlp_matrices"] * i["d_model"] * i["expert_d_ff"]
+    for b in i["param_budgets"]:
+        if near_integer(Fraction(b, i["layers"])) or near_integer(
+            (Fraction(b // i["layers"]) - attention) / expert
+        ):
+            return f"budget {b}: a floor sits on an integer"
+    return None
+
+
+def sample_adam_chips(draw: Draw, level: int) -> dict:
+    return {
+        "chip_counts": sorted(draw.sample(range(1, 64 * level + 1), 2 + level)),
+        "weight_bytes": 2,
+        "master_bytes": 4,
+        "first_moment_bytes": draw.choice((1, 2, 4)),
+        "second_moment_bytes": draw.choice((1, 2, 4)),
+        "hbm_bytes_per_chip": hbm_capacity(draw, level),
+    }
+
+
+def _adam_chips_edges(task: Task) -> str | None:
+    i = task.inputs
+    per = i["weight_bytes"] + i["master_bytes"] + i["first_moment_bytes"] + i["second_moment_bytes"]
+    for c in i["chip_counts"]:
+        if near_integer(Fraction(c * i["hbm_bytes_per_chip"], per)):
+            return f"{c} chips: the parameter count sits on an integer"
+    return None
+
+
+_BANDWIDTH = """\
+The matmul x[batch, d_model] @ W[d_model, d_ff] (read x and W once, write y once, `bytes_per_value`
+bytes per value) runs at `peak_flops` FLOP/s with its operands streamed from a memory tier. For
+each batch size in `batches`, give the least tier bandwidth in bytes/s at which the matmul is
+compute-bound (its compute time at least its memory time)."""
+
+_EXPERTS = """\
+A mixture-of-experts decoder has `layers` layers. Each layer has attention weights (query and output
+projections of d_model x n_heads*head_dim each, key and value projections of d_model x
+n_kv_heads*head_dim each) and some number of experts, each an MLP of `mlp_matrices` matrices of
+d_model x expert_d_ff; every token is routed to `top_k` experts. Count only these weights. For each
+budget in `param_budgets`, give the most experts per layer (the same in every layer) whose total
+parameter count is at most the budget, or None if fewer than `top_k` experts fit."""
+
+_ADAM = """\
+Training with Adam keeps, per parameter, the weights (`weight_bytes`), a master copy
+(`master_bytes`), the first moment (`first_moment_bytes`) and the second moment
+(`second_moment_bytes`). For each chip count in `chip_counts`, give the most parameters whose
+weights plus optimizer state fit in that many chips of `hbm_bytes_per_chip` bytes of HBM each,
+pooled (ignore gradients, activations and any other memory)."""
+
+BANDWIDTH = Level(
+    min_bandwidth_for_compute_bound,
+    _BANDWIDTH,
+    '{"rows": [{"batch": <int>, "min_bandwidth": <number>}, ...]}  # one row per batch, in order',
+    min_bandwidth_for_compute_bound_float,
+    "weights_only_traffic",
+    sample=sample_min_bandwidth,
+)
+EXPERTS = Level(
+    most_experts_for_budget,
+    _EXPERTS,
+    '{"rows": [{"param_budget": <int>, "max_experts": <int> | None}, ...]}  # one row per budget',
+    most_experts_for_budget_float,
+    "attention_once",
+    sample=sample_experts,
+    reject=_experts_edges,
+)
+ADAM = Level(
+    largest_model_for_chips,
+    _ADAM,
+    '{"rows": [{"chips": <int>, "max_params": <int>}, ...]}  # one row per chip count, in order',
+    largest_model_for_chips_float,
+    "optimizer_without_master",
+    sample=sample_adam_chips,
+    reject=_adam_chips_edges,
 )

@@ -212,7 +212,9 @@ state (ignore gradients, activations and any other memory).""",
     '"optimizer_to_weights": <number>, "min_chips": <int>}, ...]}  # one row per model, in order',
     adam_memory_float, "gb_for_gib",
     sample=sample_adam_memory,
-    levels="models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
+    upper={4: levels_inverse2.ADAM},
+    levels="L4: the most parameters whose Adam state fits each chip count; other levels: "
+           "models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
            "parameter count, any HBM byte count, more state precisions",
     reject=_min_chips_edges,
 )

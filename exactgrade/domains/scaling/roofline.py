@@ -524,7 +524,9 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
-    levels="tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
+    upper={4: levels_inverse2.BANDWIDTH},
+    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; other levels: "
+           "tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
            "bandwidths and peak, int8/fp32 values",
     reject=_tier_not_tied,
     varying=("rows[].bound",),
