@@ -170,9 +170,11 @@ def max_batch_for_cache_budget_float(configs, seq_len, bytes_per_value, cache_bu
 
 
 def sample_zero(draw: Draw, level: int) -> dict:
-    """A fifth of the instances leave the replicated stage unable to fit (None there)."""
-    params, hbm = n_params(draw, level), hbm_capacity(draw, level)
-    grad = draw.choice((2, 4))
+    """The model size is drawn against the HBM so that the first stage that fits varies: all
+    four, from zero1, from zero2, or only zero3 (the earlier stages None)."""
+    hbm, grad = hbm_capacity(draw, level), draw.choice((2, 4))
+    kept = draw.choice((2 + grad + 12, 2 + grad, 2, 1))  # bytes per parameter that must stay whole
+    params = max(10**8, hbm * draw.integer(50, 99) // (100 * kept))
     return {
         "n_params": params,
         "hbm_bytes_per_device": hbm,
