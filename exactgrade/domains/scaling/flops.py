@@ -413,7 +413,9 @@ utilization (MFU).""",
     "  # one row per run, in order",
     model_flops_utilization_float, "inference_flops",
     sample=sample_model_flops_utilization,
-    levels="runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
+    upper={4: levels_inverse2.MFU},
+    levels="L4: the most chips at which each run keeps an MFU floor; other levels: "
+           "runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
            "counts, chips, peaks, batches and millisecond step times",
     tags=("headline:mfu",),
 )

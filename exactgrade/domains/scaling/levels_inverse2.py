@@ -424,20 +424,6 @@ LAYERS = Level(
 )
 NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
 
-__all__ = [
-    "ADAM",
-    "BANDWIDTH",
-    "CHIPS",
-    "DECODE",
-    "EXPERTS",
-    "FRACTION",
-    "LAYERS",
-    "LONGEST",
-    "NONE_AT_L4",
-    "SHARE",
-    "TOKENS",
-]
-
 
 # ---------------------------------------------------------------- a third batch
 
@@ -813,3 +799,93 @@ ADAM = Level(
     sample=sample_adam_chips,
     reject=_adam_chips_edges,
 )
+
+
+def most_chips_for_mfu(n_params, runs, min_mfu):
+    """Most chips at which each run's measured throughput still means an MFU of at least min_mfu."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for run in runs:
+        flops_per_s = 6 * n_params * Fraction(run["tokens_per_step"]) / run["step_time_s"]
+        chips = math.floor(flops_per_s / (run["peak_flops"] * min_mfu))
+        rows.append({"run": run["name"], "max_chips": chips if chips >= 1 else None})
+    return {"rows": rows}
+
+
+def most_chips_for_mfu_float(n_params, runs, min_mfu, mistake=None):
+    known_mistake(mistake, "inference_flops")
+    per_token = 2.0 if mistake == "inference_flops" else 6.0
+    rows = []
+    for r in runs:
+        c = math.floor(
+            per_token * n_params * r["tokens_per_step"] / r["step_time_s"] / r["peak_flops"] / min_mfu
+        )
+        rows.append({"run": r["name"], "max_chips": c if c >= 1 else None})
+    return {"rows": rows}
+
+
+def sample_mfu_chips(draw: Draw, level: int) -> dict:
+    params = n_params(draw, level)
+    runs = []
+    for name in ("run_a", "run_b", "run_c", "run_d", "run_e")[: 2 + level // 2]:
+        peak = sample.peak_flops(draw, level)
+        tokens = 1024 * draw.integer(256, 4096 * level)
+        chips = draw.integer(8, 4096)
+        step = Fraction(6 * params * tokens, chips * peak) / Fraction(draw.integer(20, 70), 100)
+        runs.append(
+            {
+                "name": name,
+                "peak_flops": peak,
+                "tokens_per_step": tokens,
+                "step_time_s": Fraction(max(1, round(step * 1000)), 1000),
+            }
+        )
+    return {"n_params": params, "runs": runs, "min_mfu": Fraction(draw.integer(20, 60), 100)}
+
+
+def _mfu_edges(task: Task) -> str | None:
+    i = task.inputs
+    for r in i["runs"]:
+        if near_integer(
+            6
+            * i["n_params"]
+            * Fraction(r["tokens_per_step"])
+            / r["step_time_s"]
+            / (r["peak_flops"] * i["min_mfu"])
+        ):
+            return f"{r['name']}: the chip count sits on an integer"
+    return None
+
+
+_MFU = """\
+A dense model with `n_params` parameters counts 6*n_params training FLOPs per token. For each
+measured run in `runs` (peak FLOP/s per chip, tokens per optimizer step, and measured seconds per
+step), give the most chips the run could have used while its model FLOPs utilization is at least
+`min_mfu` (same tokens per step and step time), or None if not even one chip would reach it."""
+
+MFU = Level(
+    most_chips_for_mfu,
+    _MFU,
+    '{"rows": [{"run": <str>, "max_chips": <int> | None}, ...]}  # one row per run, in order',
+    most_chips_for_mfu_float,
+    "inference_flops",
+    sample=sample_mfu_chips,
+    reject=_mfu_edges,
+)
+
+__all__ = [
+    "ADAM",
+    "BANDWIDTH",
+    "CHIPS",
+    "DECODE",
+    "EXPERTS",
+    "FRACTION",
+    "LAYERS",
+    "LONGEST",
+    "MFU",
+    "NONE_AT_L4",
+    "SHARE",
+    "TOKENS",
+]
