@@ -101,7 +101,7 @@ def scaling_family(
     discrimination rules every generated instance must pass (see ``discriminates``); ``reject``
     adds family-specific rules (ties of a classification, integers a float method could round
     the other way). ``upper`` maps a level 2..5 to its own question (``Level``); a level not in
-    it asks level 2's question if there is one, else level 1's, of that level's sample.
+    it asks the nearest defined level's question below it, else level 1's, of its own sample.
     ``varying`` holds at level 1 and wherever level 1's question is asked; a Level names its own."""
     upper = dict(upper or {})
     if not set(upper) <= {2, 3, 4, 5}:
@@ -112,9 +112,10 @@ def scaling_family(
                             mistake, tags)
 
     def level_of(level: int) -> Level | None:
-        """The Level a level asks: its own, else level 2's (no upper level restates a formula
-        level 2 withholds), else None (level 1's question)."""
-        return upper.get(level, upper.get(2) if level > 2 else None)
+        """The Level a level asks: its own, else the nearest defined one below it (no upper
+        level restates a formula a lower one withholds, none is easier than the one below), else
+        None (level 1's question)."""
+        return next((upper[lv] for lv in range(level, 1, -1) if lv in upper), None)
 
     def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
         lv = level_of(level)

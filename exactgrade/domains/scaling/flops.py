@@ -368,7 +368,8 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     sample=sample_time_to_train,
     upper={4: levels_inverse.DEADLINE},
     branches=levels_inverse.NONE_AT_L4,
-    levels="L4: the fewest chips per cluster for a deadline (None above the cap); other levels: "
+    levels="L4: the fewest chips per cluster for a deadline (None above the cap); "
+           "L5 asks it at L5 sizes; the rest: "
            "clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
            "parameter and token counts, chips, peaks and basis-point MFUs",
     tags=("headline:time_to_train",),
@@ -414,7 +415,7 @@ utilization (MFU).""",
     model_flops_utilization_float, "inference_flops",
     sample=sample_model_flops_utilization,
     upper={4: levels_inverse2.MFU},
-    levels="L4: the most chips at which each run keeps an MFU floor; other levels: "
+    levels="L4: the most chips at which each run keeps an MFU floor; L5 asks it at L5 sizes; the rest: "
            "runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
            "counts, chips, peaks, batches and millisecond step times",
     tags=("headline:mfu",),
@@ -507,7 +508,8 @@ total to active parameters.""",
     sample=sample_moe_training_flops,
     upper={4: levels_inverse2.EXPERTS},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the most experts per layer under each parameter budget (None below top_k); other levels: "
+    levels="L4: the most experts per layer under each parameter budget (None below top_k); "
+           "L5 asks it at L5 sizes; the rest: "
            "more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
            "widths off the powers of two, non-round token counts",
 )
@@ -538,7 +540,7 @@ biases. Give the parameters per layer, the total parameter count and the trainin
     sample=sample_dense_param_count,
     upper={4: levels_inverse2.LAYERS},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the most layers under each parameter budget (None); other levels: "
+    levels="L4: the most layers under each parameter budget (None); L5 asks it at L5 sizes; the rest: "
            "more and wider layers, more tokens with the level (untied embeddings, so the named "
            "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
 )

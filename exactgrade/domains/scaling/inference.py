@@ -292,7 +292,8 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="L4: the smallest compute-bound batch per chip and its step time; other levels: "
+    levels="L4: the smallest compute-bound batch per chip and its step time; "
+           "L5 asks it at L5 sizes; the rest: "
            "chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
            "non-round chips and parameter counts, int8/fp32 weights",
     reject=_decode_step_not_tied,
@@ -329,7 +330,7 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     sample=sample_kv_read_share,
     upper={4: levels_inverse2.SHARE},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the longest context per batch under a KV share (None); other levels: "
+    levels="L4: the longest context per batch under a KV share (None); L5 asks it at L5 sizes; the rest: "
            "cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
            "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
 )
@@ -496,7 +497,7 @@ decode step in seconds (`time_per_token_s`: one step yields the next token of ev
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
     sample=sample_sharded_decode_latency,
-    levels="L4: the fewest chips per step-time budget (None); other levels: "
+    levels="L4: the fewest chips per step-time budget (None); L5 asks it at L5 sizes; the rest: "
            "up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
            "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
     reject=_sharded_fits_not_tied,
@@ -544,7 +545,7 @@ bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
     sample=sample_quantized_decode,
-    levels="L4: the largest strictly memory-bound batch per format (None); other levels: "
+    levels="L4: the largest strictly memory-bound batch per format (None); L5 asks it at L5 sizes; the rest: "
            "formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
            "fractional bits (formats with their scales), non-round chips and parameter counts",
     reject=_quantized_not_tied,
@@ -590,7 +591,7 @@ and the cost in dollars per million generated tokens.""",
            4: levels_inverse.PRICE},
     branches=levels_inverse.NONE_AT_L4,
     levels="L2+: the step described; L4: the smallest batch under each price target (None below the "
-           "compute-bound floor); other levels: "
+           "compute-bound floor); L5 asks it at L5 sizes; the rest: "
            "batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
            "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
 )

@@ -354,7 +354,7 @@ CACHE = Level(
     sample=sample_cache_budget,
     reject=_cache_edges,
 )
-NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
+NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4, 5)),)  # L5 asks L4's question
 
 __all__ = ["CACHE", "DEADLINE", "DECODE_CHIPS", "FSDP", "HIDING", "NONE_AT_L4", "PRICE", "QUANTIZED", "ZERO"]
 

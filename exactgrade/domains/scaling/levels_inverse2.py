@@ -270,7 +270,7 @@ _USES = (
 def sample_fewest_chips(draw: Draw, level: int) -> dict:
     """A chip cap that about a third of the uses exceed (None)."""
     hbm, params = hbm_capacity(draw, level), n_params(draw, level)
-    uses = draw.sample(_USES, 2 + level)
+    uses = draw.sample(_USES, min(len(_USES), 2 + level))
     needs = sorted(math.ceil(Fraction(params) * size / hbm) for _, size in uses)
     cap = needs[len(needs) // 2 + draw.integer(0, len(needs) - len(needs) // 2 - 1)]
     return {
@@ -318,12 +318,10 @@ def sample_layers(draw: Draw, level: int) -> dict:
         + shape["mlp_matrices"] * shape["d_model"] * shape["d_ff"]
     )
     embeddings = 2 * vocab * shape["d_model"]
-    budgets = sorted(
-        {
-            embeddings + per_layer * draw.integer(-2, 120) + draw.integer(1, per_layer - 1)
-            for _ in range(2 + level)
-        }
-    )
+    layers = [draw.integer(1, 120) for _ in range(2 + level)]
+    if draw.chance(1, 3):  # one budget short of a single layer: None
+        layers[0] = 0
+    budgets = sorted({embeddings + per_layer * n + draw.integer(1, per_layer - 1) for n in layers})
     return {
         **{k: shape[k] for k in ("d_model", "d_ff", "n_heads", "n_kv_heads", "head_dim")},
         "vocab_size": vocab,
@@ -422,7 +420,7 @@ LAYERS = Level(
     "embeddings_counted_once",
     sample=sample_layers,
 )
-NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
+NONE_AT_L4 = (Branch("none", _some_none, Fraction(1, 8), (4, 5)),)  # L5 asks L4's question
 
 
 # ---------------------------------------------------------------- a third batch

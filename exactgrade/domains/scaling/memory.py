@@ -213,7 +213,7 @@ state (ignore gradients, activations and any other memory).""",
     adam_memory_float, "gb_for_gib",
     sample=sample_adam_memory,
     upper={4: levels_inverse2.ADAM},
-    levels="L4: the most parameters whose Adam state fits each chip count; other levels: "
+    levels="L4: the most parameters whose Adam state fits each chip count; L5 asks it at L5 sizes; the rest: "
            "models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
            "parameter count, any HBM byte count, more state precisions",
     reject=_min_chips_edges,
@@ -252,7 +252,7 @@ bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len`
     sample=sample_kv_cache_size,
     upper={4: levels_inverse.CACHE},
     branches=levels_inverse.NONE_AT_L4,
-    levels="L4: the largest batch per variant under a cache budget (None); other levels: "
+    levels="L4: the largest batch per variant under a cache budget (None); L5 asks it at L5 sizes; the rest: "
            "up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
            "level 3+: contexts off the powers of two, int8/fp32 caches",
 )
@@ -304,7 +304,7 @@ activations and fragmentation).""",
     sample=sample_max_batch_for_kv_cache,
     upper={4: levels_inverse2.LONGEST},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the longest length per batch (None); other levels: "
+    levels="L4: the longest length per batch (None); L5 asks it at L5 sizes; the rest: "
            "lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
            "HBM; level 3+: any HBM byte count and parameter count, lengths off the powers of two",
     reject=_max_batch_edges,
@@ -386,7 +386,8 @@ hold, all `chips` chips together (ignore everything else in memory).""",
     sample=sample_largest_model,
     upper={4: levels_inverse2.CHIPS},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the fewest chips per use for a given model (None above the cap); other levels: "
+    levels="L4: the fewest chips per use for a given model (None above the cap); "
+           "L5 asks it at L5 sizes; the rest: "
            "uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
            "even-sized uses (bf16, fp32, Adam with bf16 gradients)",
     reject=_largest_model_edges,

@@ -432,7 +432,8 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     sample=sample_matmul_fraction_of_peak,
     upper={4: levels_inverse2.FRACTION},
     branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); other levels: "
+    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); "
+           "L5 asks it at L5 sizes; the rest: "
            "shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
            "numbers, int8/fp32 values",
 )
@@ -525,7 +526,8 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
     upper={4: levels_inverse2.BANDWIDTH},
-    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; other levels: "
+    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; "
+           "L5 asks it at L5 sizes; the rest: "
            "tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
            "bandwidths and peak, int8/fp32 values",
     reject=_tier_not_tied,

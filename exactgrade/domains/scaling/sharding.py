@@ -312,7 +312,8 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
-    levels="L4: the smallest per-device batch whose compute hides the all-reduce; other levels: "
+    levels="L4: the smallest per-device batch whose compute hides the all-reduce; "
+           "L5 asks it at L5 sizes; the rest: "
            "batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
            "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
     reject=_allreduce_not_tied,
@@ -556,7 +557,8 @@ over links of `link_bandwidth` bytes/s per device.""",
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
     upper={4: levels_inverse2.TOKENS},
-    levels="L4: the most tokens per device under an all-to-all time budget; other levels: "
+    levels="L4: the most tokens per device under an all-to-all time budget; "
+           "L5 asks it at L5 sizes; the rest: "
            "degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
            "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
 )
@@ -593,7 +595,7 @@ bytes, ignoring activations.""",
     '{"stage": "zero3_parameters", ...}]}',
     zero_memory_float, "optimizer_without_master",
     sample=sample_zero_memory,
-    levels="L4: the fewest devices per ZeRO stage (None); other levels: "
+    levels="L4: the fewest devices per ZeRO stage (None); L5 asks it at L5 sizes; the rest: "
            "larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
            "counts, any HBM byte count, fp32 gradients",
     reject=_zero_fits_not_tied,
