@@ -436,12 +436,18 @@ def _cheapest_none(task: Task) -> bool:
 
 
 def sample_fusion(draw: Draw, level: int) -> dict:
+    """Every op alone is memory-bound and the fused chain compute-bound, so the speedup is not
+    just the number of ops (a shortcut that would otherwise pass)."""
     counts = [1024 * c for c in sorted(draw.sample(range(1, 2**16), 2 + level))]
-    ops = [draw.integer(1, 30) for _ in range(draw.integer(2, 3 + level))]
     peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
     width = draw.choice((1, 2, 4))
-    if Fraction(sum(ops), 2 * width) >= Fraction(peak, bandwidth):
-        raise Reject("the fused chain would be compute-bound")
+    k = draw.integer(2, 3 + level)
+    alone = Fraction(peak * 2 * width, bandwidth)  # FLOPs per element at the tie
+    if alone < 2:
+        raise Reject("even a single FLOP per element is compute-bound")
+    ops = [draw.integer(1, math.ceil(alone) - 1) for _ in range(k)]
+    if sum(ops) <= alone:
+        raise Reject("the fused chain stays memory-bound (its speedup would be the op count)")
     return {
         "element_counts": counts,
         "ops_flops_per_element": ops,
@@ -449,6 +455,15 @@ def sample_fusion(draw: Draw, level: int) -> dict:
         "peak_flops": peak,
         "hbm_bandwidth": bandwidth,
     }
+
+
+def _fusion_rules(task: Task) -> str | None:
+    i = task.inputs
+    critical = Fraction(i["peak_flops"], i["hbm_bandwidth"])
+    for flops in (*i["ops_flops_per_element"], sum(i["ops_flops_per_element"])):
+        if near_tie(Fraction(flops, 2 * i["bytes_per_value"]), critical):
+            return "a kernel sits on the compute/memory tie"
+    return None
 
 
 def sample_fused_ops(draw: Draw, level: int) -> dict:
@@ -517,7 +532,7 @@ reads its input tensor from HBM and writes its output tensor to HBM; fused, one 
 chain's input once, applies all the ops in registers and writes the final output once. On a chip
 with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s (each kernel on the roofline), give for each
 element count in `element_counts` the unfused time, the fused time (seconds) and the speedup
-(unfused / fused). (At these inputs every kernel, fused or not, is memory-bound.)"""
+(unfused / fused)."""
 
 _FUSION_L4 = """\
 An elementwise op reads `bytes_read_per_element` bytes and writes `bytes_written_per_element` bytes
@@ -583,6 +598,7 @@ ELEMENTWISE_LEVELS = {
         fusion_saving_float,
         "fused_reads_each_op",
         sample=sample_fusion,
+        reject=_fusion_rules,
     ),
     4: Level(
         max_fused_ops,
