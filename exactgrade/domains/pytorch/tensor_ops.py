@@ -31,7 +31,8 @@ from exactgrade.domains.pytorch.sampling import (
     shape_text,
     word,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.domains.pytorch.ladder import laddered
+from exactgrade.family import Branch, Draw, Reject
 
 
 # pt-000 -------------------------------------------------------------------------------------------
@@ -799,10 +800,6 @@ GROUP_BY_KEY = pytorch_family(
     refuse=_a_group_repeats,
 )
 
-FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
-            MASK_ABOVE_MEAN, STABLE_SORT, TOP_AND_KTH, STACK_AND_CONCATENATE, BATCHED_PRODUCTS, NORMALISE,
-            RUNNING_STATISTICS, CASTS_AND_WRAPAROUND, GATHER_AND_INDEX, BROADCAST_ARITHMETIC, GROUP_BY_KEY)
-
 TASKS = (
     PERMUTE_AND_RESHAPE.task("pt-000", {"x": tensor("int64",
                                                     reshape([3 * i - 35 for i in range(24)], (2, 3, 4)))}),
@@ -841,3 +838,548 @@ TASKS = (
     GROUP_BY_KEY.task("pt-015", {"keys": tensor("int64", [8, 3, 12, 3, 5, 8, 8, 12]),
                                  "vals": tensor("float32", [1.5, -0.5, 2.0, 2.5, 0.75, 3.0, -1.25, 1.0])}),
 )
+
+
+# ------------------------------------------------------------------------------------ levels 2-5
+# Level 2 restates a level-1 question mathematically (no torch call named) with the level-1
+# reference; levels 3-5 ask new questions of the same kind of setting, each with its own torch
+# reference and its own independent recomputation (exact Fractions, or mpmath).
+
+
+def _restated(base_name: str, reference, independent, question, answer, sample, *, refuse=None,
+              zero_reason=None, reject=None):
+    """A level of ``base_name`` (any level): a pytorch_family under the family's name."""
+    return pytorch_family(base_name, "tensor_ops", reference=reference, independent=independent,
+                          question=question, answer=answer, sample=sample, levels="", refuse=refuse,
+                          zero_reason=zero_reason, reject=reject)
+
+
+def _not_constant(name: str):
+    """refuse/reject helper: a key tensor whose elements are all equal passes a constant answer."""
+    def problem(task) -> str | None:
+        value = task.expected["rows"][0][name]
+        if len(set(value.data)) < 2:
+            return f"a constant answer passes: every element of {name} is {value.data[0]}"
+        return None
+    return problem
+
+
+# permute_and_reshape L3: transpose, flatten, re-chunk, reduce -------------------------------------
+def chunked_column_sums(x):
+    y = x.permute(2, 0, 1).reshape(-1)
+    return {"rows": [{"sums": y.reshape(-1, x.shape[2]).sum(dim=0)}]}
+
+
+def _chunked_column_sums(x):
+    v = values(x)
+    d0, d1, d2 = x.shape
+    seq = [v[i][j][k] for k in range(d2) for i in range(d0) for j in range(d1)]
+    return [{"sums": ExactTensor.of("int64", [sum(seq[c::d2]) for c in range(d2)])}]
+
+
+# permute_and_reshape L4: which axis order produced the target -------------------------------------
+def find_axis_order(x, target):
+    import itertools
+
+    import torch
+
+    for order in itertools.permutations(range(3)):
+        if torch.equal(x.permute(*order).reshape(-1), target.reshape(-1)):
+            return {"rows": [{"order": torch.tensor(order)}]}
+    return {"rows": [{"order": torch.tensor([-1, -1, -1])}]}
+
+
+def _find_axis_order(x, target):
+    import itertools
+
+    v, t = values(x), [e for row in values(target) for e in row]
+    for order in itertools.permutations(range(3)):
+        shape = [x.shape[a] for a in order]
+        seq = []
+        for p in range(shape[0]):
+            for q in range(shape[1]):
+                for r in range(shape[2]):
+                    index = [0, 0, 0]
+                    index[order[0]], index[order[1]], index[order[2]] = p, q, r
+                    seq.append(v[index[0]][index[1]][index[2]])
+        if seq == t:
+            return [{"order": ExactTensor.of("int64", list(order))}]
+    return [{"order": ExactTensor.of("int64", [-1, -1, -1])}]
+
+
+def _sample_axis_order(draw: Draw, level: int) -> dict:
+    x = _sample_permute(draw, level)["x"]
+    d = x.shape
+    order = draw.choice([(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
+    v = values(x)
+    seq = []
+    for p in range(d[order[0]]):
+        for q in range(d[order[1]]):
+            for r in range(d[order[2]]):
+                index = [0, 0, 0]
+                index[order[0]], index[order[1]], index[order[2]] = p, q, r
+                seq.append(v[index[0]][index[1]][index[2]])
+    if draw.chance(1, 3):  # no order produces it: two elements swapped
+        a, b = draw.sample(range(len(seq)), 2)
+        seq[a], seq[b] = seq[b], seq[a]
+    shape = (d[order[0]], d[order[1]] * d[order[2]])
+    return {"x": x, "target": tensor("int64", reshape(seq, shape))}
+
+
+def _distinct_elements(inputs: Inputs) -> str | None:
+    flat = [e for plane in values(inputs["x"]) for row in plane for e in row]
+    if first_duplicate(flat) is not None:
+        return "x repeats a value: two axis orders could both produce the target"
+    return None
+
+
+def _order_none(task) -> bool:
+    return task.expected["rows"][0]["order"].data[0] == -1
+
+
+# permute_and_reshape L5: depth-to-space, described -------------------------------------------------
+def depth_to_space(x):
+    r = 2
+    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
+    y = x.reshape(c, r, r, h, w).permute(0, 3, 1, 4, 2).reshape(c, h * r, w * r)
+    return {"rows": [{"y": y}]}
+
+
+def _depth_to_space(x):
+    v = values(x)
+    r = 2
+    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
+    y = [[[v[ch * r * r + (row % r) * r + (col % r)][row // r][col // r] for col in range(w * r)]
+          for row in range(h * r)] for ch in range(c)]
+    return [{"y": ExactTensor.of("int64", y)}]
+
+
+def _sample_depth_to_space(draw: Draw, level: int) -> dict:
+    c, h, w = draw.integer(1, 3), draw.integer(2, 4), draw.integer(2, 4)
+    return {"x": int_tensor(draw, (4 * c, h, w), -50, 50)}
+
+
+_D2S_TEXT = lambda i: f"""`x` has shape {shape_text(i["x"].shape)} (channel, row, column): C =
+    {i["x"].shape[0] // 4} group(s) of four consecutive channels, each channel an image of
+    {i["x"].shape[1]} rows and {i["x"].shape[2]} columns. Rearrange it into an int64 tensor `y` of shape
+    {shape_text((i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2]))} that trades channels for
+    resolution: output channel c is an image twice as tall and twice as wide, in which every input pixel
+    (h, w) of group c becomes the 2x2 block whose top-left corner is at row 2h, column 2w; the block's
+    top-left, top-right, bottom-left and bottom-right cells come from channels 4c, 4c+1, 4c+2 and 4c+3 of x
+    respectively."""  # noqa: E731
+
+PERMUTE_AND_RESHAPE = laddered(PERMUTE_AND_RESHAPE, {
+    2: _restated(
+        "permute_and_reshape", permute_and_reshape, _permute_and_reshape,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)} = (d0, d1, d2). Build the int64 matrix y with
+            d2 rows and d0*d1 columns whose element y[k, i*d1 + j] is x[i, j, k], for every i, j, k. Give y
+            and its element `picked` = y[{i["x"].shape[2] - 2}, {i["x"].shape[0] * i["x"].shape[1] - 1}].""",
+        lambda i: ({"y": i64(i["x"].shape[2], i["x"].shape[0] * i["x"].shape[1]), "picked": PY_INT},),
+        _sample_permute),
+    3: _restated(
+        "permute_and_reshape", chunked_column_sums, _chunked_column_sums,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)} = (d0, d1, d2). List its elements x[i, j, k]
+            in the order in which k varies slowest, then i, and j fastest. Cut that list into consecutive
+            chunks of d2 = {i["x"].shape[2]} elements each. Give `sums`, the int64 vector of length d2 whose
+            element c is the sum, over all chunks, of the chunk's element at position c (0-based).""",
+        lambda i: ({"sums": i64(i["x"].shape[2])},), _sample_permute),
+    4: _restated(
+        "permute_and_reshape", find_axis_order, _find_axis_order,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)}, and `target` has shape
+            {shape_text(i["target"].shape)}. Consider the six orders (p0, p1, p2) of the axes (0, 1, 2) of x:
+            for an order, form the tensor whose element at (a, b, c) is the element of x whose index along
+            axis p0 is a, along axis p1 is b and along axis p2 is c, and read it out in row-major order
+            (last index fastest). Give `order`, the order (as an int64 vector of three axis numbers) whose
+            read-out equals the row-major read-out of target, element for element; if several do, the
+            lexicographically smallest; if none does, [-1, -1, -1].""",
+        lambda i: ({"order": i64(3)},), _sample_axis_order, refuse=_distinct_elements),
+    5: _restated("permute_and_reshape", depth_to_space, _depth_to_space, _D2S_TEXT,
+                 lambda i: ({"y": i64(i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2])},),
+                 _sample_depth_to_space),
+}, levels="L1 the permute and reshape stated as calls; L2 the same map given by its index formula; L3 "
+          "a read-out order, re-chunked and reduced (nothing intermediate asked); L4 the inverse: which "
+          "of six axis orders produced a target, or none (a third of instances); L5 a channel-to-space "
+          "rearrangement described by where each pixel goes, to reproduce",
+   branches=(Branch("no order produces the target", _order_none, Fraction(1, 5), (4,)),))
+
+# reductions L3: softmax-weighted row averages, then the best row ---------------------------------
+def pooled_rows(x):
+    import torch
+
+    pooled = (torch.softmax(x, dim=1) * x).sum(dim=1)
+    return {"rows": [{"pooled": pooled, "best_row": int(pooled.argmax())}]}
+
+
+def _pooled(v):
+    return [mpmath.fsum(p * hp(e) for p, e in zip(_softmax_row(row), row, strict=True)) for row in v]
+
+
+def _softmax_row(row):
+    exps = [mpmath.exp(hp(e)) for e in row]
+    total = mpmath.fsum(exps)
+    return [e / total for e in exps]
+
+
+def _pooled_rows(x):
+    pooled = _pooled(values(x))
+    return [{"pooled": ExactTensor.of("float32", pooled), "best_row": pooled.index(max(pooled))}]
+
+
+def _pooled_clear_winner(inputs: Inputs) -> str | None:
+    pooled = sorted(_pooled(values(inputs["x"])), reverse=True)
+    if pooled[0] - pooled[1] < mpmath.mpf("1e-3") * (1 + abs(pooled[0])):
+        return "the two largest pooled rows are within 1e-3: the best row would hinge on rounding"
+    return None
+
+
+def _pooled_first_best(inputs: Inputs) -> str | None:
+    pooled = _pooled(values(inputs["x"]))
+    return "the first row pools highest: best_row is 0" if pooled.index(max(pooled)) == 0 else None
+
+
+# reductions L4: per column, the shortest prefix whose sum passes a threshold ----------------------
+def prefix_to_threshold(x, threshold):
+    import torch
+
+    above = x.cumsum(dim=0) > threshold
+    first = torch.where(above.any(dim=0), above.int().argmax(dim=0) + 1, torch.tensor(-1))
+    return {"rows": [{"rows_needed": first}]}
+
+
+def _prefix_to_threshold(x, threshold):
+    v, t = values(x), Fraction(threshold)
+    out = []
+    for column in transpose(v):
+        total, found = Fraction(0), -1
+        for m, e in enumerate(column, start=1):
+            total += e
+            if total > t:
+                found = m
+                break
+        out.append(found)
+    return [{"rows_needed": ExactTensor.of("int64", out)}]
+
+
+def _sample_prefix(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((3, 2), (3, 2), -3, 4, 2)(draw, level)["x"]
+    return {"x": x, "threshold": float(draw.dyadic(1, 2 + level, 2))}
+
+
+def _some_column_never(task) -> bool:
+    return -1 in task.expected["rows"][0]["rows_needed"].data
+
+
+# reductions L5: the smallest set of most probable classes covering a mass ------------------------
+def nucleus(x, mass):
+    import torch
+
+    probs = torch.softmax(x, dim=1)
+    ordered, _ = torch.sort(probs, dim=1, descending=True)
+    cumulative = ordered.cumsum(dim=1)
+    kept = (cumulative < mass).sum(dim=1) + 1
+    top = ordered[:, 0] / cumulative.gather(1, (kept - 1).unsqueeze(1)).squeeze(1)
+    return {"rows": [{"kept": kept, "top_share": top}]}
+
+
+def _nucleus_rows(x, mass):
+    rows = []
+    for row in values(x):
+        ordered = sorted(_softmax_row(row), reverse=True)
+        total, kept = mpmath.mpf(0), 0
+        while total < mass:
+            total += ordered[kept]
+            kept += 1
+        rows.append((kept, ordered[0] / total, ordered))
+    return rows
+
+
+def _nucleus(x, mass):
+    rows = _nucleus_rows(x, mpmath.mpf(mass))
+    return [{"kept": ExactTensor.of("int64", [k for k, _, _ in rows]),
+             "top_share": ExactTensor.of("float32", [s for _, s, _ in rows])}]
+
+
+def _nucleus_margin(inputs: Inputs) -> str | None:
+    mass = mpmath.mpf(inputs["mass"])
+    for row in values(inputs["x"]):
+        total = mpmath.mpf(0)
+        for p in sorted(_softmax_row(row), reverse=True):
+            total += p
+            if abs(total - mass) < mpmath.mpf("1e-4"):
+                return "a cumulative probability is within 1e-4 of the mass: the cut would hinge on rounding"
+    return None
+
+
+def _sample_nucleus(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 2), (4, 2), -3, 3, 2)(draw, level)["x"]
+    return {"x": x, "mass": draw.choice((0.5, 0.625, 0.75, 0.875))}
+
+
+REDUCTIONS = laddered(REDUCTIONS, {
+    2: _restated(
+        "reductions", reductions, _reductions,
+        lambda i: f"""For the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x` with elements x[i, j], give:
+            `column_sums`[j] = x[0, j] + ... + x[{i["x"].shape[0] - 1}, j]; `row_means`[i], the arithmetic
+            mean of row i; `row_logsumexp`[i], the natural logarithm of the sum over j of e^(x[i, j]); and
+            `argmax`, the position p = i*{i["x"].shape[1]} + j of the largest element x[i, j] (a 0-d int64
+            tensor).""",
+        lambda i: ({"column_sums": f32(i["x"].shape[1]), "row_means": f32(i["x"].shape[0]),
+                    "row_logsumexp": f32(i["x"].shape[0]), "argmax": i64()},),
+        _sample_matrix((2, 2), (3, 3), -4, 4, 2), refuse=_argmax_unique, zero_reason=_argmax_is_zero),
+    3: _restated(
+        "reductions", pooled_rows, _pooled_rows,
+        lambda i: """Treat each row of `x` as scores over its columns. Weight every element of a row by
+            e^(its score) divided by the sum of e^(score) over that row, and give `pooled`, for each row
+            the weighted sum of the row's own elements, and `best_row`, the index of the row whose pooled
+            value is largest.""",
+        lambda i: ({"pooled": f32(i["x"].shape[0]), "best_row": PY_INT},),
+        _sample_matrix((2, 2), (3, 3), -4, 4, 2), refuse=_pooled_clear_winner,
+        zero_reason=_pooled_first_best),
+    4: _restated(
+        "reductions", prefix_to_threshold, _prefix_to_threshold,
+        lambda i: """For every column j of `x`, give the smallest m >= 1 such that the sum of the first m
+            elements of the column (rows 0 to m-1) is strictly greater than `threshold`, or -1 if no prefix
+            of the column, the whole column included, is; `rows_needed` is the int64 vector of these
+            numbers, one per column.""",
+        lambda i: ({"rows_needed": i64(i["x"].shape[1])},), _sample_prefix,
+        reject=_not_constant("rows_needed")),
+    5: _restated(
+        "reductions", nucleus, _nucleus,
+        lambda i: """Each row of `x` holds the logits of a distribution over its columns (probability of a
+            column: e^(logit) over the sum of e^(logit) across the row). For each row, keep the fewest
+            most probable columns whose probabilities add up to at least `mass` (take columns in order of
+            decreasing probability until the running total reaches `mass` or more). Give `kept`, the number
+            of columns kept per row, and `top_share`, the probability of the row's most probable column
+            divided by the total probability of the kept columns.""",
+        lambda i: ({"kept": i64(i["x"].shape[0]), "top_share": f32(i["x"].shape[0])},), _sample_nucleus,
+        refuse=_nucleus_margin, reject=_not_constant("kept")),
+}, levels="L1 the four reductions named; L2 each given by its formula, no call named; L3 softmax-weighted "
+          "row pooling, then the best row; L4 per column the shortest prefix passing a threshold, or -1 "
+          "(the None branch); L5 the smallest top-probability set covering a mass, described not named",
+   branches=(Branch("a column never passes the threshold", _some_column_never, Fraction(1, 5), (4,)),))
+
+
+# spread_statistics L3: between-row against within-row spread -------------------------------------
+def variance_ratio(x):
+    within = x.var(dim=1).mean()
+    between = x.mean(dim=1).var() * x.shape[1]
+    return {"rows": [{"within": within, "between": between, "ratio": between / within}]}
+
+
+def _squared_deviations(xs):
+    m = mean(xs)
+    return sum(((e - m) ** 2 for e in xs), Fraction(0))
+
+
+def _variance_ratio(x):
+    v = values(x)
+    within = mean([_squared_deviations(r) / (len(r) - 1) for r in v])
+    between = _squared_deviations([mean(r) for r in v]) / (len(v) - 1) * len(v[0])
+    return [{"within": ExactTensor.of("float32", within), "between": ExactTensor.of("float32", between),
+             "ratio": ExactTensor.of("float32", between / within)}]
+
+
+# spread_statistics L4: the fewest leading columns whose spread passes a bound ---------------------
+def columns_for_spread(x, bound):
+    for m in range(2, x.shape[1] + 1):
+        if bool((x[:, :m].var(dim=1, correction=0) > bound).all()):
+            return {"rows": [{"columns": m}]}
+    return {"rows": [{"columns": -1}]}
+
+
+def _columns_for_spread(x, bound):
+    v = values(x)
+    for m in range(2, len(v[0]) + 1):
+        if all(_squared_deviations(r[:m]) / m > Fraction(bound) for r in v):
+            return [{"columns": m}]
+    return [{"columns": -1}]
+
+
+def _sample_spread_bound(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
+    return {"x": x, "bound": float(draw.dyadic(Fraction(1, 4), 2 + level, 3))}
+
+
+def _spread_none(task) -> bool:
+    return task.expected["rows"][0]["columns"] == -1
+
+
+# spread_statistics L5: exponentially weighted mean and variance, by their recurrence --------------
+def ew_statistics(x, alpha):
+    m = x[:, 0].clone()
+    var = x.new_zeros(x.shape[0])
+    for t in range(1, x.shape[1]):
+        d = x[:, t] - m
+        m = m + alpha * d
+        var = (1 - alpha) * (var + alpha * d * d)
+    return {"rows": [{"mean": m, "var": var}]}
+
+
+def _ew_statistics(x, alpha):
+    a = Fraction(alpha)
+    means, variances = [], []
+    for row in values(x):
+        m, var = row[0], Fraction(0)
+        for e in row[1:]:
+            d = e - m
+            m, var = m + a * d, (1 - a) * (var + a * d * d)
+        means.append(m)
+        variances.append(var)
+    return [{"mean": ExactTensor.of("float32", means), "var": ExactTensor.of("float32", variances)}]
+
+
+def _sample_ew(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
+    return {"x": x, "alpha": draw.choice((0.25, 0.375, 0.5, 0.125))}
+
+
+def _ew_mean_away_from_zero(inputs: Inputs) -> str | None:
+    rows = _ew_statistics(inputs["x"], inputs["alpha"])[0]["mean"].values
+    if any(abs(m) < Fraction(1, 16) for m in rows):
+        return "a weighted mean is within 1/16 of zero: its float32 error would use much of the tolerance"
+    return None
+
+
+SPREAD_STATISTICS = laddered(SPREAD_STATISTICS, {
+    2: _restated(
+        "spread_statistics", spread_statistics, _spread_statistics,
+        lambda i: f"""For each row of `x` ({i["x"].shape[1]} elements), let S be the sum of the squared
+            differences between the row's elements and the row's mean. Give `row_std`, the square root of
+            S / ({i["x"].shape[1]} - 1), per row; `row_population_var`, S / {i["x"].shape[1]}, per row;
+            and `overall_std`, the square root of S' / (n - 1) where S' is the same sum of squares taken
+            over all n = {i["x"].shape[0] * i["x"].shape[1]} elements about their common mean.""",
+        lambda i: ({"row_std": f32(i["x"].shape[0]), "row_population_var": f32(i["x"].shape[0]),
+                    "overall_std": f32()},), _sample_matrix((2, 1), (4, 4), -3, 6, 2)),
+    3: _restated(
+        "spread_statistics", variance_ratio, _variance_ratio,
+        lambda i: f"""The {i["x"].shape[0]} rows of `x` are groups of {i["x"].shape[1]} measurements each.
+            Give `within`, the average over the groups of each group's sample variance (sum of squared
+            deviations from the group mean, divided by one less than the group size); `between`, the
+            sample variance of the group means (same divisor rule, across the {i["x"].shape[0]} means)
+            multiplied by the group size; and `ratio` = between / within. All three are 0-d tensors.""",
+        lambda i: ({"within": f32(), "between": f32(), "ratio": f32()},),
+        _sample_matrix((2, 1), (4, 4), -3, 6, 2)),
+    4: _restated(
+        "spread_statistics", columns_for_spread, _columns_for_spread,
+        lambda i: """Give `columns`, the smallest m >= 2 such that, in every row of `x`, the population
+            variance (mean squared deviation from the mean, dividing by m) of the row's first m elements
+            is strictly greater than `bound`; -1 if no m up to the full width qualifies.""",
+        lambda i: ({"columns": PY_INT},), _sample_spread_bound),
+    5: _restated(
+        "spread_statistics", ew_statistics, _ew_statistics,
+        lambda i: """Track an exponentially weighted mean m and variance v along each row of `x`, element
+            by element: start with m = the row's first element and v = 0; then for each following
+            element e, with d = e - m (m before the update), set m to m + alpha*d and v to
+            (1 - alpha)*(v + alpha*d^2), where `alpha` is given. Give the final `mean` and `var` of every
+            row.""",
+        lambda i: ({"mean": f32(i["x"].shape[0]), "var": f32(i["x"].shape[0])},), _sample_ew,
+        refuse=_ew_mean_away_from_zero),
+}, levels="L1 torch's std/var defaults named; L2 the statistics by their sums of squares; L3 the "
+          "between/within spread ratio of row groups (intermediates not asked); L4 the fewest leading "
+          "columns whose spread passes a bound, or -1; L5 an exponentially weighted mean/variance "
+          "recurrence to run",
+   branches=(Branch("no prefix passes the bound", _spread_none, Fraction(1, 10), (4,)),))
+
+
+# clamp_and_select L3: clip, leak, then per-row means and the number clipped -----------------------
+def clip_leak_summary(x):
+    import torch
+
+    clipped = torch.clamp(x, min=-1.5, max=2.0)
+    leaky = torch.where(clipped > 0, clipped, 0.1 * clipped)
+    return {"rows": [{"row_means": leaky.mean(dim=1), "changed": int((clipped != x).sum())}]}
+
+
+def _clip_leak_summary(x):
+    v = values(x)
+    low, high = Fraction(-3, 2), Fraction(2)
+    clipped = [[min(max(e, low), high) for e in row] for row in v]
+    leaky = [[e if e > 0 else Fraction(1, 10) * e for e in row] for row in clipped]
+    changed = sum(1 for row, c in zip(v, clipped, strict=True) for e, f in zip(row, c, strict=True) if e != f)
+    return [{"row_means": ExactTensor.of("float32", [mean(row) for row in leaky]), "changed": changed}]
+
+
+# clamp_and_select L4: the tightest symmetric bound that clips at most k elements -----------------
+def tightest_bound(x, k):
+    import torch
+
+    magnitudes = torch.sort(x.abs().reshape(-1), descending=True).values
+    bound = magnitudes[k]
+    return {"rows": [{"bound": float(bound), "clipped_sum": float(torch.clamp(x, -bound, bound).sum())}]}
+
+
+def _tightest_bound(x, k):
+    flat = [e for row in values(x) for e in row]
+    bound = sorted((abs(e) for e in flat), reverse=True)[k]
+    return [{"bound": bound, "clipped_sum": sum((min(max(e, -bound), bound) for e in flat), Fraction(0))}]
+
+
+def _sample_tightest(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 0), (4, 2), -4, 4.5, 2)(draw, level)["x"]
+    return {"x": x, "k": draw.integer(1, max(1, len(x.data) // 2))}
+
+
+# clamp_and_select L5: soft thresholding at the smallest level that zeroes half --------------------
+def shrink_half(x):
+    import torch
+
+    n = x.numel()
+    lam = torch.sort(x.abs().reshape(-1)).values[(n + 1) // 2 - 1]
+    shrunk = torch.sign(x) * torch.clamp(x.abs() - lam, min=0.0)
+    return {"rows": [{"lam": float(lam), "shrunk": shrunk}]}
+
+
+def _shrink_half(x):
+    v = values(x)
+    flat = [e for row in v for e in row]
+    lam = sorted(abs(e) for e in flat)[(len(flat) + 1) // 2 - 1]
+
+    def shrink(e):
+        return (1 if e > 0 else -1) * max(abs(e) - lam, Fraction(0))
+
+    return [{"lam": lam, "shrunk": ExactTensor.of("float32", [[shrink(e) for e in row] for row in v])}]
+
+
+CLAMP_AND_SELECT = laddered(CLAMP_AND_SELECT, {
+    2: _restated(
+        "clamp_and_select", clamp_and_select, _clamp_and_select,
+        """From `x`, give `clipped`, x with every element below -1.5 raised to -1.5 and every element
+            above 2.0 lowered to 2.0; `inverted_bounds`, the result of first raising every element of x
+            below 2.0 to 2.0 and then lowering every element above 1.0 to 1.0; and `leaky`, the function
+            f(e) = e for e > 0 and f(e) = 0.1*e otherwise (0.1 as a float32 constant), applied to every
+            element.""",
+        lambda i: ({"clipped": f32(*_dims(i["x"])), "inverted_bounds": f32(*_dims(i["x"])),
+                    "leaky": f32(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2), refuse=_clamp_makes_its_point),
+    3: _restated(
+        "clamp_and_select", clip_leak_summary, _clip_leak_summary,
+        """Limit every element of `x` to the interval [-1.5, 2.0] (values outside move to the nearer
+            end), then map each result e to e if e > 0 and to 0.1*e otherwise (0.1 as a float32 constant).
+            Give `row_means`, the mean of each row of the final tensor, and `changed`, how many elements of
+            x the limiting step altered.""",
+        lambda i: ({"row_means": f32(i["x"].shape[0]), "changed": PY_INT},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2), refuse=_clamp_makes_its_point),
+    4: _restated(
+        "clamp_and_select", tightest_bound, _tightest_bound,
+        """Limiting `x` to [-b, b] for a number b >= 0 moves every element e with |e| > b to the nearer
+            end. Give `bound`, the smallest b >= 0 for which at most `k` elements of x move, and
+            `clipped_sum`, the sum of all elements of x after limiting it to [-bound, bound].""",
+        lambda i: ({"bound": PY_FLOAT, "clipped_sum": PY_FLOAT},), _sample_tightest),
+    5: _restated(
+        "clamp_and_select", shrink_half, _shrink_half,
+        lambda i: f"""Shrinking `x` by a level L >= 0 moves every element toward zero by L and sets it to
+            zero if it would cross zero (an element e becomes 0 if |e| <= L, otherwise e - L when positive
+            and e + L when negative). Give `lam`, the smallest L for which at least half of the
+            {len(i["x"].data)} elements (half rounded up) become zero, and `shrunk`, x shrunk by lam.""",
+        lambda i: ({"lam": PY_FLOAT, "shrunk": f32(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2)),
+}, levels="L1 clamp and where named, with torch's inverted-bounds rule; L2 the same maps described "
+          "elementwise; L3 clip then leak, reduced to row means and a count; L4 the tightest symmetric "
+          "bound that clips at most k elements; L5 soft thresholding at the level that zeroes half, "
+          "described not named")
+
+
+# ------------------------------------------------------------------------------------ the table
+FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
+            MASK_ABOVE_MEAN, STABLE_SORT, TOP_AND_KTH, STACK_AND_CONCATENATE, BATCHED_PRODUCTS, NORMALISE,
+            RUNNING_STATISTICS, CASTS_AND_WRAPAROUND, GATHER_AND_INDEX, BROADCAST_ARITHMETIC, GROUP_BY_KEY)
