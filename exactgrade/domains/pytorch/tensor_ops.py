@@ -23,6 +23,7 @@ from exactgrade.domains.pytorch.common import (
     tensor,
 )
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
+from exactgrade.domains.pytorch.ladder import laddered
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -31,7 +32,6 @@ from exactgrade.domains.pytorch.sampling import (
     shape_text,
     word,
 )
-from exactgrade.domains.pytorch.ladder import laddered
 from exactgrade.family import Branch, Draw, Reject
 
 
@@ -1377,6 +1377,435 @@ CLAMP_AND_SELECT = laddered(CLAMP_AND_SELECT, {
           "elementwise; L3 clip then leak, reduced to row means and a count; L4 the tightest symmetric "
           "bound that clips at most k elements; L5 soft thresholding at the level that zeroes half, "
           "described not named")
+
+# integer_division L3: Euclidean division (remainder never negative) -------------------------------
+def euclidean_division(a, b):
+    import torch
+
+    r = torch.remainder(a, b.abs())
+    return {"rows": [{"q": (a - r) // b, "r": r}]}
+
+
+def _euclidean_division(a, b):
+    pairs = list(zip(values(a), values(b), strict=True))
+    rs = [p % abs(q) for p, q in pairs]
+    return [{"q": ExactTensor.of("int64", [(p - r) // q for (p, q), r in zip(pairs, rs, strict=True)]),
+             "r": ExactTensor.of("int64", rs)}]
+
+
+def _euclid_differs(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
+    if not any(q < 0 and p % q != 0 for p, q in pairs):
+        return "no inexact quotient by a negative divisor: Euclidean and floor division would agree"
+    return _signs_mixed(inputs)
+
+
+# integer_division L4: the smallest divisor on which the two roundings agree -----------------------
+def agreeing_divisor(a, limit):
+    import torch
+
+    for d in range(2, limit + 1):
+        if torch.equal(torch.div(a, d, rounding_mode="floor"), torch.div(a, d, rounding_mode="trunc")):
+            return {"rows": [{"divisor": d}]}
+    return {"rows": [{"divisor": -1}]}
+
+
+def _agreeing_divisor(a, limit):
+    va = values(a)
+    for d in range(2, limit + 1):
+        if all(p // d == int(Fraction(p, d)) for p in va):
+            return [{"divisor": d}]
+    return [{"divisor": -1}]
+
+
+def _sample_agreeing(draw: Draw, level: int) -> dict:
+    n, bound = 6 + 2 * (level - 1), 10 * level + 5
+    base = draw.integer(2, 7)
+    a = []
+    for _ in range(n):
+        p = draw.integer(1, bound)
+        if draw.chance(1, 2):
+            p = -(base * draw.integer(1, max(1, bound // base))) if draw.chance(5, 6) else -p
+        a.append(p)
+    return {"a": tensor("int64", a), "limit": 12}
+
+
+def _has_negative_inexact_at_two(inputs: Inputs) -> str | None:
+    if not any(p < 0 and p % 2 for p in values(inputs["a"])):
+        return "every negative element is even: the divisor would be 2 without any search"
+    return None
+
+
+def _divisor_none(task) -> bool:
+    return task.expected["rows"][0]["divisor"] == -1
+
+
+# integer_division L5: round-half-even quotients and balanced remainders ---------------------------
+def balanced_division(a, b):
+    import torch
+
+    floor = torch.div(a, b, rounding_mode="floor")
+    twice = 2 * (a - b * floor) * torch.sign(b)  # twice the fractional part of a/b, times |b|
+    up = (twice > b.abs()) | ((twice == b.abs()) & (floor % 2 == 1))
+    nearest = floor + up.long()
+    return {"rows": [{"nearest": nearest, "balanced": a - b * nearest,
+                      "ceil": -torch.div(-a, b, rounding_mode="floor")}]}
+
+
+def _balanced_division(a, b):
+    pairs = list(zip(values(a), values(b), strict=True))
+    nearest = [round(Fraction(p, q)) for p, q in pairs]  # Fraction rounds half to even
+    return [{"nearest": ExactTensor.of("int64", nearest),
+             "balanced": ExactTensor.of("int64", [p - q * n for (p, q), n in zip(pairs, nearest, strict=True)]),
+             "ceil": ExactTensor.of("int64", [-((-p) // q) for p, q in pairs])}]
+
+
+def _has_half_tie(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
+    if not any(2 * (p % q) == abs(q) or 2 * (p % q) == -abs(q) for p, q in pairs):
+        return "no quotient lies exactly halfway between two integers: the half-to-even rule is not tested"
+    return _signs_mixed(inputs)
+
+
+def _sample_division_ties(draw: Draw, level: int) -> dict:
+    inputs = _sample_division(draw, level)
+    a, b = list(values(inputs["a"])), list(values(inputs["b"]))
+    for j in draw.sample(range(len(a)), 2):  # two exact halves, of either parity
+        q = 2 * draw.integer(1, 3) * draw.choice((-1, 1))
+        b[j], a[j] = q, q * draw.integer(-4, 4) + q // 2
+    return {"a": tensor("int64", a), "b": tensor("int64", b)}
+
+
+INTEGER_DIVISION = laddered(INTEGER_DIVISION, {
+    2: _restated(
+        "integer_division", integer_division, _integer_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give: `floor_quotient`,
+            the largest integer q with q <= a/b; `trunc_quotient`, a/b with its fractional part dropped
+            (rounded toward zero); `remainder`, a - b*floor_quotient; `fmod`, a - b*trunc_quotient; and
+            `true_quotient`, the real quotient a/b as a float32 tensor.""",
+        lambda i: ({"floor_quotient": i64(*_dims(i["a"])), "trunc_quotient": i64(*_dims(i["a"])),
+                    "remainder": i64(*_dims(i["a"])), "fmod": i64(*_dims(i["a"])),
+                    "true_quotient": f32(*_dims(i["a"]))},),
+        _sample_division, refuse=_signs_mixed),
+    3: _restated(
+        "integer_division", euclidean_division, _euclidean_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give the integers `q`
+            and `r` with a = b*q + r and 0 <= r < |b| (both int64 tensors).""",
+        lambda i: ({"q": i64(*_dims(i["a"])), "r": i64(*_dims(i["a"]))},),
+        _sample_division, refuse=_euclid_differs),
+    4: _restated(
+        "integer_division", agreeing_divisor, _agreeing_divisor,
+        """Dividing an integer by a positive integer d and rounding the quotient down (toward negative
+            infinity) can differ from rounding it toward zero. Give `divisor`, the smallest integer d with
+            2 <= d <= `limit` for which the two roundings of a/d agree for every element of the int64
+            tensor `a`, or -1 if no such d exists.""",
+        lambda i: ({"divisor": PY_INT},), _sample_agreeing, refuse=_has_negative_inexact_at_two),
+    5: _restated(
+        "integer_division", balanced_division, _balanced_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give `nearest`, the
+            integer nearest to the real quotient a/b, taking the even one of the two when a/b lies exactly
+            halfway between two integers; `balanced`, a - b*nearest; and `ceil`, the smallest integer
+            >= a/b. All three are int64 tensors.""",
+        lambda i: ({"nearest": i64(*_dims(i["a"])), "balanced": i64(*_dims(i["a"])),
+                    "ceil": i64(*_dims(i["a"]))},), _sample_division_ties, refuse=_has_half_tie),
+}, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
+          "Euclidean division (a third convention, derived from the other two); L4 the smallest divisor "
+          "on which floor and truncation agree, or -1; L5 round-half-even quotients with balanced "
+          "remainders",
+   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),))
+
+# mask_above_mean L2: above the mean of the element's own row --------------------------------------
+def above_row_mean(x):
+    mask = x > x.mean(dim=1, keepdim=True)
+    return {"rows": [{"filled": x.masked_fill(~mask, -1.0), "selected": x[mask], "positions": mask.nonzero()}]}
+
+
+def _above_row_mean_positions(v):
+    means = [mean(row) for row in v]
+    return [(i, j) for i, row in enumerate(v) for j, e in enumerate(row) if e > means[i]]
+
+
+def _above_row_mean(x):
+    v = values(x)
+    above = set(_above_row_mean_positions(v))
+    ordered = sorted(above)
+    return [{
+        "filled": ExactTensor.of("float32", [[e if (i, j) in above else Fraction(-1) for j, e in enumerate(row)]
+                                             for i, row in enumerate(v)]),
+        "selected": ExactTensor.of("float32", [v[i][j] for i, j in ordered]),
+        "positions": ExactTensor.of("int64", [[i, j] for i, j in ordered]),
+    }]
+
+
+def _no_element_at_its_row_mean(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        if mean(row) in row:
+            return f"an element of row {r} equals the row's mean: the strict mask would hinge on rounding"
+    return None
+
+
+def _count_above_row_mean(x):
+    return len(_above_row_mean_positions(values(x)))
+
+
+# mask_above_mean L3: above both its row's and its column's mean -----------------------------------
+def above_both_means(x):
+    mask = (x > x.mean(dim=1, keepdim=True)) & (x > x.mean(dim=0, keepdim=True))
+    return {"rows": [{"counts": mask.sum(dim=1), "masked_mean": float(x[mask].mean())}]}
+
+
+def _both(v):
+    rows, cols = [mean(r) for r in v], [mean(c) for c in transpose(v)]
+    return [[e > rows[i] and e > cols[j] for j, e in enumerate(row)] for i, row in enumerate(v)]
+
+
+def _above_both_means(x):
+    v = values(x)
+    mask = _both(v)
+    chosen = [e for row, m in zip(v, mask, strict=True) for e, keep in zip(row, m, strict=True) if keep]
+    return [{"counts": ExactTensor.of("int64", [sum(m) for m in mask]), "masked_mean": mean(chosen)}]
+
+
+def _no_element_at_a_mean(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    rows, cols = [mean(r) for r in v], [mean(c) for c in transpose(v)]
+    if any(e in (rows[i], cols[j]) for i, row in enumerate(v) for j, e in enumerate(row)):
+        return "an element equals its row's or its column's mean: the strict mask would hinge on rounding"
+    return None
+
+
+# mask_above_mean L4: the fewest largest elements whose mean falls to a goal -----------------------
+def top_mean_count(x, goal):
+    import torch
+
+    ordered = x.reshape(-1).sort(descending=True).values
+    means = ordered.cumsum(dim=0) / torch.arange(1, ordered.numel() + 1)
+    hits = (means <= goal).nonzero()
+    return {"rows": [{"count": int(hits[0]) + 1 if hits.numel() else -1}]}
+
+
+def _top_mean_count(x, goal):
+    ordered = sorted((e for row in values(x) for e in row), reverse=True)
+    total = Fraction(0)
+    for k, e in enumerate(ordered, start=1):
+        total += e
+        if total / k <= Fraction(goal):
+            return [{"count": k}]
+    return [{"count": -1}]
+
+
+def _sample_top_mean(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((3, 2), (4, 3), -3, 5, 2)(draw, level)["x"]
+    flat = sorted(e for row in values(x) for e in row)
+    low, high = mean(flat) - 1, flat[-2]
+    return {"x": x, "goal": float(draw.dyadic(low, max(low, high), 2))}
+
+
+def _count_none(task) -> bool:
+    return task.expected["rows"][0]["count"] == -1
+
+
+# mask_above_mean L5: iterated clipping of outliers ------------------------------------------------
+def iterated_clipping(x, width):
+    kept = x.reshape(-1).double()
+    rounds = 0
+    while True:
+        m = kept.mean()
+        var = ((kept - m) ** 2).mean()
+        keep = (kept - m) ** 2 <= width * width * var
+        if bool(keep.all()):
+            break
+        kept, rounds = kept[keep], rounds + 1
+    return {"rows": [{"rounds": rounds, "kept": int(kept.numel()), "kept_mean": float(kept.mean())}]}
+
+
+def _clipping_rounds(x, width):
+    kept, rounds, w2 = [e for row in values(x) for e in row], 0, Fraction(width) ** 2
+    while True:
+        m = mean(kept)
+        var = mean([(e - m) ** 2 for e in kept])
+        survivors = [e for e in kept if (e - m) ** 2 <= w2 * var]
+        if len(survivors) == len(kept):
+            return rounds, kept
+        kept, rounds = survivors, rounds + 1
+
+
+def _iterated_clipping(x, width):
+    rounds, kept = _clipping_rounds(x, width)
+    return [{"rounds": rounds, "kept": len(kept), "kept_mean": mean(kept)}]
+
+
+def _sample_outliers(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(3, 2 + level), draw.integer(4, 3 + level))
+    n = shape[0] * shape[1]
+    flat = dyadic_list(draw, n, -2, 2, 2)
+    for j in draw.sample(range(n), draw.integer(1, 2)):
+        flat[j] = float(draw.dyadic(5, 9, 2) * draw.choice((-1, 1)))
+    return {"x": tensor("float32", reshape(flat, shape)), "width": draw.choice((1.5, 2.0, 2.5))}
+
+
+def _clipping_does_something(inputs: Inputs) -> str | None:
+    kept, w2 = [e for row in values(inputs["x"]) for e in row], Fraction(inputs["width"]) ** 2
+    while True:  # every comparison of every pass must be clear of its boundary
+        m = mean(kept)
+        bound = w2 * mean([(e - m) ** 2 for e in kept])
+        if any(abs((e - m) ** 2 - bound) < Fraction(1, 1000) * (1 + bound) for e in kept):
+            return "an element sits on the clipping boundary: the pass would hinge on rounding"
+        survivors = [e for e in kept if (e - m) ** 2 <= bound]
+        if len(survivors) == len(kept):
+            break
+        kept = survivors
+    rounds, kept = _clipping_rounds(inputs["x"], inputs["width"])
+    if rounds < 1:
+        return "no element is ever dropped: the iteration would not run"
+    if len(kept) < 3:
+        return "fewer than three elements survive"
+    return None
+
+
+_MASK_FILL_TEXT = """Mark the elements of `x` that are strictly greater than the mean of their own row.
+    Give `filled`, x with every unmarked element replaced by -1.0; `selected`, the marked elements in
+    row-major order; and `positions`, their (row, column) indices, one row per marked element, in the same
+    order."""
+
+MASK_ABOVE_MEAN = laddered(MASK_ABOVE_MEAN, {
+    2: _restated(
+        "mask_above_mean", above_row_mean, _above_row_mean, _MASK_FILL_TEXT,
+        lambda i: ({"filled": f32(*_dims(i["x"])), "selected": f32(_count_above_row_mean(i["x"])),
+                    "positions": i64(_count_above_row_mean(i["x"]), 2)},),
+        _sample_matrix((3, 2), (4, 3), -3, 5, 2), refuse=_no_element_at_its_row_mean),
+    3: _restated(
+        "mask_above_mean", above_both_means, _above_both_means,
+        """Mark the elements of `x` that are strictly greater than the mean of their row and also
+            strictly greater than the mean of their column. Give `counts`, the number of marked elements in
+            each row, and `masked_mean`, the mean of all marked elements.""",
+        lambda i: ({"counts": i64(i["x"].shape[0]), "masked_mean": PY_FLOAT},),
+        _sample_matrix((3, 2), (4, 3), -3, 5, 2), refuse=_no_element_at_a_mean),
+    4: _restated(
+        "mask_above_mean", top_mean_count, _top_mean_count,
+        """Give `count`, the smallest k >= 1 such that the mean of the k largest elements of `x` is at
+            most `goal` (ties among equal elements do not matter for the mean), or -1 if no k up to the
+            number of elements of x has this property.""",
+        lambda i: ({"count": PY_INT},), _sample_top_mean),
+    5: _restated(
+        "mask_above_mean", iterated_clipping, _iterated_clipping,
+        """Start with all elements of `x` kept. Repeat: compute the mean m and the population variance
+            v (mean squared deviation from m, dividing by the number kept) of the kept elements, and drop
+            every kept element e with (e - m)^2 > width^2 * v, where `width` is given; stop at the first
+            pass that drops nothing (that pass is not counted). Give `rounds`, the number of passes that
+            dropped something; `kept`, how many elements remain; and `kept_mean`, their mean.""",
+        lambda i: ({"rounds": PY_INT, "kept": PY_INT, "kept_mean": PY_FLOAT},), _sample_outliers,
+        refuse=_clipping_does_something),
+}, levels="L1 the mask against the overall mean; L2 against each element's row mean (broadcast derived); "
+          "L3 against its row's and its column's means, reduced; L4 the fewest largest elements whose mean "
+          "falls to a goal, or -1; L5 iterated outlier clipping described, to run to convergence",
+   branches=(Branch("no count reaches the goal", _count_none, Fraction(1, 10), (4,)),))
+
+
+# stable_sort L3: average and dense ranks ---------------------------------------------------------
+def tied_ranks(x):
+    import torch
+
+    order = torch.sort(x, descending=True, stable=True).indices
+    position = torch.argsort(order).double() + 1
+    same = x.unsqueeze(0) == x.unsqueeze(1)
+    average = (same.double() * position.unsqueeze(0)).sum(dim=1) / same.sum(dim=1)
+    dense = (torch.unique(x).unsqueeze(0) > x.unsqueeze(1)).sum(dim=1) + 1
+    return {"rows": [{"average_rank": average.float(), "dense_rank": dense}]}
+
+
+def _tied_ranks(x):
+    v = values(x)
+    distinct = sorted(set(v), reverse=True)
+    average = []
+    for e in v:
+        above = sum(1 for f in v if f > e)
+        ties = v.count(e)
+        average.append(Fraction(2 * above + ties + 1, 2))
+    return [{"average_rank": ExactTensor.of("float32", average),
+             "dense_rank": ExactTensor.of("int64", [distinct.index(e) + 1 for e in v])}]
+
+
+# stable_sort L4: fewest adjacent swaps to reach the stable descending order -----------------------
+def adjacent_swaps(x):
+    n = x.shape[0]
+    return {"rows": [{"swaps": int(sum(int((x[i] < x[i + 1:]).sum()) for i in range(n)))}]}
+
+
+def _adjacent_swaps(x):
+    v = values(x)
+    return [{"swaps": sum(1 for i in range(len(v)) for j in range(i + 1, len(v)) if v[i] < v[j])}]
+
+
+# stable_sort L5: fewest arbitrary swaps, elements tracked by identity -----------------------------
+def any_swaps(x):
+    import torch
+
+    order = torch.sort(x, descending=True, stable=True).indices.tolist()
+    seen, cycles = set(), 0
+    for start in range(len(order)):
+        if start not in seen:
+            cycles += 1
+            while start not in seen:
+                seen.add(start)
+                start = order[start]
+    return {"rows": [{"swaps": len(order) - cycles, "order": torch.tensor(order)}]}
+
+
+def _any_swaps(x):
+    v = values(x)
+    order = sorted(range(len(v)), key=lambda i: (-v[i], i))
+    swaps, arrangement = 0, list(range(len(v)))
+    for position, wanted in enumerate(order):  # selection by swapping: one swap per misplaced element
+        if arrangement[position] != wanted:
+            other = arrangement.index(wanted)
+            arrangement[position], arrangement[other] = arrangement[other], arrangement[position]
+            swaps += 1
+    return [{"swaps": swaps, "order": ExactTensor.of("int64", order)}]
+
+
+def _needs_swaps(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    if all(v[i] >= v[i + 1] for i in range(len(v) - 1)):
+        return "x is already in descending order"
+    return _has_tie(inputs)
+
+
+_STABLE_ORDER = """the descending order of `x` in which equal elements keep their original relative order
+    (the one with the smaller index first)"""
+
+STABLE_SORT = laddered(STABLE_SORT, {
+    2: _restated(
+        "stable_sort", stable_sort, _stable_sort,
+        """Arrange the elements of `x` from largest to smallest; where several elements are equal, the
+            one with the smaller original index comes first. Give `values`, the arranged elements;
+            `indices`, the original index of the element at each arranged position; and `ranks`, for each
+            element of x (in its original order) the 0-based position it takes in the arrangement.""",
+        lambda i: ({"values": f32(*_dims(i["x"])), "indices": i64(*_dims(i["x"])), "ranks": i64(*_dims(i["x"]))},),
+        _sample_sort, refuse=_has_tie),
+    3: _restated(
+        "stable_sort", tied_ranks, _tied_ranks,
+        """Rank the elements of `x` from the largest (rank 1) downward. Give `average_rank`: for each
+            element, the mean of the 1-based positions that the elements equal to it occupy when x is
+            arranged from largest to smallest; and `dense_rank`: for each element, 1 plus the number of
+            distinct values of x that are strictly larger than it.""",
+        lambda i: ({"average_rank": f32(*_dims(i["x"])), "dense_rank": i64(*_dims(i["x"]))},),
+        _sample_sort, refuse=_has_tie),
+    4: _restated(
+        "stable_sort", adjacent_swaps, _adjacent_swaps,
+        f"""Give `swaps`, the smallest number of exchanges of two neighbouring elements that turns `x`
+            into {_STABLE_ORDER}.""",
+        lambda i: ({"swaps": PY_INT},), _sample_sort, refuse=_needs_swaps),
+    5: _restated(
+        "stable_sort", any_swaps, _any_swaps,
+        f"""Elements are tracked by their original index. Give `order`, the original indices listed in
+            {_STABLE_ORDER}, and `swaps`, the smallest number of exchanges of two elements (any two
+            positions, not only neighbours) that rearranges x into exactly that order of original
+            indices.""",
+        lambda i: ({"swaps": PY_INT, "order": i64(*_dims(i["x"]))},), _sample_sort, refuse=_needs_swaps),
+}, levels="L1 a stable descending sort, named; L2 the order described by its tie rule; L3 average and "
+          "dense ranks of tied values; L4 the fewest neighbour exchanges to the stable order (inversions, "
+          "ties not counted); L5 the fewest arbitrary exchanges (the cycle structure of the order)")
 
 
 # ------------------------------------------------------------------------------------ the table
