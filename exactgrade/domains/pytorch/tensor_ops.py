@@ -1807,6 +1807,271 @@ STABLE_SORT = laddered(STABLE_SORT, {
           "dense ranks of tied values; L4 the fewest neighbour exchanges to the stable order (inversions, "
           "ties not counted); L5 the fewest arbitrary exchanges (the cycle structure of the order)")
 
+# top_and_kth L3: the spread between the top three and the second smallest, then the widest row ----
+def top_gap(x):
+    import torch
+
+    gap = torch.topk(x, 3, dim=1).values.mean(dim=1) - torch.kthvalue(x, 2, dim=1).values
+    return {"rows": [{"gap": gap, "widest_row": int(gap.argmax())}]}
+
+
+def _gaps(v):
+    return [mean(sorted(row, reverse=True)[:3]) - sorted(row)[1] for row in v]
+
+
+def _top_gap(x):
+    gaps = _gaps(values(x))
+    return [{"gap": ExactTensor.of("float32", gaps), "widest_row": gaps.index(max(gaps))}]
+
+
+def _gap_unique(inputs: Inputs) -> str | None:
+    gaps = _gaps(values(inputs["x"]))
+    if gaps.count(max(gaps)) > 1:
+        return "two rows share the widest gap: the row index would be ambiguous"
+    return _rows_without_ties(inputs)
+
+
+def _widest_first(inputs: Inputs) -> str | None:
+    gaps = _gaps(values(inputs["x"]))
+    return "the first row has the widest gap: widest_row is 0" if gaps.index(max(gaps)) == 0 else None
+
+
+# top_and_kth L4: the fewest largest values of every row that reach a total -----------------------
+def fewest_for_total(x, total):
+    import torch
+
+    ordered = torch.sort(x, dim=1, descending=True).values.cumsum(dim=1)
+    for k in range(1, x.shape[1] + 1):
+        if bool((ordered[:, k - 1] >= total).all()):
+            return {"rows": [{"k": k}]}
+    return {"rows": [{"k": -1}]}
+
+
+def _fewest_for_total(x, total):
+    v = values(x)
+    for k in range(1, len(v[0]) + 1):
+        if all(sum(sorted(row, reverse=True)[:k]) >= Fraction(total) for row in v):
+            return [{"k": k}]
+    return [{"k": -1}]
+
+
+def _sample_fewest(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 0), (5, 4), -4, 6, 2)(draw, level)["x"]
+    best = min(max(sum(sorted(row, reverse=True)[:k]) for k in range(1, len(row) + 1)) for row in values(x))
+    return {"x": x, "total": float(draw.dyadic(1, best + 2, 2))}
+
+
+def _k_none(task) -> bool:
+    return task.expected["rows"][0]["k"] == -1
+
+
+# top_and_kth L5: route every row to its two largest columns --------------------------------------
+def top_two_routing(x):
+    import torch
+
+    top = torch.topk(x, 2, dim=1)
+    gates = torch.zeros_like(x).scatter(1, top.indices, torch.softmax(top.values, dim=1))
+    return {"rows": [{"gates": gates, "load": (gates > 0).sum(dim=0)}]}
+
+
+def _top_two_routing(x):
+    gates, load = [], [0] * x.shape[1]
+    for row in values(x):
+        first, second = sorted(range(len(row)), key=lambda j: -row[j])[:2]
+        weights = _softmax_row([row[first], row[second]])
+        line = [mpmath.mpf(0)] * len(row)
+        line[first], line[second] = weights
+        load[first] += 1
+        load[second] += 1
+        gates.append(line)
+    return [{"gates": ExactTensor.of("float32", gates), "load": ExactTensor.of("int64", load)}]
+
+
+TOP_AND_KTH = laddered(TOP_AND_KTH, {
+    2: _restated(
+        "top_and_kth", top_and_kth, _top_and_kth,
+        """For each row of `x` (one answer row per row of x, in order), give the three largest values
+            in descending order (`top_values`) with their column indices (`top_indices`), and the
+            second-smallest value of the row (`second_smallest`: the value that comes second when the row
+            is arranged in increasing order) with its column index (`second_smallest_index`).""",
+        lambda i: tuple({"top_values": f32(3), "top_indices": i64(3), "second_smallest": PY_FLOAT,
+                         "second_smallest_index": PY_INT} for _ in range(i["x"].shape[0])),
+        _sample_matrix((2, 0), (5, 4), -4, 6, 2), refuse=_rows_without_ties,
+        zero_reason=_second_smallest_in_column_zero),
+    3: _restated(
+        "top_and_kth", top_gap, _top_gap,
+        """For each row of `x`, let its gap be the mean of its three largest values minus the value that
+            comes second when the row is arranged in increasing order. Give `gap`, one per row, and
+            `widest_row`, the index of the row with the largest gap.""",
+        lambda i: ({"gap": f32(i["x"].shape[0]), "widest_row": PY_INT},),
+        _sample_matrix((2, 0), (5, 4), -4, 6, 2), refuse=_gap_unique, zero_reason=_widest_first),
+    4: _restated(
+        "top_and_kth", fewest_for_total, _fewest_for_total,
+        """Give `k`, the smallest k >= 1 such that in every row of `x` the sum of the row's k largest
+            values is at least `total`, or -1 if no k up to the row length works.""",
+        lambda i: ({"k": PY_INT},), _sample_fewest),
+    5: _restated(
+        "top_and_kth", top_two_routing, _top_two_routing,
+        """Each row of `x` scores one input against the columns (experts). Route every row to its two
+            highest-scoring columns: their weights are e^(score) of each of the two divided by the sum of
+            e^(score) over those two; every other column of the row gets weight 0. Give `gates`, the
+            weights (same shape as x), and `load`, for each column the number of rows routed to it (an
+            int64 vector).""",
+        lambda i: ({"gates": f32(*_dims(i["x"])), "load": i64(i["x"].shape[1])},),
+        _sample_matrix((2, 2), (5, 4), -4, 6, 2), refuse=_rows_without_ties),
+}, levels="L1 topk and kthvalue named; L2 the same order statistics described; L3 a gap between order "
+          "statistics, then the widest row; L4 the fewest largest values of every row reaching a total, "
+          "or -1; L5 top-two routing with renormalised weights and per-column load, described not named",
+   branches=(Branch("no k reaches the total", _k_none, Fraction(1, 10), (4,)),))
+
+
+# stack_and_concatenate L3: rows of a and b interleaved, then a diagonal walk ----------------------
+def interleaved_walk(a, b):
+    import torch
+
+    rows = torch.stack([a, b], dim=1).reshape(-1, a.shape[1])
+    picks = rows[torch.arange(rows.shape[0]), torch.arange(rows.shape[0]) % a.shape[1]]
+    return {"rows": [{"walk": picks, "total": int(picks.sum())}]}
+
+
+def _interleaved_walk(a, b):
+    rows = [r for pair in zip(values(a), values(b), strict=True) for r in pair]
+    picks = [row[i % len(row)] for i, row in enumerate(rows)]
+    return [{"walk": ExactTensor.of("int64", picks), "total": sum(picks)}]
+
+
+# stack_and_concatenate L4: which join produced the target ----------------------------------------
+def which_join(a, b, target):
+    import torch
+
+    flat = target.reshape(-1)
+    candidates = [torch.cat([a, b], dim=0), torch.cat([a, b], dim=1), torch.stack([a, b], dim=0),
+                  torch.stack([a, b], dim=1), torch.stack([a, b], dim=2)]
+    for number, joined in enumerate(candidates, start=1):
+        if torch.equal(joined.reshape(-1), flat):
+            return {"rows": [{"join": number}]}
+    return {"rows": [{"join": -1}]}
+
+
+def _joins(va, vb):
+    by_blocks = [e for row in va for e in row] + [e for row in vb for e in row]
+    by_rows = [e for ra, rb in zip(va, vb, strict=True) for e in ra + rb]
+    by_elements = [e for ra, rb in zip(va, vb, strict=True) for pair in zip(ra, rb, strict=True) for e in pair]
+    return [by_blocks, by_rows, by_blocks, by_rows, by_elements]
+
+
+def _which_join(a, b, target):
+    flat = [e for row in values(target) for e in row]
+    for number, joined in enumerate(_joins(values(a), values(b)), start=1):
+        if joined == flat:
+            return [{"join": number}]
+    return [{"join": -1}]
+
+
+def _sample_which_join(draw: Draw, level: int) -> dict:
+    inputs = _sample_two_int_matrices(draw, level)
+    r, c = inputs["a"].shape
+    joined = list(draw.choice(_joins(values(inputs["a"]), values(inputs["b"]))))
+    if draw.chance(1, 4):
+        i, j = draw.sample(range(len(joined)), 2)
+        joined[i], joined[j] = joined[j], joined[i]
+    shape = draw.choice(((2 * r, c), (r, 2 * c), (2, r * c)))
+    return {**inputs, "target": tensor("int64", reshape(joined, shape))}
+
+
+def _join_none(task) -> bool:
+    return task.expected["rows"][0]["join"] == -1
+
+
+def _distinct_joins(inputs: Inputs) -> str | None:
+    flat = [e for row in values(inputs["a"]) + values(inputs["b"]) for e in row]
+    if first_duplicate(flat) is not None:
+        return "a and b repeat a value: a swapped target could still match a join"
+    return None
+
+
+# stack_and_concatenate L5: repeated perfect interleaving until the sequence returns ---------------
+def riffle_period(a, b):
+    import torch
+
+    start = torch.cat([a.reshape(-1), b.reshape(-1)])
+    half = start.numel() // 2
+    current, period = start, 0
+    while True:
+        current = torch.stack([current[:half], current[half:]], dim=1).reshape(-1)
+        period += 1
+        if period == 1:
+            once = current
+        if torch.equal(current, start):
+            return {"rows": [{"once": once, "period": period}]}
+
+
+def _riffle_period(a, b):
+    start = [e for row in values(a) for e in row] + [e for row in values(b) for e in row]
+    half = len(start) // 2
+    current, period, once = start, 0, None
+    while True:
+        current = [e for pair in zip(current[:half], current[half:], strict=True) for e in pair]
+        period += 1
+        once = once or current
+        if current == start:
+            return [{"once": ExactTensor.of("int64", once), "period": period}]
+
+
+def _sample_riffle(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(2, 1 + level), draw.integer(2, 2 + level))
+    n = shape[0] * shape[1]
+    bound = 20 * level + 40
+    a = [draw.integer(-bound, bound) for _ in range(n)]
+    b = [draw.choice(a) if draw.chance(1, 3) else draw.integer(-bound, bound) for _ in range(n)]
+    return {"a": tensor("int64", reshape(a, shape)), "b": tensor("int64", reshape(b, shape))}
+
+
+STACK_AND_CONCATENATE = laddered(STACK_AND_CONCATENATE, {
+    2: _restated(
+        "stack_and_concatenate", stack_and_concatenate, _stack_and_concatenate,
+        lambda i: f"""`a` and `b` are int64 matrices of shape {shape_text(i["a"].shape)} = (R, C). Give
+            `stacked`, of shape (R, 2, C), with stacked[i, 0, j] = a[i, j] and stacked[i, 1, j] = b[i, j];
+            `concatenated`, of shape (R, 2C), with a[i, j] at column j and b[i, j] at column C + j of row
+            i; and `interleaved`, of shape (R, 2C), with a[i, j] at column 2j and b[i, j] at column 2j + 1
+            of row i.""",
+        lambda i: ({"stacked": i64(i["a"].shape[0], 2, i["a"].shape[1]),
+                    "concatenated": i64(i["a"].shape[0], 2 * i["a"].shape[1]),
+                    "interleaved": i64(i["a"].shape[0], 2 * i["a"].shape[1])},),
+        _sample_two_int_matrices),
+    3: _restated(
+        "stack_and_concatenate", interleaved_walk, _interleaved_walk,
+        lambda i: f"""Form the matrix M whose rows are a[0], b[0], a[1], b[1], ... (the rows of `a` and `b`
+            alternating, {2 * i["a"].shape[0]} rows of {i["a"].shape[1]}). Give `walk`, the int64 vector
+            whose element r is M[r, r mod {i["a"].shape[1]}] for every row r of M, and `total`, the sum of
+            walk.""",
+        lambda i: ({"walk": i64(2 * i["a"].shape[0]), "total": PY_INT},), _sample_two_int_matrices),
+    4: _restated(
+        "stack_and_concatenate", which_join, _which_join,
+        lambda i: f"""`a` and `b` have shape {shape_text(i["a"].shape)} = (R, C). The candidate joins are:
+            1, the rows of b below the rows of a (shape (2R, C)); 2, each row of b appended to the right of
+            the same row of a (shape (R, 2C)); 3, a and b as the two entries of a new first axis (shape (2,
+            R, C)); 4, a new axis placed second, so that entry [i, 0, j] is a[i, j] and [i, 1, j] is b[i, j]
+            (shape (R, 2, C)); 5, a new last axis, so that entry [i, j, 0] is a[i, j] and [i, j, 1] is b[i, j]
+            (shape (R, C, 2)). Give `join`, the number of the first candidate whose elements, read in
+            row-major order (last index fastest), equal those of `target` read the same way, or -1 if no
+            candidate's do.""",
+        lambda i: ({"join": PY_INT},), _sample_which_join, refuse=_distinct_joins),
+    5: _restated(
+        "stack_and_concatenate", riffle_period, _riffle_period,
+        lambda i: f"""Let s be the sequence of the elements of `a` in row-major order followed by those of
+            `b` in row-major order ({2 * len(i["a"].data)} elements). One shuffle splits the current
+            sequence into its first and second halves and interleaves them: first element of the first
+            half, first of the second half, second of the first half, second of the second half, and so
+            on. Give `once`, the sequence after one shuffle of s (an int64 vector), and `period`, the
+            smallest number of shuffles, starting from s, after which the sequence of values equals s
+            again.""",
+        lambda i: ({"once": i64(2 * len(i["a"].data)), "period": PY_INT},), _sample_riffle),
+}, levels="L1 stack and cat named; L2 the joins given by their index maps; L3 rows interleaved and walked "
+          "(intermediate not asked); L4 which of five joins produced a target, by memory order, or -1; "
+          "L5 a perfect shuffle and its period on the values, described not named",
+   branches=(Branch("no join produces the target", _join_none, Fraction(1, 10), (4,)),))
+
 
 # ------------------------------------------------------------------------------------ the table
 FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
