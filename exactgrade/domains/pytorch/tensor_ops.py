@@ -2072,6 +2072,247 @@ STACK_AND_CONCATENATE = laddered(STACK_AND_CONCATENATE, {
           "L5 a perfect shuffle and its period on the values, described not named",
    branches=(Branch("no join produces the target", _join_none, Fraction(1, 10), (4,)),))
 
+# batched_products L3: squared Frobenius norms and the grand total --------------------------------
+def product_summary(a, b):
+    gram = a @ a.transpose(1, 2)
+    return {"rows": [{"traces": gram.diagonal(dim1=1, dim2=2).sum(dim=1), "total": float((a @ b).sum())}]}
+
+
+def _product_summary(a, b):
+    va, vb = values(a), values(b)
+    return [{"traces": ExactTensor.of("float32", [sum((e * e for row in m for e in row), Fraction(0)) for m in va]),
+             "total": sum((e for m in va for row in matmul(m, vb) for e in row), Fraction(0))}]
+
+
+# batched_products L4: the batch element whose product is largest ---------------------------------
+def largest_product(a, b):
+    norms = ((a @ b) ** 2).sum(dim=(1, 2))
+    best = int(norms.argmax())
+    return {"rows": [{"best": best, "squared_norm": float(norms[best])}]}
+
+
+def _product_norms(va, vb):
+    return [sum((e * e for row in matmul(m, vb) for e in row), Fraction(0)) for m in va]
+
+
+def _largest_product(a, b):
+    norms = _product_norms(values(a), values(b))
+    best = norms.index(max(norms))
+    return [{"best": best, "squared_norm": norms[best]}]
+
+
+def _largest_unique(inputs: Inputs) -> str | None:
+    norms = _product_norms(values(inputs["a"]), values(inputs["b"]))
+    if norms.count(max(norms)) > 1:
+        return "two batch elements tie for the largest product: the index would be ambiguous"
+    return None
+
+
+def _largest_first(inputs: Inputs) -> str | None:
+    norms = _product_norms(values(inputs["a"]), values(inputs["b"]))
+    return "the first batch element is the largest: best is 0" if norms.index(max(norms)) == 0 else None
+
+
+# batched_products L5: three steps of max-normalised power iteration on each Gram matrix -----------
+def gram_power_iteration(a):
+    import torch
+
+    gram = a @ a.transpose(1, 2)
+    v = torch.ones(a.shape[0], a.shape[1], 1)
+    for _ in range(3):
+        w = gram @ v
+        scale = w.abs().amax(dim=1, keepdim=True)
+        v = w / scale
+    return {"rows": [{"vector": v.squeeze(2), "scale": scale.reshape(-1)}]}
+
+
+def _power_steps(va):
+    vectors, scales = [], []
+    for m in va:
+        gram = matmul(m, transpose(m))
+        v = [Fraction(1)] * len(gram)
+        for _ in range(3):
+            w = [sum((g * e for g, e in zip(row, v, strict=True)), Fraction(0)) for row in gram]
+            scale = max(abs(e) for e in w)
+            v = [e / scale for e in w]
+        vectors.append(v)
+        scales.append(scale)
+    return vectors, scales
+
+
+def _gram_power_iteration(a):
+    vectors, scales = _power_steps(values(a))
+    return [{"vector": ExactTensor.of("float32", vectors), "scale": ExactTensor.of("float32", scales)}]
+
+
+def _power_well_scaled(inputs: Inputs) -> str | None:
+    vectors, _ = _power_steps(values(inputs["a"]))
+    if any(abs(e) < Fraction(1, 16) for v in vectors for e in v):
+        return "an iterate element is within 1/16 of zero: its float32 error would use much of the tolerance"
+    return None
+
+
+def _sample_power(draw: Draw, level: int) -> dict:
+    batch, m, k = draw.integer(2, 1 + max(level, 2)), draw.integer(2, 2 + level), draw.integer(2, 2 + level)
+    return {"a": dyadic_tensor(draw, (batch, m, k), -3, 3, 2)}
+
+
+BATCHED_PRODUCTS = laddered(BATCHED_PRODUCTS, {
+    2: _restated(
+        "batched_products", batched_products, _batched_products,
+        lambda i: f"""`a` has shape {shape_text(i["a"].shape)} = (B, M, K) and `b` has shape
+            {shape_text(i["b"].shape)} = (K, N). Give `product`, of shape (B, M, N), with product[t, i, j] =
+            sum over l of a[t, i, l] * b[l, j]; and `gram`, of shape (B, M, M), with gram[t, i, j] = sum
+            over l of a[t, i, l] * a[t, j, l].""",
+        lambda i: ({"product": f32(i["a"].shape[0], i["a"].shape[1], i["b"].shape[1]),
+                    "gram": f32(i["a"].shape[0], i["a"].shape[1], i["a"].shape[1])},), _sample_batched),
+    3: _restated(
+        "batched_products", product_summary, _product_summary,
+        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t of shape {i["a"].shape[1]}x{i["a"].shape[2]}
+            and `b` a {i["b"].shape[0]}x{i["b"].shape[1]} matrix. Give `traces`, for every t the trace of
+            A_t times its own transpose, and `total`, the sum of all elements of all the matrix products
+            A_t b.""",
+        lambda i: ({"traces": f32(i["a"].shape[0]), "total": PY_FLOAT},), _sample_batched),
+    4: _restated(
+        "batched_products", largest_product, _largest_product,
+        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t and `b` one matrix. Give `best`, the
+            index t whose matrix product A_t b has the largest sum of squared elements, and
+            `squared_norm`, that sum.""",
+        lambda i: ({"best": PY_INT, "squared_norm": PY_FLOAT},), _sample_batched, refuse=_largest_unique,
+        zero_reason=_largest_first),
+    5: _restated(
+        "batched_products", gram_power_iteration, _gram_power_iteration,
+        lambda i: f"""For each of the {i["a"].shape[0]} matrices A_t of `a` (shape
+            {i["a"].shape[1]}x{i["a"].shape[2]}), let G be A_t times its own transpose. Start from the vector
+            v of {i["a"].shape[1]} ones and repeat three times: w = G v, s = the largest absolute value of an
+            element of w, v = w / s. Give `vector`, the final v of every t (one row per t), and `scale`,
+            the final s of every t.""",
+        lambda i: ({"vector": f32(i["a"].shape[0], i["a"].shape[1]), "scale": f32(i["a"].shape[0])},),
+        _sample_power, refuse=_power_well_scaled),
+}, levels="L1 the batched product and Gram matrix named; L2 both by their index sums; L3 traces and a "
+          "grand total of the products (intermediates not asked); L4 the batch element with the largest "
+          "product; L5 three steps of max-normalised power iteration on every Gram matrix")
+
+
+# normalise L3: the most similar other row by cosine ----------------------------------------------
+def nearest_rows(x):
+    import torch
+    import torch.nn.functional as F
+
+    unit = F.normalize(x, dim=1)
+    similarity = unit @ unit.T - 3 * torch.eye(x.shape[0])
+    best = similarity.max(dim=1)
+    return {"rows": [{"nearest": best.indices, "similarity": best.values}]}
+
+
+def _cosines(v):
+    norms = [mpmath.sqrt(hp(sum((e * e for e in row), Fraction(0)))) for row in v]
+    return [[mpmath.fsum(hp(p) * hp(q) for p, q in zip(v[i], v[j], strict=True)) / (norms[i] * norms[j])
+             if i != j else mpmath.mpf(-3) for j in range(len(v))] for i in range(len(v))]
+
+
+def _nearest_rows(x):
+    cos = _cosines(values(x))
+    best = [row.index(max(row)) for row in cos]
+    return [{"nearest": ExactTensor.of("int64", best),
+             "similarity": ExactTensor.of("float32", [row[j] for row, j in zip(cos, best, strict=True)])}]
+
+
+def _nearest_clear(inputs: Inputs) -> str | None:
+    for row in _cosines(values(inputs["x"])):
+        top = sorted(row, reverse=True)
+        if top[0] - top[1] < mpmath.mpf("1e-4"):
+            return "two rows are almost equally similar to a third: the index would hinge on rounding"
+    return _nonzero_lines(inputs)
+
+
+def _nonzero_lines(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    if any(all(e == 0 for e in row) for row in v) or any(all(e == 0 for e in c) for c in transpose(v)):
+        return "a zero row or column has no direction to normalise"
+    return None
+
+
+# normalise L4: the smallest integer p whose norm of every row stays under a bound ----------------
+def smallest_norm_order(x, bound):
+    for p in range(1, 9):
+        if bool((x.double().abs().pow(p).sum(dim=1) <= bound ** p).all()):
+            return {"rows": [{"p": p}]}
+    return {"rows": [{"p": -1}]}
+
+
+def _smallest_norm_order(x, bound):
+    v, b = values(x), Fraction(bound)
+    for p in range(1, 9):
+        if all(sum((abs(e) ** p for e in row), Fraction(0)) <= b ** p for row in v):
+            return [{"p": p}]
+    return [{"p": -1}]
+
+
+def _sample_norm_bound(draw: Draw, level: int) -> dict:
+    x = _sample_normalise(draw, level)["x"]
+    largest = max(abs(e) for row in values(x) for e in row)
+    return {"x": x, "bound": float(draw.dyadic(largest - Fraction(1, 4), largest * 2, 2))}
+
+
+def _p_none(task) -> bool:
+    return task.expected["rows"][0]["p"] == -1
+
+
+def _p_not_one(task) -> str | None:
+    return "the bound already holds for the sum of absolute values" if task.expected["rows"][0]["p"] == 1 else None
+
+
+# normalise L5: alternate row and column scaling of the magnitudes --------------------------------
+def alternate_scaling(x):
+    m = x.abs() + 0.25
+    for _ in range(3):
+        m = m / m.sum(dim=1, keepdim=True)
+        m = m / m.sum(dim=0, keepdim=True)
+    return {"rows": [{"scaled": m, "row_sums": m.sum(dim=1)}]}
+
+
+def _alternate_scaling(x):
+    m = [[abs(e) + Fraction(1, 4) for e in row] for row in values(x)]
+    for _ in range(3):
+        m = [[e / sum(row) for e in row] for row in m]
+        sums = [sum(c) for c in transpose(m)]
+        m = [[e / sums[j] for j, e in enumerate(row)] for row in m]
+    return [{"scaled": ExactTensor.of("float32", m), "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
+
+
+NORMALISE = laddered(NORMALISE, {
+    2: _restated(
+        "normalise", normalise, _normalise,
+        """Give `rows_unit_l2`, each row of `x` divided by the square root of the sum of the squares of
+            its elements, and `columns_unit_l1`, each column of x divided by the sum of the absolute values
+            of its elements.""",
+        lambda i: ({"rows_unit_l2": f32(*_dims(i["x"])), "columns_unit_l1": f32(*_dims(i["x"]))},),
+        _sample_normalise),
+    3: _restated(
+        "normalise", nearest_rows, _nearest_rows,
+        """Compare the rows of `x` by the cosine of the angle between them (their dot product divided
+            by the product of their Euclidean lengths). For each row, give in `nearest` the index of the
+            other row (never itself) with the largest cosine, and in `similarity` that cosine.""",
+        lambda i: ({"nearest": i64(i["x"].shape[0]), "similarity": f32(i["x"].shape[0])},),
+        _sample_normalise, refuse=_nearest_clear),
+    4: _restated(
+        "normalise", smallest_norm_order, _smallest_norm_order,
+        """For an integer p >= 1, the p-norm of a row is (sum of |element|^p over the row)^(1/p). Give
+            `p`, the smallest integer p from 1 to 8 for which the p-norm of every row of `x` is at most
+            `bound`, or -1 if none of them is.""",
+        lambda i: ({"p": PY_INT},), _sample_norm_bound, refuse=_nonzero_lines, reject=_p_not_one),
+    5: _restated(
+        "normalise", alternate_scaling, _alternate_scaling,
+        """Let M be the matrix of |x| + 0.25 (elementwise). Repeat three times: divide every row of M by
+            its sum, then divide every column of the result by its sum. Give `scaled`, the final M, and
+            `row_sums`, the sums of its rows.""",
+        lambda i: ({"scaled": f32(*_dims(i["x"])), "row_sums": f32(i["x"].shape[0])},), _sample_normalise),
+}, levels="L1 F.normalize named; L2 the two normalisations described; L3 cosine similarity between rows, "
+          "then the nearest other row; L4 the smallest integer p whose p-norm of every row stays under a "
+          "bound, or -1; L5 alternating row/column scaling (three rounds), described not named",
+   branches=(Branch("no p up to 8", _p_none, Fraction(1, 10), (4,)),))
+
 
 # ------------------------------------------------------------------------------------ the table
 FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
