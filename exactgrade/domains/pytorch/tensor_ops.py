@@ -2313,6 +2313,280 @@ NORMALISE = laddered(NORMALISE, {
           "bound, or -1; L5 alternating row/column scaling (three rounds), described not named",
    branches=(Branch("no p up to 8", _p_none, Fraction(1, 10), (4,)),))
 
+# running_statistics L3: the deepest fall of the running total below its running peak --------------
+def deepest_fall(x):
+    import torch
+
+    path = torch.cumsum(x, dim=1)
+    fall = torch.cummax(path, dim=1).values - path
+    deepest = fall.max(dim=1)
+    return {"rows": [{"fall": deepest.values, "at": deepest.indices}]}
+
+
+def _falls(v):
+    out = []
+    for row in v:
+        total, peak, falls = Fraction(0), None, []
+        for e in row:
+            total += e
+            peak = total if peak is None else max(peak, total)
+            falls.append(peak - total)
+        out.append(falls)
+    return out
+
+
+def _deepest_fall(x):
+    falls = _falls(values(x))
+    return [{"fall": ExactTensor.of("float32", [max(f) for f in falls]),
+             "at": ExactTensor.of("int64", [f.index(max(f)) for f in falls])}]
+
+
+def _fall_unique(inputs: Inputs) -> str | None:
+    for r, f in enumerate(_falls(values(inputs["x"]))):
+        if max(f) == 0:
+            return f"row {r} never falls below its running peak"
+        if f.count(max(f)) > 1:
+            return f"row {r} reaches its deepest fall twice: the position would be ambiguous"
+    return None
+
+
+# running_statistics L4: the first position where the running mean passes a level -----------------
+def first_mean_above(x, level):
+    import torch
+
+    running = torch.cumsum(x, dim=1) / torch.arange(1, x.shape[1] + 1)
+    above = running > level
+    return {"rows": [{"first": torch.where(above.any(dim=1), above.int().argmax(dim=1), torch.tensor(-1))}]}
+
+
+def _first_mean_above(x, level):
+    out = []
+    for row in values(x):
+        total, found = Fraction(0), -1
+        for j, e in enumerate(row):
+            total += e
+            if total / (j + 1) > Fraction(level):
+                found = j
+                break
+        out.append(found)
+    return [{"first": ExactTensor.of("int64", out)}]
+
+
+def _sample_mean_level(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (5, 1), -3, 3, 3)(draw, level)["x"]
+    return {"x": x, "level": float(draw.dyadic(-1, 2, 3))}
+
+
+def _first_none(task) -> bool:
+    return -1 in task.expected["rows"][0]["first"].data
+
+
+def _mean_level_clear(inputs: Inputs) -> str | None:
+    level = Fraction(inputs["level"])
+    for row in values(inputs["x"]):
+        total = Fraction(0)
+        for j, e in enumerate(row):
+            total += e
+            if abs(total / (j + 1) - level) < Fraction(1, 2**20):
+                return "a running mean sits on the level: the float32 division would decide it"
+    return None
+
+
+# running_statistics L5: the contiguous run with the largest sum ----------------------------------
+def best_run(x):
+    import torch
+
+    sums, spans = [], []
+    for row in x.tolist():
+        best, span = None, None
+        for start in range(len(row)):
+            total = 0.0
+            for end in range(start, len(row)):
+                total += row[end]
+                if best is None or total > best:
+                    best, span = total, [start, end]
+        sums.append(best)
+        spans.append(span)
+    return {"rows": [{"best_sum": torch.tensor(sums), "span": torch.tensor(spans)}]}
+
+
+def _best_run(x):
+    sums, spans = [], []
+    for row in values(x):
+        best, span = None, None
+        for start in range(len(row)):
+            for end in range(start, len(row)):
+                total = sum(row[start:end + 1], Fraction(0))
+                if best is None or total > best:
+                    best, span = total, [start, end]
+        sums.append(best)
+        spans.append(span)
+    return [{"best_sum": ExactTensor.of("float32", sums), "span": ExactTensor.of("int64", spans)}]
+
+
+def _best_run_unique(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        totals = [sum(row[s:e + 1], Fraction(0)) for s in range(len(row)) for e in range(s, len(row))]
+        if max(totals) <= 0:
+            return f"row {r} has no positive run"
+    return None
+
+
+RUNNING_STATISTICS = laddered(RUNNING_STATISTICS, {
+    2: _restated(
+        "running_statistics", running_statistics, _running_statistics,
+        """Along each row of `x`, for every position j give: `cumsum`, the sum of the row's elements at
+            positions 0 to j; `cumprod`, their product; `running_max`, their largest value; and
+            `running_max_index`, the position (0 to j) at which that largest value occurs.""",
+        lambda i: ({"cumsum": f32(*_dims(i["x"])), "cumprod": f32(*_dims(i["x"])),
+                    "running_max": f32(*_dims(i["x"])), "running_max_index": i64(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (5, 1), -3, 3, 3), refuse=_cummax_without_ties),
+    3: _restated(
+        "running_statistics", deepest_fall, _deepest_fall,
+        """Read each row of `x` as daily changes of a balance that starts at 0: the balance after day j
+            is the sum of the changes of days 0 to j. For each row, give `fall`, the largest amount by which
+            the balance after some day is below the highest balance reached after any day up to and
+            including it, and `at`, the day (0-based) on which that largest fall is reached.""",
+        lambda i: ({"fall": f32(i["x"].shape[0]), "at": i64(i["x"].shape[0])},),
+        _sample_matrix((2, 1), (5, 1), -3, 3, 3), refuse=_fall_unique),
+    4: _restated(
+        "running_statistics", first_mean_above, _first_mean_above,
+        """For each row of `x`, give the first position j (0-based) at which the mean of the row's
+            elements at positions 0 to j is strictly greater than `level`, or -1 if there is none; `first`
+            is the int64 vector of these positions, one per row.""",
+        lambda i: ({"first": i64(i["x"].shape[0])},), _sample_mean_level, refuse=_mean_level_clear,
+        reject=_not_constant("first")),
+    5: _restated(
+        "running_statistics", best_run, _best_run,
+        """For each row of `x`, find the contiguous non-empty run of positions start..end (inclusive)
+            whose elements have the largest sum; if several runs share that sum, take the one with the
+            smallest start, and among those the smallest end. Give `best_sum`, the sum per row, and `span`,
+            the [start, end] of each row's run (one row of two int64 numbers per row of x).""",
+        lambda i: ({"best_sum": f32(i["x"].shape[0]), "span": i64(i["x"].shape[0], 2)},),
+        _sample_matrix((2, 1), (5, 1), -3, 3, 3), refuse=_best_run_unique),
+}, levels="L1 cumsum, cumprod and cummax named; L2 the running quantities described; L3 the deepest fall "
+          "of a running total below its running peak; L4 the first position where the running mean "
+          "passes a level, or -1; L5 the contiguous run with the largest sum, with a stated tie rule",
+   branches=(Branch("a row never passes the level", _first_none, Fraction(1, 10), (4,)),))
+
+
+# casts_and_wraparound L3: quantise to int8 with a scale, then the worst error ---------------------
+def quantise_int8(x, scale):
+    import torch
+
+    q = torch.clamp(torch.round(x / scale), -128, 127)
+    return {"rows": [{"q": q.to(torch.int64), "max_error": float((x - q * scale).abs().max())}]}
+
+
+def _quantise_int8(x, scale):
+    s = Fraction(scale)
+    qs = [min(max(round(e / s), -128), 127) for e in values(x)]
+    return [{"q": ExactTensor.of("int64", qs),
+             "max_error": max(abs(e - q * s) for e, q in zip(values(x), qs, strict=True))}]
+
+
+def _sample_quantise(draw: Draw, level: int) -> dict:
+    x = _sample_casts(draw, level)["x"]
+    return {"x": x, "scale": draw.choice((0.0625, 0.046875, 0.09375, 0.03125))}
+
+
+def _quantise_clips_and_ties(inputs: Inputs) -> str | None:
+    s = Fraction(inputs["scale"])
+    ratios = [e / s for e in values(inputs["x"])]
+    if not any(abs(r) > 128 for r in ratios):
+        return "no element leaves the int8 range: the saturation would not be tested"
+    return None
+
+
+# casts_and_wraparound L4: the smallest added constant that wraps enough elements -----------------
+def smallest_wrapping_add(u, wraps):
+    import torch
+
+    for k in range(1, 256):
+        if int(((u + k) < u).sum()) >= wraps:
+            return {"rows": [{"k": k, "wrapped": u + torch.tensor(k, dtype=torch.uint8)}]}
+    return {"rows": [{"k": -1, "wrapped": u}]}
+
+
+def _smallest_wrapping_add(u, wraps):
+    vu = values(u)
+    for k in range(1, 256):
+        if sum(1 for e in vu if e + k > 255) >= wraps:
+            return [{"k": k, "wrapped": ExactTensor.of("uint8", [(e + k) % 256 for e in vu])}]
+    return [{"k": -1, "wrapped": ExactTensor.of("uint8", vu)}]
+
+
+def _sample_wraps(draw: Draw, level: int) -> dict:
+    u = values(_sample_casts(draw, level)["u"])
+    return {"u": tensor("uint8", u), "wraps": draw.integer(2, max(2, len(u) - 1))}
+
+
+def _wrap_needs_search(inputs: Inputs) -> str | None:
+    if sum(1 for e in values(inputs["u"]) if e > 0) < inputs["wraps"]:
+        return "fewer non-zero elements than wraps asked: no constant wraps enough"
+    return None
+
+
+# casts_and_wraparound L5: a two-sum byte checksum of the rounded values --------------------------
+def byte_checksum(x, u):
+    import torch
+
+    data = torch.cat([u.to(torch.int64), torch.round(x).to(torch.int64) % 256])
+    low, high = 0, 0
+    for byte in data.tolist():
+        low = (low + byte) % 255
+        high = (high + low) % 255
+    return {"rows": [{"bytes": data, "checksum": high * 256 + low}]}
+
+
+def _byte_checksum(x, u):
+    data = list(values(u)) + [round(e) % 256 for e in values(x)]
+    low = high = 0
+    for byte in data:
+        low = (low + byte) % 255
+        high = (high + low) % 255
+    return [{"bytes": ExactTensor.of("int64", data), "checksum": high * 256 + low}]
+
+
+CASTS_AND_WRAPAROUND = laddered(CASTS_AND_WRAPAROUND, {
+    2: _restated(
+        "casts_and_wraparound", casts_and_wraparound, _casts_and_wraparound,
+        """Give `truncated`, each element of `x` with its fractional part dropped (toward zero), as
+            int64; `rounded`, each element rounded to the nearest integer, halves going to the even
+            neighbour, as float32; `floored`, the largest integer not above each element, as int64;
+            `wrapped`, each element of the uint8 tensor `u` plus 10, reduced modulo 256, as uint8; and
+            `total`, the exact sum of the elements of u as a 0-d int64 tensor.""",
+        lambda i: ({"truncated": i64(*_dims(i["x"])), "rounded": f32(*_dims(i["x"])),
+                    "floored": i64(*_dims(i["x"])), "wrapped": TensorSpec("uint8", _dims(i["u"])),
+                    "total": i64()},), _sample_casts, refuse=_some_wrap),
+    3: _restated(
+        "casts_and_wraparound", quantise_int8, _quantise_int8,
+        """Quantise `x` to signed 8-bit codes with step `scale`: the code of an element e is e / scale
+            rounded to the nearest integer (halves to the even neighbour), then limited to the range -128
+            to 127. Give `q`, the codes as an int64 tensor, and `max_error`, the largest |e - code*scale|
+            over the elements.""",
+        lambda i: ({"q": i64(*_dims(i["x"])), "max_error": PY_FLOAT},), _sample_quantise,
+        refuse=_quantise_clips_and_ties),
+    4: _restated(
+        "casts_and_wraparound", smallest_wrapping_add, _smallest_wrapping_add,
+        """Adding a constant k to the uint8 tensor `u` in uint8 arithmetic wraps an element around (its
+            true sum exceeds 255 and the stored result is the sum minus 256). Give `k`, the smallest k from
+            1 to 255 for which at least `wraps` elements wrap, and `wrapped`, u plus that k computed in
+            uint8 (a uint8 tensor).""",
+        lambda i: ({"k": PY_INT, "wrapped": TensorSpec("uint8", _dims(i["u"]))},), _sample_wraps,
+        refuse=_wrap_needs_search),
+    5: _restated(
+        "casts_and_wraparound", byte_checksum, _byte_checksum,
+        """Form the byte sequence made of the elements of the uint8 tensor `u`, followed by each element
+            of `x` rounded to the nearest integer (halves to the even neighbour) and reduced modulo 256
+            into 0..255. Give `bytes`, that sequence as an int64 vector, and `checksum` = 256*B + A, where
+            A and B start at 0 and, for each byte in order, A becomes (A + byte) mod 255 and then B becomes
+            (B + A) mod 255.""",
+        lambda i: ({"bytes": i64(len(i["u"].data) + len(i["x"].data)), "checksum": PY_INT},), _sample_casts),
+}, levels="L1 the casts named; L2 each rounding and the wrap described; L3 int8 quantisation with "
+          "saturation and the worst error; L4 the smallest constant that wraps enough uint8 elements; L5 "
+          "a two-sum byte checksum of the rounded values, described not named")
+
 
 # ------------------------------------------------------------------------------------ the table
 FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
