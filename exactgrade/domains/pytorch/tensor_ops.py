@@ -2587,6 +2587,377 @@ CASTS_AND_WRAPAROUND = laddered(CASTS_AND_WRAPAROUND, {
           "saturation and the worst error; L4 the smallest constant that wraps enough uint8 elements; L5 "
           "a two-sum byte checksum of the rounded values, described not named")
 
+# gather_and_index L3: gather through a picked row, then a total ----------------------------------
+def gather_chain(x, idx, rows):
+    import torch
+
+    g = idx.shape[1]
+    chosen = x[rows, idx[rows, torch.arange(rows.shape[0]) % g]]
+    return {"rows": [{"chained": chosen, "total": float(chosen.sum())}]}
+
+
+def _gather_chain(x, idx, rows):
+    v, vi, vr = values(x), values(idx), values(rows)
+    g = len(vi[0])
+    chosen = [v[r][vi[r][k % g]] for k, r in enumerate(vr)]
+    return [{"chained": ExactTensor.of("float32", chosen), "total": sum(chosen, Fraction(0))}]
+
+
+def _sample_gather_chain(draw: Draw, level: int) -> dict:
+    inputs = _sample_gather(draw, level)
+    return {"x": inputs["x"], "idx": inputs["idx"], "rows": inputs["rows"]}
+
+
+# gather_and_index L4: where in x each wanted value sits ------------------------------------------
+def locate_values(x, wanted):
+    import torch
+
+    hits = x.unsqueeze(0) == wanted.reshape(-1, 1, 1)
+    found = hits.flatten(1).any(dim=1)
+    flat = hits.flatten(1).int().argmax(dim=1)
+    where = torch.stack([flat // x.shape[1], flat % x.shape[1]], dim=1)
+    return {"rows": [{"where": torch.where(found.unsqueeze(1), where, torch.tensor(-1))}]}
+
+
+def _locate_values(x, wanted):
+    v = values(x)
+    out = []
+    for w in values(wanted):
+        spots = [[i, j] for i, row in enumerate(v) for j, e in enumerate(row) if e == w]
+        out.append(spots[0] if spots else [-1, -1])
+    return [{"where": ExactTensor.of("int64", out)}]
+
+
+def _sample_locate(draw: Draw, level: int) -> dict:
+    x = _sample_gather(draw, level)["x"]
+    flat = [e for row in values(x) for e in row]
+    step = abs(flat[1] - flat[0])
+    wanted = []
+    for _ in range(draw.integer(3, 2 + level)):
+        e = draw.choice(flat)
+        wanted.append(float(e + step / 2) if draw.chance(1, 5) else float(e))
+    return {"x": x, "wanted": tensor("float32", wanted)}
+
+
+def _located_some_missing(task) -> bool:
+    return -1 in task.expected["rows"][0]["where"].data
+
+
+# gather_and_index L5: the mean of the table rows listed in each bag ------------------------------
+def bag_means(x, ids, starts):
+    import torch
+
+    ends = torch.cat([starts[1:], torch.tensor([ids.shape[0]])])
+    means = [x[ids[s:e]].mean(dim=0) for s, e in zip(starts.tolist(), ends.tolist())]
+    return {"rows": [{"means": torch.stack(means)}]}
+
+
+def _bag_means(x, ids, starts):
+    v, vi, vs = values(x), values(ids), values(starts)
+    ends = vs[1:] + [len(vi)]
+    return [{"means": ExactTensor.of("float32", [[mean([v[k][j] for k in vi[s:e]]) for j in range(len(v[0]))]
+                                                 for s, e in zip(vs, ends, strict=True)])}]
+
+
+def _sample_bags(draw: Draw, level: int) -> dict:
+    r, c = draw.integer(3, 2 + level), draw.integer(3, 2 + level)
+    bags = draw.integer(2, 1 + level)
+    sizes = [draw.integer(1, 4) for _ in range(bags)]
+    ids = [draw.integer(0, r - 1) for _ in range(sum(sizes))]
+    starts = [sum(sizes[:b]) for b in range(bags)]
+    return {"x": dyadic_tensor(draw, (r, c), -3, 3, 2), "ids": tensor("int64", ids),
+            "starts": tensor("int64", starts)}
+
+
+GATHER_AND_INDEX = laddered(GATHER_AND_INDEX, {
+    2: _restated(
+        "gather_and_index", gather_and_index, _gather_and_index,
+        lambda i: f"""From the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x`: `gathered`, of the shape of
+            `idx`, with gathered[i, k] = x[i, idx[i, k]]; `picked`, the vector whose element k is the element
+            of x in row rows[k] and column cols[k], for k = 0..{i["rows"].shape[0] - 1}, where a negative
+            column c means column {i["x"].shape[1]} + c; and `selected_rows`, the matrix whose row k is row
+            rows[k] of x.""",
+        lambda i: ({"gathered": f32(*_dims(i["idx"])), "picked": f32(*_dims(i["rows"])),
+                    "selected_rows": f32(i["rows"].shape[0], i["x"].shape[1])},),
+        _sample_gather, refuse=_uses_negative_column),
+    3: _restated(
+        "gather_and_index", gather_chain, _gather_chain,
+        lambda i: f"""`idx` lists, for every row of `x`, {i["idx"].shape[1]} column numbers. For each k =
+            0..{i["rows"].shape[0] - 1}, let r = rows[k] and let c be entry number (k mod
+            {i["idx"].shape[1]}) of the list of row r in idx; give in `chained` the element of x at row r,
+            column c, and in `total` the sum of chained.""",
+        lambda i: ({"chained": f32(*_dims(i["rows"])), "total": PY_FLOAT},), _sample_gather_chain),
+    4: _restated(
+        "gather_and_index", locate_values, _locate_values,
+        """For each element of `wanted`, give the (row, column) of the first element of `x` in
+            row-major order that equals it exactly, or (-1, -1) if no element of x does; `where` holds one
+            such pair per element of wanted.""",
+        lambda i: ({"where": i64(i["wanted"].shape[0], 2)},), _sample_locate),
+    5: _restated(
+        "gather_and_index", bag_means, _bag_means,
+        lambda i: f"""`x` is a table of {i["x"].shape[0]} rows. The list `ids` of row numbers is cut into
+            {i["starts"].shape[0]} consecutive bags: bag b starts at position starts[b] of ids and ends just
+            before starts[b + 1] (the last bag ends at the end of ids). Give `means`, one row per bag: the
+            elementwise mean of the rows of x whose numbers the bag lists (a row listed twice counts
+            twice).""",
+        lambda i: ({"means": f32(i["starts"].shape[0], i["x"].shape[1])},), _sample_bags),
+}, levels="L1 gather, advanced indexing and index_select named; L2 each by its index formula; L3 a "
+          "gather through a picked row, reduced (intermediate not asked); L4 the inverse: where each "
+          "wanted value sits, or (-1, -1); L5 mean pooling of table rows over bags given by offsets, "
+          "described not named",
+   branches=(Branch("a wanted value is absent", _located_some_missing, Fraction(1, 5), (4,)),))
+
+
+# broadcast_arithmetic L3: for each point of a, the nearest point of c ----------------------------
+def nearest_points(a, c):
+    distance = (a - c) ** 2
+    best = distance.min(dim=1)
+    return {"rows": [{"nearest": best.indices, "total": float(best.values.sum())}]}
+
+
+def _nearest_points(a, c):
+    column, vc = [row[0] for row in values(a)], values(c)
+    best = [min(range(len(vc)), key=lambda j: ((p - vc[j]) ** 2, j)) for p in column]
+    return [{"nearest": ExactTensor.of("int64", best),
+             "total": sum(((p - vc[j]) ** 2 for p, j in zip(column, best, strict=True)), Fraction(0))}]
+
+
+def _nearest_unique(inputs: Inputs) -> str | None:
+    vc = values(inputs["c"])
+    for row in values(inputs["a"]):
+        d = sorted((row[0] - e) ** 2 for e in vc)
+        if d[0] == d[1]:
+            return f"{float(row[0])} is equally near two points of c: the index would be ambiguous"
+    return None
+
+
+def _sample_points(draw: Draw, level: int) -> dict:
+    inputs = _sample_broadcast(draw, level)
+    return {"a": inputs["a"], "c": inputs["c"]}
+
+
+# broadcast_arithmetic L4: the column of a*b + c with the largest minimum ------------------------
+def best_worst_column(a, b, c):
+    worst = (a * b + c).min(dim=0).values
+    best = int(worst.argmax())
+    return {"rows": [{"column": best, "worst": float(worst[best])}]}
+
+
+def _column_minima(a, b, c):
+    column, line, vc = [row[0] for row in values(a)], values(b)[0], values(c)
+    return [min(p * q + r for p in column) for q, r in zip(line, vc, strict=True)]
+
+
+def _best_worst_column(a, b, c):
+    minima = _column_minima(a, b, c)
+    best = minima.index(max(minima))
+    return [{"column": best, "worst": minima[best]}]
+
+
+def _best_worst_unique(inputs: Inputs) -> str | None:
+    minima = _column_minima(inputs["a"], inputs["b"], inputs["c"])
+    return "two columns share the largest minimum" if minima.count(max(minima)) > 1 else None
+
+
+def _best_worst_first(inputs: Inputs) -> str | None:
+    minima = _column_minima(inputs["a"], inputs["b"], inputs["c"])
+    return "the first column is best: column is 0" if minima.index(max(minima)) == 0 else None
+
+
+# broadcast_arithmetic L5: piecewise-linear interpolation between knots ---------------------------
+def interpolate(knots, heights, queries):
+    import torch
+
+    right = torch.searchsorted(knots, queries).clamp(1, knots.shape[0] - 1)
+    left = right - 1
+    t = ((queries - knots[left]) / (knots[right] - knots[left])).clamp(0, 1)
+    return {"rows": [{"y": heights[left] + t * (heights[right] - heights[left])}]}
+
+
+def _interpolate(knots, heights, queries):
+    k, h = values(knots), values(heights)
+    out = []
+    for q in values(queries):
+        if q <= k[0]:
+            out.append(h[0])
+        elif q >= k[-1]:
+            out.append(h[-1])
+        else:
+            j = next(j for j in range(1, len(k)) if q <= k[j])
+            out.append(h[j - 1] + (q - k[j - 1]) / (k[j] - k[j - 1]) * (h[j] - h[j - 1]))
+    return [{"y": ExactTensor.of("float32", out)}]
+
+
+def _sample_knots(draw: Draw, level: int) -> dict:
+    n = draw.integer(3, 3 + level)
+    knots = sorted(draw.sample(range(-12, 13), n))
+    queries = [float(draw.dyadic(knots[0] - 2, knots[-1] + 2, 2)) for _ in range(draw.integer(4, 3 + level))]
+    return {"knots": tensor("float32", [k / 2 for k in knots]),
+            "heights": dyadic_tensor(draw, (n,), -3, 3, 2), "queries": tensor("float32", [q / 2 for q in queries])}
+
+
+def _queries_inside_and_out(inputs: Inputs) -> str | None:
+    k, q = values(inputs["knots"]), values(inputs["queries"])
+    if not any(e < k[0] or e > k[-1] for e in q) or not any(k[0] < e < k[-1] and e not in k for e in q):
+        return "the queries do not fall both between knots and outside them"
+    return None
+
+
+BROADCAST_ARITHMETIC = laddered(BROADCAST_ARITHMETIC, {
+    2: _restated(
+        "broadcast_arithmetic", broadcast_arithmetic, _broadcast_arithmetic,
+        lambda i: f"""`a` has shape {shape_text(i["a"].shape)}, `b` has shape {shape_text(i["b"].shape)}
+            and `c` has {i["c"].shape[0]} elements. Give `affine`, the {i["a"].shape[0]}x{i["b"].shape[1]}
+            matrix with element [i, j] = a[i, 0]*b[0, j] + c[j]; `difference`, the matrix of the same shape
+            with element [i, j] = a[i, 0] - c[j]; and `column_totals`, with element j = the sum over i of
+            a[i, 0]*b[0, j].""",
+        lambda i: ({"affine": f32(i["a"].shape[0], i["b"].shape[1]),
+                    "difference": f32(i["a"].shape[0], i["b"].shape[1]),
+                    "column_totals": f32(i["b"].shape[1])},), _sample_broadcast),
+    3: _restated(
+        "broadcast_arithmetic", nearest_points, _nearest_points,
+        lambda i: f"""The {i["a"].shape[0]} values of `a` (shape {shape_text(i["a"].shape)}) and the
+            {i["c"].shape[0]} values of `c` are points on a line. Give `nearest`, for each point of a the
+            index of the nearest point of c, and `total`, the sum over the points of a of the squared
+            distance to that nearest point.""",
+        lambda i: ({"nearest": i64(i["a"].shape[0]), "total": PY_FLOAT},), _sample_points,
+        refuse=_nearest_unique),
+    4: _restated(
+        "broadcast_arithmetic", best_worst_column, _best_worst_column,
+        lambda i: f"""Let M be the {i["a"].shape[0]}x{i["b"].shape[1]} matrix with M[i, j] = a[i, 0]*b[0, j]
+            + c[j] (`a`, `b` and `c` as given). Give `column`, the index j of the column of M whose smallest
+            element is largest, and `worst`, that smallest element.""",
+        lambda i: ({"column": PY_INT, "worst": PY_FLOAT},), _sample_broadcast, refuse=_best_worst_unique,
+        zero_reason=_best_worst_first),
+    5: _restated(
+        "broadcast_arithmetic", interpolate, _interpolate,
+        """The increasing positions `knots` carry the values `heights`. Define a function on the whole
+            line: between two neighbouring knots it is the straight line joining their (position, value)
+            points; left of the first knot it equals the first value, right of the last knot the last
+            value. Give `y`, that function at each of the `queries`.""",
+        lambda i: ({"y": f32(i["queries"].shape[0])},), _sample_knots, refuse=_queries_inside_and_out),
+}, levels="L1 broadcasting expressions given; L2 the same results by their index formulas; L3 nearest "
+          "points between two broadcast sets, reduced; L4 the column of a broadcast matrix with the best "
+          "worst case; L5 piecewise-linear interpolation with constant ends, described not named")
+
+
+# group_by_key L3: each element's deviation from its group mean, and the best group ---------------
+def group_deviation(keys, vals):
+    import torch
+
+    unique, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
+    means = torch.zeros(unique.shape[0]).index_add_(0, inverse, vals) / counts
+    return {"rows": [{"deviation": vals - means[inverse], "best_key": int(unique[means.argmax()])}]}
+
+
+def _group_means(vk, vv):
+    groups: dict = {}
+    for k, v in zip(vk, vv, strict=True):
+        groups.setdefault(k, []).append(v)
+    return {k: mean(m) for k, m in groups.items()}
+
+
+def _group_deviation(keys, vals):
+    vk, vv = values(keys), values(vals)
+    means = _group_means(vk, vv)
+    best = max(sorted(means), key=lambda k: means[k])
+    return [{"deviation": ExactTensor.of("float32", [v - means[k] for k, v in zip(vk, vv, strict=True)]),
+             "best_key": best}]
+
+
+def _best_group_unique(inputs: Inputs) -> str | None:
+    means = _group_means(values(inputs["keys"]), values(inputs["vals"]))
+    top = max(means.values())
+    if list(means.values()).count(top) > 1:
+        return "two groups share the largest mean: the key would be ambiguous"
+    return _a_group_repeats(inputs)
+
+
+# group_by_key L4: the shortest prefix that holds every key twice ---------------------------------
+def prefix_with_pairs(keys):
+    import torch
+
+    everyone = torch.unique(keys)
+    for m in range(1, keys.shape[0] + 1):
+        if bool(((keys[:m].unsqueeze(0) == everyone.unsqueeze(1)).sum(dim=1) >= 2).all()):
+            return {"rows": [{"length": m}]}
+    return {"rows": [{"length": -1}]}
+
+
+def _prefix_with_pairs(keys):
+    vk = values(keys)
+    for m in range(1, len(vk) + 1):
+        if all(vk[:m].count(k) >= 2 for k in set(vk)):
+            return [{"length": m}]
+    return [{"length": -1}]
+
+
+def _sample_pairs(draw: Draw, level: int) -> dict:
+    n = 8 + 3 * (level - 1)
+    pool = draw.sample(range(0, 10 + 10 * level), 2 + level // 2)
+    keys = [draw.choice(pool) for _ in range(n)]
+    return {"keys": tensor("int64", keys)}
+
+
+def _length_none(task) -> bool:
+    return task.expected["rows"][0]["length"] == -1
+
+
+# group_by_key L5: a running mean within each group, and each element's place in its group ---------
+def grouped_running_mean(keys, vals):
+    import torch
+
+    same = (keys.unsqueeze(0) == keys.unsqueeze(1)) & torch.ones(keys.shape[0], keys.shape[0]).tril().bool()
+    counts = same.sum(dim=1)
+    return {"rows": [{"running_mean": (same.float() @ vals) / counts, "place": counts - 1}]}
+
+
+def _grouped_running_mean(keys, vals):
+    vk, vv = values(keys), values(vals)
+    seen: dict = {}
+    means, places = [], []
+    for k, v in zip(vk, vv, strict=True):
+        seen.setdefault(k, []).append(v)
+        means.append(mean(seen[k]))
+        places.append(len(seen[k]) - 1)
+    return [{"running_mean": ExactTensor.of("float32", means), "place": ExactTensor.of("int64", places)}]
+
+
+GROUP_BY_KEY = laddered(GROUP_BY_KEY, {
+    2: _restated(
+        "group_by_key", group_by_key, _group_by_key,
+        """The elements of `vals` are labelled by the integers in `keys` (same length). Give
+            `unique_keys`, every label that occurs, once each, in increasing order; `inverse`, for each
+            element the 0-based position of its label in unique_keys; `counts`, for each label in
+            unique_keys the number of elements carrying it; and `group_means`, for each label in
+            unique_keys the average of the vals carrying it.""",
+        lambda i: ({"unique_keys": i64(len(set(values(i["keys"])))), "inverse": i64(*_dims(i["keys"])),
+                    "counts": i64(len(set(values(i["keys"])))), "group_means": f32(len(set(values(i["keys"]))))},),
+        _sample_groups, refuse=_a_group_repeats),
+    3: _restated(
+        "group_by_key", group_deviation, _group_deviation,
+        """The elements of `vals` are labelled by the integers in `keys`. Give `deviation`, each element
+            of vals minus the average of the vals carrying the same label, and `best_key`, the label whose
+            elements have the largest average.""",
+        lambda i: ({"deviation": f32(*_dims(i["vals"])), "best_key": PY_INT},), _sample_groups,
+        refuse=_best_group_unique),
+    4: _restated(
+        "group_by_key", prefix_with_pairs, _prefix_with_pairs,
+        """Give `length`, the smallest m >= 1 such that every label that occurs anywhere in `keys`
+            occurs at least twice among the first m elements of keys, or -1 if even the whole of keys does
+            not hold some label twice.""",
+        lambda i: ({"length": PY_INT},), _sample_pairs),
+    5: _restated(
+        "group_by_key", grouped_running_mean, _grouped_running_mean,
+        """Walk through `keys` and `vals` together, in order. For each element, give in `running_mean`
+            the average of the vals of all elements so far (this one included) that carry the same key,
+            and in `place` how many earlier elements carry that key (an int64 vector).""",
+        lambda i: ({"running_mean": f32(*_dims(i["vals"])), "place": i64(*_dims(i["keys"]))},),
+        _sample_groups, refuse=_a_group_repeats),
+}, levels="L1 grouping described by its outputs; L2 the same with every output defined; L3 deviations "
+          "from group means and the best group; L4 the shortest prefix holding every key twice, or -1; "
+          "L5 a running mean within each group and each element's place in it")
+
 
 # ------------------------------------------------------------------------------------ the table
 FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
