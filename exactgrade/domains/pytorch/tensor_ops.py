@@ -1456,7 +1456,8 @@ def _balanced_division(a, b):
     pairs = list(zip(values(a), values(b), strict=True))
     nearest = [round(Fraction(p, q)) for p, q in pairs]  # Fraction rounds half to even
     return [{"nearest": ExactTensor.of("int64", nearest),
-             "balanced": ExactTensor.of("int64", [p - q * n for (p, q), n in zip(pairs, nearest, strict=True)]),
+             "balanced": ExactTensor.of("int64", [p - q * n
+                                                  for (p, q), n in zip(pairs, nearest, strict=True)]),
              "ceil": ExactTensor.of("int64", [-((-p) // q) for p, q in pairs])}]
 
 
@@ -1517,7 +1518,8 @@ INTEGER_DIVISION = laddered(INTEGER_DIVISION, {
 # mask_above_mean L2: above the mean of the element's own row --------------------------------------
 def above_row_mean(x):
     mask = x > x.mean(dim=1, keepdim=True)
-    return {"rows": [{"filled": x.masked_fill(~mask, -1.0), "selected": x[mask], "positions": mask.nonzero()}]}
+    return {"rows": [{"filled": x.masked_fill(~mask, -1.0), "selected": x[mask],
+                      "positions": mask.nonzero()}]}
 
 
 def _above_row_mean_positions(v):
@@ -1530,8 +1532,8 @@ def _above_row_mean(x):
     above = set(_above_row_mean_positions(v))
     ordered = sorted(above)
     return [{
-        "filled": ExactTensor.of("float32", [[e if (i, j) in above else Fraction(-1) for j, e in enumerate(row)]
-                                             for i, row in enumerate(v)]),
+        "filled": ExactTensor.of("float32", [[e if (i, j) in above else Fraction(-1)
+                                              for j, e in enumerate(row)] for i, row in enumerate(v)]),
         "selected": ExactTensor.of("float32", [v[i][j] for i, j in ordered]),
         "positions": ExactTensor.of("int64", [[i, j] for i, j in ordered]),
     }]
@@ -1781,7 +1783,8 @@ STABLE_SORT = laddered(STABLE_SORT, {
             one with the smaller original index comes first. Give `values`, the arranged elements;
             `indices`, the original index of the element at each arranged position; and `ranks`, for each
             element of x (in its original order) the 0-based position it takes in the arrangement.""",
-        lambda i: ({"values": f32(*_dims(i["x"])), "indices": i64(*_dims(i["x"])), "ranks": i64(*_dims(i["x"]))},),
+        lambda i: ({"values": f32(*_dims(i["x"])), "indices": i64(*_dims(i["x"])),
+                    "ranks": i64(*_dims(i["x"]))},),
         _sample_sort, refuse=_has_tie),
     3: _restated(
         "stable_sort", tied_ranks, _tied_ranks,
@@ -1956,7 +1959,8 @@ def which_join(a, b, target):
 def _joins(va, vb):
     by_blocks = [e for row in va for e in row] + [e for row in vb for e in row]
     by_rows = [e for ra, rb in zip(va, vb, strict=True) for e in ra + rb]
-    by_elements = [e for ra, rb in zip(va, vb, strict=True) for pair in zip(ra, rb, strict=True) for e in pair]
+    by_elements = [e for ra, rb in zip(va, vb, strict=True)
+                   for pair in zip(ra, rb, strict=True) for e in pair]
     return [by_blocks, by_rows, by_blocks, by_rows, by_elements]
 
 
@@ -2080,7 +2084,8 @@ def product_summary(a, b):
 
 def _product_summary(a, b):
     va, vb = values(a), values(b)
-    return [{"traces": ExactTensor.of("float32", [sum((e * e for row in m for e in row), Fraction(0)) for m in va]),
+    return [{"traces": ExactTensor.of("float32", [sum((e * e for row in m for e in row), Fraction(0))
+                                                  for m in va]),
              "total": sum((e for m in va for row in matmul(m, vb) for e in row), Fraction(0))}]
 
 
@@ -2168,10 +2173,10 @@ BATCHED_PRODUCTS = laddered(BATCHED_PRODUCTS, {
                     "gram": f32(i["a"].shape[0], i["a"].shape[1], i["a"].shape[1])},), _sample_batched),
     3: _restated(
         "batched_products", product_summary, _product_summary,
-        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t of shape {i["a"].shape[1]}x{i["a"].shape[2]}
-            and `b` a {i["b"].shape[0]}x{i["b"].shape[1]} matrix. Give `traces`, for every t the trace of
-            A_t times its own transpose, and `total`, the sum of all elements of all the matrix products
-            A_t b.""",
+        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t of shape
+            {i["a"].shape[1]}x{i["a"].shape[2]} and `b` a {i["b"].shape[0]}x{i["b"].shape[1]} matrix.
+            Give `traces`, for every t the trace of A_t times its own transpose, and `total`, the sum of
+            all elements of all the matrix products A_t b.""",
         lambda i: ({"traces": f32(i["a"].shape[0]), "total": PY_FLOAT},), _sample_batched),
     4: _restated(
         "batched_products", largest_product, _largest_product,
@@ -2260,7 +2265,9 @@ def _p_none(task) -> bool:
 
 
 def _p_not_one(task) -> str | None:
-    return "the bound already holds for the sum of absolute values" if task.expected["rows"][0]["p"] == 1 else None
+    if task.expected["rows"][0]["p"] == 1:
+        return "the bound already holds for the sum of absolute values: no search"
+    return None
 
 
 # normalise L5: alternate row and column scaling of the magnitudes --------------------------------
@@ -2278,7 +2285,8 @@ def _alternate_scaling(x):
         m = [[e / sum(row) for e in row] for row in m]
         sums = [sum(c) for c in transpose(m)]
         m = [[e / sums[j] for j, e in enumerate(row)] for row in m]
-    return [{"scaled": ExactTensor.of("float32", m), "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
+    return [{"scaled": ExactTensor.of("float32", m),
+             "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
 
 
 NORMALISE = laddered(NORMALISE, {
@@ -2648,7 +2656,7 @@ def bag_means(x, ids, starts):
     import torch
 
     ends = torch.cat([starts[1:], torch.tensor([ids.shape[0]])])
-    means = [x[ids[s:e]].mean(dim=0) for s, e in zip(starts.tolist(), ends.tolist())]
+    means = [x[ids[s:e]].mean(dim=0) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
     return {"rows": [{"means": torch.stack(means)}]}
 
 
@@ -2793,7 +2801,8 @@ def _sample_knots(draw: Draw, level: int) -> dict:
     knots = sorted(draw.sample(range(-12, 13), n))
     queries = [float(draw.dyadic(knots[0] - 2, knots[-1] + 2, 2)) for _ in range(draw.integer(4, 3 + level))]
     return {"knots": tensor("float32", [k / 2 for k in knots]),
-            "heights": dyadic_tensor(draw, (n,), -3, 3, 2), "queries": tensor("float32", [q / 2 for q in queries])}
+            "heights": dyadic_tensor(draw, (n,), -3, 3, 2),
+            "queries": tensor("float32", [q / 2 for q in queries])}
 
 
 def _queries_inside_and_out(inputs: Inputs) -> str | None:
@@ -2932,7 +2941,8 @@ GROUP_BY_KEY = laddered(GROUP_BY_KEY, {
             unique_keys the number of elements carrying it; and `group_means`, for each label in
             unique_keys the average of the vals carrying it.""",
         lambda i: ({"unique_keys": i64(len(set(values(i["keys"])))), "inverse": i64(*_dims(i["keys"])),
-                    "counts": i64(len(set(values(i["keys"])))), "group_means": f32(len(set(values(i["keys"]))))},),
+                    "counts": i64(len(set(values(i["keys"])))),
+                    "group_means": f32(len(set(values(i["keys"]))))},),
         _sample_groups, refuse=_a_group_repeats),
     3: _restated(
         "group_by_key", group_deviation, _group_deviation,
