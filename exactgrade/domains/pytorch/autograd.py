@@ -6,12 +6,14 @@ The independent checks differentiate the polynomials by hand in exact Fraction a
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, Inputs, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, elementwise, hp, matmul, softmax, transpose, values
+from exactgrade.domains.pytorch.ladder import laddered
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -19,7 +21,7 @@ from exactgrade.domains.pytorch.sampling import (
     regression_inputs,
     word,
 )
-from exactgrade.family import Draw
+from exactgrade.family import Branch, Draw
 
 
 # pt-028 -------------------------------------------------------------------------------------------
@@ -410,16 +412,6 @@ MLP_LOSS_GRADIENTS = pytorch_family(
     refuse=_off_the_relu_kink,
 )
 
-FAMILIES = (
-    REGRESSION_GRADIENT,
-    ACCUMULATED_GRADIENT,
-    PARTIAL_DERIVATIVES,
-    DETACHED_GRADIENT,
-    SECOND_DERIVATIVE,
-    KINK_GRADIENTS,
-    MLP_LOSS_GRADIENTS,
-)
-
 TASKS = (
     REGRESSION_GRADIENT.task(
         "pt-028",
@@ -436,4 +428,348 @@ TASKS = (
     DETACHED_GRADIENT.task("pt-031", {"x0": tensor("float32", [-1.5, 0.5, 1.0, 2.5])}),
     SECOND_DERIVATIVE.task("pt-032", {"x0": tensor("float32", [-1.5, -0.5, 0.25, 1.5, 2.0])}),
     KINK_GRADIENTS.task("pt-033", {"x0": tensor("float32", [-1.0, 0.0, 0.5, 2.0, 3.0, 3.0])}),
+)
+
+
+# ------------------------------------------------------------------------------------ levels 2-5
+# Level 2 restates a level-1 question mathematically (no torch call named) with the level-1
+# reference; levels 3-5 ask new questions of the same setting, each with its own torch reference
+# and its own independent recomputation (exact polynomials in Fractions, or mpmath).
+
+
+def _level(reference, independent, question, answer, sample, *, refuse=None, zero_reason=None, reject=None):
+    """One level of an autograd family (its name is given by laddered)."""
+    return pytorch_family(reference.__name__, "autograd", reference=reference, independent=independent,
+                          question=question, answer=answer, sample=sample, levels="", refuse=refuse,
+                          zero_reason=zero_reason, reject=reject)
+
+
+def _dot(u, v):
+    return sum((p * q for p, q in zip(u, v, strict=True)), Fraction(0))
+
+
+def _mse_and_grad(vx, vy, w):
+    residual = [_dot(row, w) - t for row, t in zip(vx, vy, strict=True)]
+    n = len(residual)
+    loss = sum((r * r for r in residual), Fraction(0)) / n
+    return loss, [Fraction(2, n) * _dot(col, residual) for col in transpose(vx)]
+
+
+# regression_gradient L3: one step of gradient descent, then the loss there -----------------------
+def regression_step(w0, x, y, lr):
+    w = w0.clone().requires_grad_(True)
+    ((x @ w - y) ** 2).mean().backward()
+    w1 = (w - lr * w.grad).detach()
+    return {"rows": [{"w1": w1, "loss_after": ((x @ w1 - y) ** 2).mean()}]}
+
+
+def _regression_step(w0, x, y, lr):
+    vx, vy = values(x), values(y)
+    _, grad = _mse_and_grad(vx, vy, values(w0))
+    w1 = [w - Fraction(lr) * g for w, g in zip(values(w0), grad, strict=True)]
+    return [{"w1": ExactTensor.of("float32", w1),
+             "loss_after": ExactTensor.of("float32", _mse_and_grad(vx, vy, w1)[0])}]
+
+
+def _sample_regression_lr(draw: Draw, level: int) -> dict:
+    return {**regression_inputs(draw, level), "lr": draw.choice((0.015625, 0.03125, 0.0078125))}
+
+
+# regression_gradient L4: the best of candidate learning rates ------------------------------------
+def best_learning_rate(w0, x, y, lrs):
+    w = w0.clone().requires_grad_(True)
+    ((x @ w - y) ** 2).mean().backward()
+    losses = [float(((x @ (w - lr * w.grad).detach() - y) ** 2).mean()) for lr in lrs]
+    best = min(range(len(lrs)), key=lambda k: (losses[k], lrs[k]))
+    return {"rows": [{"lr": lrs[best], "loss_after": losses[best]}]}
+
+
+def _losses_after(w0, x, y, lrs):
+    vx, vy = values(x), values(y)
+    _, grad = _mse_and_grad(vx, vy, values(w0))
+    return [_mse_and_grad(vx, vy, [w - Fraction(lr) * g for w, g in zip(values(w0), grad, strict=True)])[0]
+            for lr in lrs]
+
+
+def _best_learning_rate(w0, x, y, lrs):
+    losses = _losses_after(w0, x, y, lrs)
+    best = min(range(len(lrs)), key=lambda k: (losses[k], lrs[k]))
+    return [{"lr": Fraction(lrs[best]), "loss_after": losses[best]}]
+
+
+def _sample_lrs(draw: Draw, level: int) -> dict:
+    inputs = regression_inputs(draw, level)
+    return {**inputs, "lrs": sorted(draw.sample([k / 128 for k in range(1, 33)], 4))}
+
+
+def _lr_clear(inputs: Inputs) -> str | None:
+    losses = sorted(_losses_after(inputs["w0"], inputs["x"], inputs["y"], inputs["lrs"]))
+    if losses[1] - losses[0] < Fraction(1, 1000) * (1 + losses[0]):
+        return "two learning rates give almost the same loss: the float32 comparison would decide"
+    best = _best_learning_rate(inputs["w0"], inputs["x"], inputs["y"], inputs["lrs"])[0]["lr"]
+    if best == Fraction(inputs["lrs"][-1]):
+        return "the largest candidate wins: no interior optimum to find"
+    return None
+
+
+# regression_gradient L5: the weights that minimise the loss --------------------------------------
+def least_squares(w0, x, y):
+    import torch
+
+    xd, yd = x.double(), y.double()
+    w = torch.linalg.solve(xd.T @ xd, xd.T @ yd)
+    return {"rows": [{"w_best": w.float(), "loss_best": ((xd @ w - yd) ** 2).mean().float(),
+                      "distance": float(((w - w0.double()) ** 2).sum())}]}
+
+
+def _solve(matrix, rhs):
+    n = len(rhs)
+    m = [list(row) + [r] for row, r in zip(matrix, rhs, strict=True)]
+    for col in range(n):
+        pivot = next(r for r in range(col, n) if m[r][col] != 0)
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col and m[r][col] != 0:
+                factor = m[r][col] / m[col][col]
+                m[r] = [a - factor * b for a, b in zip(m[r], m[col], strict=True)]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _least_squares_solution(x, y):
+    vx, vy = values(x), values(y)
+    xt = transpose(vx)
+    return _solve(matmul(xt, vx), [_dot(col, vy) for col in xt])
+
+
+def _least_squares(w0, x, y):
+    w = _least_squares_solution(x, y)
+    loss, _ = _mse_and_grad(values(x), values(y), w)
+    return [{"w_best": ExactTensor.of("float32", w), "loss_best": ExactTensor.of("float32", loss),
+             "distance": sum(((a - b) ** 2 for a, b in zip(w, values(w0), strict=True)), Fraction(0))}]
+
+
+def _well_posed(inputs: Inputs) -> str | None:
+    vx = values(inputs["x"])
+    if len(vx) <= len(vx[0]):
+        return "no more samples than weights: the fit would be exact or not unique"
+    gram = matmul(transpose(vx), vx)
+    try:
+        w = _least_squares_solution(inputs["x"], inputs["y"])
+    except StopIteration:
+        return "the weights are not determined: the columns of x are dependent"
+    diagonal = math.prod(gram[k][k] for k in range(len(gram)))
+    if any(abs(e) > 64 for e in w) or abs(_det(gram)) < diagonal / 16:
+        return "the normal equations are badly conditioned"
+    if _mse_and_grad(vx, values(inputs["y"]), w)[0] < Fraction(1, 16):
+        return "the best loss is nearly 0: its float32 value would be mostly rounding"
+    return None
+
+
+def _det(m):
+    m = [list(r) for r in m]
+    n, det = len(m), Fraction(1)
+    for c in range(n):
+        p = next((r for r in range(c, n) if m[r][c] != 0), None)
+        if p is None:
+            return Fraction(0)
+        if p != c:
+            m[c], m[p], det = m[p], m[c], -det
+        det *= m[c][c]
+        for r in range(c + 1, n):
+            f = m[r][c] / m[c][c]
+            m[r] = [a - f * b for a, b in zip(m[r], m[c], strict=True)]
+    return det
+
+
+def _sample_least_squares(draw: Draw, level: int) -> dict:
+    weights = draw.integer(2, 1 + level)
+    samples = draw.integer(weights + 2, weights + 3 + level)
+    return {"w0": dyadic_tensor(draw, (weights,), -1.5, 1.5, 2),
+            "x": dyadic_tensor(draw, (samples, weights), -3, 3, 2),
+            "y": dyadic_tensor(draw, (samples,), -3, 3, 2)}
+
+
+_MSE_TEXT = """the mean over the samples of the squared difference between the prediction (the dot product
+    of the sample's row of `x` with the weight vector w) and the sample's target in `y`"""
+
+REGRESSION_GRADIENT = laddered(REGRESSION_GRADIENT, {
+    2: _level(
+        regression_gradient, _regression_gradient,
+        lambda i: f"""The loss of a weight vector w is {_MSE_TEXT} ({word(i["x"].shape[0])} samples). At w =
+            `w0`, give `loss` (a 0-d tensor) and `grad`, the vector of partial derivatives of the loss
+            with respect to the elements of w.""",
+        lambda i: ({"loss": f32(), "grad": f32(*_dims(i["w0"]))},), regression_inputs),
+    3: _level(
+        regression_step, _regression_step,
+        lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. Starting at w = `w0`, take one step of
+            plain gradient descent with step size `lr` (subtract lr times the gradient of the loss). Give
+            the new weights `w1` and `loss_after`, the loss at w1 (a 0-d tensor).""",
+        lambda i: ({"w1": f32(*_dims(i["w0"])), "loss_after": f32()},), _sample_regression_lr),
+    4: _level(
+        best_learning_rate, _best_learning_rate,
+        lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. One step of plain gradient descent from
+            `w0` with step size s gives w0 - s times the gradient of the loss at w0. Of the candidate step
+            sizes in `lrs`, give `lr`, the one whose step reaches the lowest loss (the smaller step size if
+            two reach the same loss), and `loss_after`, that loss.""",
+        lambda i: ({"lr": PY_FLOAT, "loss_after": PY_FLOAT},), _sample_lrs, refuse=_lr_clear),
+    5: _level(
+        least_squares, _least_squares,
+        lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. Give `w_best`, the weight vector with
+            the smallest possible loss (it is unique here), `loss_best`, that loss (a 0-d tensor), and
+            `distance`, the sum of the squared differences between w_best and `w0`.""",
+        lambda i: ({"w_best": f32(*_dims(i["w0"])), "loss_best": f32(), "distance": PY_FLOAT},),
+        _sample_least_squares, refuse=_well_posed),
+}, levels="L1 backward on the stated loss; L2 the gradient of the loss described; L3 one descent step "
+          "and the loss after it; L4 the best of candidate step sizes (ties: the smaller); L5 the "
+          "minimising weights (the stationary point of the gradient, solved exactly)")
+
+
+# accumulated_gradient ----------------------------------------------------------------------------
+def _cubic(ws):
+    return sum((w ** 3 - w for w in ws), Fraction(0))
+
+
+def accumulated_step(w0, lr):
+    w = w0.clone().requires_grad_(True)
+    loss = (w ** 3 - w).sum()
+    loss.backward(retain_graph=True)
+    (w ** 2).sum().backward()
+    w1 = (w - lr * w.grad).detach()
+    return {"rows": [{"w1": w1, "loss_after": (w1 ** 3 - w1).sum()}]}
+
+
+def _accumulated_step(w0, lr):
+    w1 = elementwise(lambda e: e - Fraction(lr) * (3 * e * e - 1 + 2 * e), values(w0))
+    flat = [e for row in w1 for e in row] if isinstance(w1[0], list) else w1
+    return [{"w1": ExactTensor.of("float32", w1), "loss_after": ExactTensor.of("float32", _cubic(flat))}]
+
+
+def _sample_accumulated_lr(draw: Draw, level: int) -> dict:
+    return {"w0": _elementwise_input(-2.5, 2.5, 2)(draw, level)["x0"],
+            "lr": draw.choice((0.125, 0.0625, 0.25))}
+
+
+def overshoot_passes(w0, lr):
+    w = w0.clone().requires_grad_(True)
+    loss = (w ** 3 - w).sum()
+    start = float(loss.detach())
+    for passes in range(1, 13):
+        loss.backward(retain_graph=True)
+        stepped = (w - lr * w.grad).detach()
+        if float((stepped ** 3 - stepped).sum()) > start:
+            return {"rows": [{"passes": passes}]}
+    return {"rows": [{"passes": -1}]}
+
+
+def _overshoot_passes(w0, lr):
+    ws = values(w0)
+    start = _cubic(ws)
+    for passes in range(1, 13):
+        stepped = [w - Fraction(lr) * passes * (3 * w * w - 1) for w in ws]
+        if _cubic(stepped) > start:
+            return [{"passes": passes}]
+    return [{"passes": -1}]
+
+
+def _sample_overshoot(draw: Draw, level: int) -> dict:
+    return {"w0": dyadic_tensor(draw, (3 + level,), -1.5, 1.5, 2, nonzero=True),
+            "lr": draw.choice((0.015625, 0.03125, 0.0078125))}
+
+
+def _overshoot_clear(inputs: Inputs) -> str | None:
+    ws, lr = values(inputs["w0"]), Fraction(inputs["lr"])
+    start = _cubic(ws)
+    for passes in range(1, 13):
+        if abs(_cubic([w - lr * passes * (3 * w * w - 1) for w in ws]) - start) < Fraction(1, 1000):
+            return "a stepped loss is within 1/1000 of the start: the comparison would hinge on rounding"
+    if _overshoot_passes(inputs["w0"], inputs["lr"])[0]["passes"] == 1:
+        return "the first pass already overshoots: no search"
+    return None
+
+
+def _passes_none(task) -> bool:
+    return task.expected["rows"][0]["passes"] == -1
+
+
+def newton_iterations(w0):
+    import torch
+
+    w = w0.clone().requires_grad_(True)
+    for _ in range(3):
+        (g,) = torch.autograd.grad((w ** 3 - w).sum(), w, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), w)
+        w = (w - g / h).detach().requires_grad_(True)
+    w = w.detach()
+    return {"rows": [{"w3": w, "loss_after": (w ** 3 - w).sum()}]}
+
+
+def _newton_iterations(w0):
+    def run(e):
+        for _ in range(3):
+            e = e - (3 * e * e - 1) / (6 * e)
+        return e
+
+    w3 = elementwise(run, values(w0))
+    flat = [e for row in w3 for e in row] if isinstance(w3[0], list) else w3
+    return [{"w3": ExactTensor.of("float32", w3), "loss_after": ExactTensor.of("float32", _cubic(flat))}]
+
+
+def _newton_defined(inputs: Inputs) -> str | None:
+    flat = values(inputs["w0"])
+    flat = [e for row in flat for e in row] if isinstance(flat[0], list) else flat
+    for e in flat:
+        for _ in range(3):
+            if abs(e) < Fraction(1, 8):
+                return "an iterate comes within 1/8 of 0, where the second derivative vanishes"
+            e = e - (3 * e * e - 1) / (6 * e)
+    return None
+
+
+ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
+    2: _level(
+        accumulated_gradient, _accumulated_gradient,
+        """Let L(w) be the sum over the elements of w of w^3 - w. A gradient buffer starts at zero, and
+            each backward pass adds the gradient of L at w = `w0` to it, without the buffer ever being
+            reset. Give `after_one`, the buffer after one pass, and `after_two`, the buffer after a second
+            pass.""",
+        lambda i: ({"after_one": f32(*_dims(i["w0"])), "after_two": f32(*_dims(i["w0"]))},),
+        _renamed(_elementwise_input(-2.5, 2.5, 2), "w0")),
+    3: _level(
+        accumulated_step, _accumulated_step,
+        """A gradient buffer starts at zero. At w = `w0`, one backward pass adds the gradient of L1(w) =
+            sum(w^3 - w) to it, and a second pass adds the gradient of L2(w) = sum(w^2), the buffer not
+            being reset in between. Then one plain gradient-descent step uses the buffer: w1 = w0 - lr *
+            buffer, with `lr` given. Give `w1` and `loss_after`, L1 at w1 (a 0-d tensor).""",
+        lambda i: ({"w1": f32(*_dims(i["w0"])), "loss_after": f32()},), _sample_accumulated_lr),
+    4: _level(
+        overshoot_passes, _overshoot_passes,
+        """Let L(w) = sum(w^3 - w). Backward passes of L at w = `w0` accumulate into a gradient buffer
+            that is never reset, so after n passes the buffer holds n times the gradient. After each pass,
+            consider the trial step w0 - lr * buffer (with `lr` given; w itself stays at w0). Give `passes`,
+            the smallest n from 1 to 12 for which L at that trial step is strictly greater than L(w0), or
+            -1 if there is none.""",
+        lambda i: ({"passes": PY_INT},), _sample_overshoot, refuse=_overshoot_clear),
+    5: _level(
+        newton_iterations, _newton_iterations,
+        """Let L(w) = sum(w^3 - w), a sum of independent terms. Starting at w = `w0`, update every element
+            three times by dividing the first derivative of its term by the second derivative of its term,
+            at the current value, and subtracting the quotient. Give `w3`, the weights after the three
+            updates, and `loss_after`, L at w3 (a 0-d tensor).""",
+        lambda i: ({"w3": f32(*_dims(i["w0"])), "loss_after": f32()},),
+        _renamed(_elementwise_input(-2.5, 2.5, 2), "w0"), refuse=_newton_defined),
+}, levels="L1 backward twice without zeroing; L2 accumulation described; L3 two losses accumulated, "
+          "then a step and its loss; L4 the fewest accumulated passes whose step overshoots, or -1; L5 "
+          "three elementwise Newton updates from first and second derivatives",
+   branches=(Branch("no pass count overshoots", _passes_none, Fraction(1, 10), (4,)),))
+
+
+# ------------------------------------------------------------------------------------ the table
+FAMILIES = (
+    REGRESSION_GRADIENT,
+    ACCUMULATED_GRADIENT,
+    PARTIAL_DERIVATIVES,
+    DETACHED_GRADIENT,
+    SECOND_DERIVATIVE,
+    KINK_GRADIENTS,
+    MLP_LOSS_GRADIENTS,
 )
