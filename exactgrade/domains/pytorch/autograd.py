@@ -12,7 +12,18 @@ from fractions import Fraction
 import mpmath
 
 from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, Inputs, f32, pytorch_family, tensor
-from exactgrade.domains.pytorch.exact import ExactTensor, elementwise, hp, matmul, softmax, transpose, values
+from exactgrade.domains.pytorch.exact import (
+    ExactTensor,
+    elementwise,
+    hp,
+    matmul,
+    mean,
+    reshape,
+    sigmoid,
+    softmax,
+    transpose,
+    values,
+)
 from exactgrade.domains.pytorch.ladder import laddered
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
@@ -761,6 +772,258 @@ ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
           "then a step and its loss; L4 the fewest accumulated passes whose step overshoots, or -1; L5 "
           "three elementwise Newton updates from first and second derivatives",
    branches=(Branch("no pass count overshoots", _passes_none, Fraction(1, 10), (4,)),))
+
+# partial_derivatives ------------------------------------------------------------------------------
+def _partials(pairs):
+    return [(b + 2 * a * b, a + a * a - 3 * b * b) for a, b in pairs]
+
+
+def directional_slope(a0, b0):
+    import torch
+
+    a = a0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    grad_a, grad_b = torch.autograd.grad((a * b + a ** 2 * b - b ** 3).sum(), (a, b))
+    return {"rows": [{"slope": float((grad_a - grad_b).sum()),
+                      "squared_norm": float((grad_a ** 2).sum() + (grad_b ** 2).sum())}]}
+
+
+def _directional_slope(a0, b0):
+    grads = _partials(list(zip(values(a0), values(b0), strict=True)))
+    return [{"slope": sum((ga - gb for ga, gb in grads), Fraction(0)),
+             "squared_norm": sum((ga * ga + gb * gb for ga, gb in grads), Fraction(0))}]
+
+
+def steepest_element(a0, b0):
+    import torch
+
+    a = a0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    grad_a, grad_b = torch.autograd.grad((a * b + a ** 2 * b - b ** 3).sum(), (a, b))
+    norms = grad_a ** 2 + grad_b ** 2
+    best = int(norms.argmax())
+    return {"rows": [{"element": best, "squared_norm": float(norms[best])}]}
+
+
+def _element_norms(a0, b0):
+    return [ga * ga + gb * gb for ga, gb in _partials(list(zip(values(a0), values(b0), strict=True)))]
+
+
+def _steepest_element(a0, b0):
+    norms = _element_norms(a0, b0)
+    best = norms.index(max(norms))
+    return [{"element": best, "squared_norm": norms[best]}]
+
+
+def _steepest_unique(inputs: Inputs) -> str | None:
+    norms = _element_norms(inputs["a0"], inputs["b0"])
+    return "two elements share the steepest gradient" if norms.count(max(norms)) > 1 else None
+
+
+def _steepest_first(inputs: Inputs) -> str | None:
+    norms = _element_norms(inputs["a0"], inputs["b0"])
+    return "the first element is the steepest: element is 0" if norms.index(max(norms)) == 0 else None
+
+
+def curvature(a0, b0):
+    import torch
+
+    a = a0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    grad_a, grad_b = torch.autograd.grad((a * b + a ** 2 * b - b ** 3).sum(), (a, b), create_graph=True)
+    aa, ab = torch.autograd.grad(grad_a.sum(), (a, b), retain_graph=True)
+    _, bb = torch.autograd.grad(grad_b.sum(), (a, b))
+    det = aa * bb - ab * ab
+    return {"rows": [{"determinant": det, "saddles": int((det < 0).sum())}]}
+
+
+def _curvature(a0, b0):
+    dets = [(2 * b) * (-6 * b) - (1 + 2 * a) ** 2 for a, b in zip(values(a0), values(b0), strict=True)]
+    return [{"determinant": ExactTensor.of("float32", dets), "saddles": sum(1 for d in dets if d < 0)}]
+
+
+def _saddles_and_not(inputs: Inputs) -> str | None:
+    dets = [(2 * b) * (-6 * b) - (1 + 2 * a) ** 2 for a, b in zip(values(inputs["a0"]), values(inputs["b0"]),
+                                                                 strict=True)]
+    if all(d < 0 for d in dets):
+        return "every element is a saddle: the count is the element count"
+    return None
+
+
+def _sample_curvature(draw: Draw, level: int) -> dict:
+    n = 2 + level
+    return {"a0": dyadic_tensor(draw, (n,), -1.5, 0.5, 2), "b0": dyadic_tensor(draw, (n,), -0.75, 0.75, 3)}
+
+
+_F_TEXT = "f(a, b) = sum over i of (a_i*b_i + a_i^2*b_i - b_i^3)"
+
+PARTIAL_DERIVATIVES = laddered(PARTIAL_DERIVATIVES, {
+    2: _level(
+        partial_derivatives, _partial_derivatives,
+        f"""Let {_F_TEXT}, for vectors a and b of the same length. At a = `a0`, b = `b0`, give `f` (a 0-d
+            tensor) and the vectors `grad_a` and `grad_b` of its partial derivatives with respect to each
+            a_i and each b_i.""",
+        lambda i: ({"f": f32(), "grad_a": f32(*_dims(i["a0"])), "grad_b": f32(*_dims(i["a0"]))},),
+        _sample_pair),
+    3: _level(
+        directional_slope, _directional_slope,
+        f"""Let {_F_TEXT}. At a = `a0`, b = `b0`, give `slope`, the rate of change of f when every a_i
+            increases and every b_i decreases at unit speed at the same time (the derivative of f(a0 + t,
+            b0 - t) at t = 0, t added to every element), and `squared_norm`, the sum of the squares of all
+            partial derivatives of f there.""",
+        lambda i: ({"slope": PY_FLOAT, "squared_norm": PY_FLOAT},), _sample_pair),
+    4: _level(
+        steepest_element, _steepest_element,
+        f"""Let {_F_TEXT}. At a = `a0`, b = `b0`, give `element`, the index i for which the partial
+            derivatives of f with respect to a_i and b_i have the largest sum of squares, and
+            `squared_norm`, that sum of squares.""",
+        lambda i: ({"element": PY_INT, "squared_norm": PY_FLOAT},), _sample_pair, refuse=_steepest_unique,
+        zero_reason=_steepest_first),
+    5: _level(
+        curvature, _curvature,
+        f"""Let {_F_TEXT}; f is a sum of independent terms, one per index i. For each i, form the 2x2
+            matrix of second partial derivatives of f with respect to (a_i, b_i) at a = `a0`, b = `b0`.
+            Give `determinant`, each matrix's determinant, and `saddles`, the number of indices whose
+            matrix has a negative determinant (a saddle point of that term).""",
+        lambda i: ({"determinant": f32(*_dims(i["a0"])), "saddles": PY_INT},), _sample_curvature,
+        refuse=_saddles_and_not),
+}, levels="L1 autograd.grad of the stated function; L2 the partial derivatives asked by their "
+          "definition; L3 a directional derivative and the gradient's squared norm; L4 the element "
+          "with the steepest gradient; L5 the 2x2 curvature matrix of every term: its determinant and "
+          "the saddle count")
+
+
+# detached_gradient --------------------------------------------------------------------------------
+def straight_through(x0):
+    import torch
+
+    x = x0.clone().requires_grad_(True)
+    y = x + (torch.round(x) - x).detach()
+    loss = (y ** 2).sum()
+    (grad,) = torch.autograd.grad(loss, x)
+    return {"rows": [{"loss": loss.detach(), "grad": grad}]}
+
+
+def _straight_through(x0):
+    v = values(x0)
+    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
+    return [{"loss": ExactTensor.of("float32", sum((Fraction(round(e)) ** 2 for e in flat), Fraction(0))),
+             "grad": ExactTensor.of("float32", elementwise(lambda e: Fraction(2 * round(e)), v))}]
+
+
+def _sample_straight(draw: Draw, level: int) -> dict:
+    x = values(_elementwise_input(-3.5, 3.5, 2)(draw, level)["x0"])
+    return {"x0": tensor("float32", x)}
+
+
+def _straight_has_halves(inputs: Inputs) -> str | None:
+    v = values(inputs["x0"])
+    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
+    if not any(e.denominator == 2 for e in flat):
+        return "no element is an exact half: the rounding rule is not tested"
+    if sum(1 for e in flat if round(e) == 0) * 2 >= len(flat):
+        return "half or more of the elements round to 0: most gradients would be 0"
+    return None
+
+
+def detached_power(x0, target):
+    import torch
+
+    x = x0.clone().requires_grad_(True)
+    for k in range(1, 5):
+        (grad,) = torch.autograd.grad((x ** k * x.detach() ** (4 - k)).sum(), x)
+        if torch.equal(grad, target):
+            return {"rows": [{"k": k}]}
+    return {"rows": [{"k": -1}]}
+
+
+def _detached_power(x0, target):
+    v, t = values(x0), values(target)
+    for k in range(1, 5):
+        if elementwise(lambda e, k=k: k * e ** 3, v) == t:
+            return [{"k": k}]
+    return [{"k": -1}]
+
+
+def _sample_detached_power(draw: Draw, level: int) -> dict:
+    x = _elementwise_input(-2.5, 2.5, 2)(draw, level)["x0"]
+    k = draw.integer(1, 4)
+    t = elementwise(lambda e: k * e ** 3, values(x))
+    if draw.chance(1, 4):  # a gradient no k gives: one element of another k
+        flat_t = [e for row in t for e in row] if isinstance(t[0], list) else t
+        flat_t[0] += Fraction(1, 4)
+        t = reshape(flat_t, x.shape)
+    return {"x0": x, "target": tensor("float32", elementwise(float, t))}
+
+
+def _k_none(task) -> bool:
+    return task.expected["rows"][0]["k"] == -1
+
+
+def advantage_surrogate(x0):
+    import torch
+
+    x = x0.clone().requires_grad_(True)
+    advantage = x ** 2 - (x ** 2).mean()
+    loss = -(advantage.detach() * torch.log(torch.sigmoid(x))).sum()
+    (grad,) = torch.autograd.grad(loss, x)
+    return {"rows": [{"loss": loss.detach(), "grad": grad}]}
+
+
+def _advantage_surrogate(x0):
+    v = values(x0)
+    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
+    m = mean([e * e for e in flat])
+    loss = -mpmath.fsum(hp(e * e - m) * mpmath.log(sigmoid(e)) for e in flat)
+    return [{"loss": ExactTensor.of("float32", loss),
+             "grad": ExactTensor.of("float32", elementwise(lambda e: -hp(e * e - m) * (1 - sigmoid(e)), v))}]
+
+
+def _advantage_nonzero(inputs: Inputs) -> str | None:
+    v = values(inputs["x0"])
+    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
+    m = mean([e * e for e in flat])
+    if any(e * e == m for e in flat):
+        return "an element's advantage is exactly 0: its gradient would be 0"
+    return None
+
+
+DETACHED_GRADIENT = laddered(DETACHED_GRADIENT, {
+    2: _level(
+        detached_gradient, _detached_gradient,
+        """Write sg(.) for a value that is used in the forward computation but treated as a constant
+            when differentiating (no gradient flows through it). With x = `x0` and y = x^2 elementwise,
+            give `grad_z`, the gradient with respect to x of z = sum(sg(y) * x + y), and `grad_w`, the
+            gradient with respect to x of w = sum(x^3 * sg(x)).""",
+        lambda i: ({"grad_z": f32(*_dims(i["x0"])), "grad_w": f32(*_dims(i["x0"]))},),
+        _elementwise_input(-2.5, 2.5, 2)),
+    3: _level(
+        straight_through, _straight_through,
+        """Write sg(.) for a value used in the forward computation but treated as a constant when
+            differentiating. With x = `x0`, let y = x + sg(r(x) - x), where r rounds to the nearest integer
+            with halves going to the even neighbour, so y's values are the rounded x. Give `loss` = sum(y^2)
+            (a 0-d tensor) and `grad`, its gradient with respect to x.""",
+        lambda i: ({"loss": f32(), "grad": f32(*_dims(i["x0"]))},), _sample_straight,
+        refuse=_straight_has_halves),
+    4: _level(
+        detached_power, _detached_power,
+        """Write sg(.) for a value used in the forward computation but treated as a constant when
+            differentiating. With x = `x0`, for k = 1, 2, 3, 4 let g_k be the gradient with respect to x of
+            sum(x^k * sg(x)^(4 - k)). Give `k`, the k for which g_k equals `target` exactly (element for
+            element), the smallest if several do, or -1 if none does.""",
+        lambda i: ({"k": PY_INT},), _sample_detached_power),
+    5: _level(
+        advantage_surrogate, _advantage_surrogate,
+        """Write sg(.) for a value used in the forward computation but treated as a constant when
+            differentiating, and s(t) = 1 / (1 + e^(-t)). With x = `x0`, let A_i = x_i^2 minus the mean of
+            x^2 over all elements, and loss = -sum over i of sg(A_i) * ln(s(x_i)). Give `loss` (a 0-d
+            tensor) and `grad`, its gradient with respect to x.""",
+        lambda i: ({"loss": f32(), "grad": f32(*_dims(i["x0"]))},), _elementwise_input(-2.5, 2.5, 2),
+        refuse=_advantage_nonzero),
+}, levels="L1 detach named in the expressions; L2 stop-gradient described; L3 a straight-through "
+          "rounding estimator; L4 which power split reproduces a target gradient, or -1; L5 a "
+          "score-function surrogate whose weights carry no gradient",
+   branches=(Branch("no k gives the target", _k_none, Fraction(1, 10), (4,)),))
 
 
 # ------------------------------------------------------------------------------------ the table
