@@ -30,6 +30,7 @@ from exactgrade.domains.pytorch.sampling import (
     dyadic_tensor,
     int_tensor,
     regression_inputs,
+    shape_text,
     word,
 )
 from exactgrade.family import Branch, Draw
@@ -420,7 +421,7 @@ MLP_LOSS_GRADIENTS = pytorch_family(
     sample=_sample_mlp_loss,
     levels="a chain linear -> relu -> linear -> cross-entropy -> backward at every level; batch, features "
     "and hidden units 2..2+level, 2..2+level//2 classes; a pre-activation on the ReLU kink rejected",
-    refuse=_off_the_relu_kink,
+    refuse=lambda inputs: _off_the_relu_kink(inputs) or _mostly_alive(inputs),
 )
 
 TASKS = (
@@ -1283,6 +1284,226 @@ KINK_GRADIENTS = laddered(KINK_GRADIENTS, {
           "a maximum of clamped values (ties with blocked elements) and a product of kinked factors; L4 "
           "the smallest clamp bound passing half the gradient; L5 the gradient of a top-three sum with a "
           "stated tie rule at the boundary")
+
+# mlp_loss_gradients -------------------------------------------------------------------------------
+def _mlp_exact(xv, labels, params):
+    """Loss, gradients and pre-activations of linear -> relu -> linear -> cross-entropy, in mpmath
+    (params: nested lists w1, b1, w2, b2 of Fractions or mpfs)."""
+    w1, b1, w2, b2 = params
+    pre = [[mpmath.fsum(hp(a) * hp(b) for a, b in zip(row, unit, strict=True)) + hp(c)
+            for unit, c in zip(w1, b1, strict=True)] for row in xv]
+    hidden = [[h if h > 0 else mpmath.mpf(0) for h in row] for row in pre]
+    logits = [[mpmath.fsum(a * hp(b) for a, b in zip(row, unit, strict=True)) + hp(c)
+               for unit, c in zip(w2, b2, strict=True)] for row in hidden]
+    n = len(logits)
+    probabilities = [softmax(row) for row in logits]
+    loss = -mpmath.fsum(mpmath.log(p[t]) for p, t in zip(probabilities, labels, strict=True)) / n
+    d_logits = [[(p - (1 if k == t else 0)) / n for k, p in enumerate(ps)]
+                for ps, t in zip(probabilities, labels, strict=True)]
+    d_hidden = [[mpmath.fsum(d * hp(w2[k][j]) for k, d in enumerate(row)) if pre[i][j] > 0 else mpmath.mpf(0)
+                 for j in range(len(w1))] for i, row in enumerate(d_logits)]
+
+    def outer(grads, inputs):
+        return [[mpmath.fsum(g[k] * hp(a[j]) for g, a in zip(grads, inputs, strict=True))
+                 for j in range(len(inputs[0]))] for k in range(len(grads[0]))]
+
+    grads = (outer(d_hidden, xv), [mpmath.fsum(c) for c in transpose(d_hidden)], outer(d_logits, hidden),
+             [mpmath.fsum(c) for c in transpose(d_logits)])
+    return loss, grads, pre, logits
+
+
+def _mlp_params(inputs):
+    return [values(inputs[name]) for name in ("w1", "b1", "w2", "b2")]
+
+
+def _update(params, steps, lr):
+    """params minus lr times steps, elementwise over the nested lists."""
+    def sub(p, s):
+        return [sub(a, b) for a, b in zip(p, s, strict=True)] if isinstance(p, list) else hp(p) - lr * s
+    return [sub(p, s) for p, s in zip(params, steps, strict=True)]
+
+
+def _mlp_trajectory(inputs, steps, lr, momentum=0):
+    """(loss, params, pre, logits) after each of ``steps`` heavy-ball steps (momentum 0: plain SGD)."""
+    xv, labels = values(inputs["x"]), values(inputs["target"])
+    params, velocity, out = _mlp_params(inputs), None, []
+    loss, grads, pre, logits = _mlp_exact(xv, labels, params)
+    out.append((loss, params, pre, logits))
+    for _ in range(steps):
+        if velocity is None:
+            velocity = grads
+        else:
+            velocity = _update(grads, velocity, -mpmath.mpf(momentum))  # grads + momentum * velocity
+        params = _update(params, velocity, mpmath.mpf(lr))
+        loss, grads, pre, logits = _mlp_exact(xv, labels, params)
+        out.append((loss, params, pre, logits))
+    return out
+
+
+def _mostly_alive(inputs: Inputs) -> str | None:
+    """Refuse an instance whose first-layer gradient is mostly exactly zero (dead ReLUs)."""
+    pre = _hidden_pre_activations(inputs["x"], inputs["w1"], inputs["b1"])
+    xv = values(inputs["x"])
+    hidden, features = len(pre[0]), len(xv[0])
+    zeros = sum(1 for j in range(hidden) for f in range(features)
+                if all(pre[s][j] <= 0 or xv[s][f] == 0 for s in range(len(xv))))
+    if 2 * zeros >= hidden * features:
+        return f"{zeros} of {hidden * features} first-layer gradients are exactly 0 (dead ReLUs)"
+    return None
+
+
+def _mlp_ok(inputs: Inputs) -> str | None:
+    return _off_the_relu_kink(inputs) or _mostly_alive(inputs)
+
+
+def _trajectory_clear(inputs: Inputs, steps: int, lr, momentum=0) -> str | None:
+    problem = _mlp_ok(inputs)
+    if problem is not None:
+        return problem
+    for _, _, pre, logits in _mlp_trajectory(inputs, steps, lr, momentum):
+        if any(abs(h) < mpmath.mpf("1e-3") for row in pre for h in row):
+            return "a pre-activation comes within 1e-3 of the ReLU kink along the way"
+        for row in logits:
+            top = sorted(row, reverse=True)
+            if top[0] - top[1] < mpmath.mpf("1e-3"):
+                return "two logits come within 1e-3: the predicted class would hinge on rounding"
+    return None
+
+
+def _mlp_forward_text(i):
+    return f"""A classifier maps each row s of `x` to logits z_s = W2 h_s + b2, where h_s = max(0, W1 x_s +
+        b1) elementwise (W1 = `w1` of shape {shape_text(i["w1"].shape)}, b1 = `b1`, W2 = `w2` of shape
+        {shape_text(i["w2"].shape)}, b2 = `b2`). The loss is the mean over the {i["x"].shape[0]} samples of
+        ln(sum over classes k of e^(z_s[k])) - z_s[target_s], with the class indices in `target`."""
+
+
+def mlp_sgd_step(x, target, w1, b1, w2, b2, lr):
+    import torch
+    import torch.nn.functional as F
+
+    def loss_of(p):
+        return F.cross_entropy(F.linear(torch.relu(F.linear(x, p[0], p[1])), p[2], p[3]), target)
+
+    params = [p.clone().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    grads = torch.autograd.grad(loss_of(params), params)
+    new = [(p - lr * g).detach() for p, g in zip(params, grads, strict=True)]
+    after = loss_of(new)
+    return {"rows": [{"loss_after": after, "b2_after": new[3]}]}
+
+
+def _mlp_sgd_step(x, target, w1, b1, w2, b2, lr):
+    inputs = {"x": x, "target": target, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    loss, params, _, _ = _mlp_trajectory(inputs, 1, lr)[-1]
+    return [{"loss_after": ExactTensor.of("float32", loss), "b2_after": ExactTensor.of("float32", params[3])}]
+
+
+def _sample_mlp_lr(draw: Draw, level: int) -> dict:
+    return {**_sample_mlp_loss(draw, level), "lr": draw.choice((0.5, 0.25, 1.0))}
+
+
+def steps_to_fit(x, target, w1, b1, w2, b2, lr):
+    import torch
+    import torch.nn.functional as F
+
+    params = [p.clone().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    for steps in range(0, 9):
+        logits = F.linear(torch.relu(F.linear(x, params[0], params[1])), params[2], params[3])
+        if bool((logits.argmax(dim=1) == target).all()):
+            return {"rows": [{"steps": steps}]}
+        grads = torch.autograd.grad(F.cross_entropy(logits, target), params)
+        params = [(p - lr * g).detach().requires_grad_(True) for p, g in zip(params, grads, strict=True)]
+    return {"rows": [{"steps": -1}]}
+
+
+def _steps_to_fit(x, target, w1, b1, w2, b2, lr):
+    inputs = {"x": x, "target": target, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    labels = values(target)
+    for steps, (_, _, _, logits) in enumerate(_mlp_trajectory(inputs, 8, lr)):
+        if all(row.index(max(row)) == t for row, t in zip(logits, labels, strict=True)):
+            return [{"steps": steps}]
+    return [{"steps": -1}]
+
+
+def _fit_clear(inputs: Inputs) -> str | None:
+    problem = _trajectory_clear(inputs, 8, inputs["lr"])
+    if problem is None and _steps_to_fit(**inputs)[0]["steps"] == 0:
+        return "every sample is classified correctly before any step"
+    return problem
+
+
+def _fit_none(task) -> bool:
+    return task.expected["rows"][0]["steps"] == -1
+
+
+def mlp_momentum(x, target, w1, b1, w2, b2, lr, momentum):
+    import torch
+    import torch.nn.functional as F
+
+    def loss_of(p):
+        return F.cross_entropy(F.linear(torch.relu(F.linear(x, p[0], p[1])), p[2], p[3]), target)
+
+    params = [p.clone().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    velocity = None
+    for _ in range(3):
+        grads = torch.autograd.grad(loss_of(params), params)
+        if velocity is None:
+            velocity = list(grads)
+        else:
+            velocity = [momentum * v + g for v, g in zip(velocity, grads, strict=True)]
+        params = [(p - lr * v).detach().requires_grad_(True) for p, v in zip(params, velocity, strict=True)]
+    final = loss_of(params)
+    return {"rows": [{"loss_final": final.detach(), "w2_final": params[2].detach()}]}
+
+
+def _mlp_momentum(x, target, w1, b1, w2, b2, lr, momentum):
+    inputs = {"x": x, "target": target, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    loss, params, _, _ = _mlp_trajectory(inputs, 3, lr, momentum)[-1]
+    return [{"loss_final": ExactTensor.of("float32", loss), "w2_final": ExactTensor.of("float32", params[2])}]
+
+
+def _sample_mlp_momentum(draw: Draw, level: int) -> dict:
+    return {**_sample_mlp_loss(draw, level), "lr": draw.choice((0.5, 0.25)),
+            "momentum": draw.choice((0.5, 0.75, 0.875))}
+
+
+MLP_LOSS_GRADIENTS = laddered(MLP_LOSS_GRADIENTS, {
+    2: _level(
+        mlp_loss_gradients, _mlp_loss_gradients,
+        lambda i: f"""{_mlp_forward_text(i)} At the given parameters, give the `loss` (a 0-d tensor) and its
+            gradients `grad_w1`, `grad_b1`, `grad_w2` and `grad_b2` with respect to W1, b1, W2 and b2.""",
+        lambda i: ({"loss": f32(), "grad_w1": f32(*_dims(i["w1"])), "grad_b1": f32(*_dims(i["b1"])),
+                    "grad_w2": f32(*_dims(i["w2"])), "grad_b2": f32(*_dims(i["b2"]))},),
+        _sample_mlp_loss, refuse=_mlp_ok),
+    3: _level(
+        mlp_sgd_step, _mlp_sgd_step,
+        lambda i: f"""{_mlp_forward_text(i)} Take one plain gradient-descent step on all four parameters at
+            once (each parameter minus `lr` times the loss's gradient with respect to it, all gradients
+            taken at the given parameters). Give `loss_after`, the loss after the step (a 0-d tensor), and
+            `b2_after`, the updated b2.""",
+        lambda i: ({"loss_after": f32(), "b2_after": f32(*_dims(i["b2"]))},), _sample_mlp_lr,
+        refuse=lambda i: _trajectory_clear(i, 1, i["lr"])),
+    4: _level(
+        steps_to_fit, _steps_to_fit,
+        lambda i: f"""{_mlp_forward_text(i)} A sample is classified correctly when its largest logit is the
+            one of its target class. Repeatedly take plain gradient-descent steps on all four parameters at
+            once (each parameter minus `lr` times the loss's gradient with respect to it). Give `steps`, the
+            smallest number of steps from 0 to 8 after which every sample is classified correctly, or -1 if
+            none of them is.""",
+        lambda i: ({"steps": PY_INT},), _sample_mlp_lr, refuse=_fit_clear),
+    5: _level(
+        mlp_momentum, _mlp_momentum,
+        lambda i: f"""{_mlp_forward_text(i)} Train all four parameters for three steps of gradient descent
+            with a velocity: at each step compute the gradient g of the loss at the current parameters, set
+            the velocity to g on the first step and to `momentum` times the previous velocity plus g
+            afterwards, then subtract `lr` times the velocity from the parameters. Give `loss_final`, the
+            loss after the three steps (a 0-d tensor), and `w2_final`, W2 after them.""",
+        lambda i: ({"loss_final": f32(), "w2_final": f32(*_dims(i["w2"]))},), _sample_mlp_momentum,
+        refuse=lambda i: _trajectory_clear(i, 3, i["lr"], i["momentum"])),
+}, levels="L1 the modules and backward named; L2 the network and loss given by their formulas; L3 one "
+          "descent step and the loss after it; L4 the fewest descent steps until every sample is "
+          "classified correctly, or -1; L5 three steps of descent with a velocity (heavy-ball momentum) "
+          "described, to reproduce",
+   branches=(Branch("no step count fits the batch", _fit_none, Fraction(1, 10), (4,)),))
 
 
 # ------------------------------------------------------------------------------------ the table
