@@ -1197,7 +1197,13 @@ def _columns_for_spread(x, bound):
 
 def _sample_spread_bound(draw: Draw, level: int) -> dict:
     x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
-    return {"x": x, "bound": float(draw.dyadic(Fraction(1, 4), 2 + level, 3))}
+    v = values(x)
+    # a bound strictly below `reachable` has an answer; one at or above it has none (about 1/5 of draws)
+    reachable = max(min(_squared_deviations(r[:m]) / m for r in v) for m in range(2, len(v[0]) + 1))
+    bound = draw.dyadic(reachable / 4, reachable * 5 / 4, 3)
+    if bound <= 0:
+        raise Reject("the rows have no spread to bound")
+    return {"x": x, "bound": float(bound)}
 
 
 def _spread_none(task) -> bool:
