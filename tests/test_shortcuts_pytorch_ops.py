@@ -12,12 +12,11 @@ import importlib.util
 import re
 
 import pytest
+from shortcut_rules import instances, rule_problems
 
 import exactgrade
 from exactgrade.domains.pytorch import autograd, tensor_ops
 from exactgrade.family import LEVELS
-
-from shortcut_rules import instances, rule_problems
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")

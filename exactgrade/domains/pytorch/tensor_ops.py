@@ -2129,7 +2129,7 @@ def gram_power_iteration(a):
     import torch
 
     gram = a @ a.transpose(1, 2)
-    v = torch.ones(a.shape[0], a.shape[1], 1)
+    v = torch.ones(a.shape[0], a.shape[1], 1, dtype=a.dtype)
     for _ in range(3):
         w = gram @ v
         scale = w.abs().amax(dim=1, keepdim=True)
@@ -2861,7 +2861,7 @@ def group_deviation(keys, vals):
     import torch
 
     unique, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
-    means = torch.zeros(unique.shape[0]).index_add_(0, inverse, vals) / counts
+    means = torch.zeros(unique.shape[0], dtype=vals.dtype).index_add_(0, inverse, vals) / counts
     return {"rows": [{"deviation": vals - means[inverse], "best_key": int(unique[means.argmax()])}]}
 
 
@@ -2924,7 +2924,7 @@ def grouped_running_mean(keys, vals):
 
     same = (keys.unsqueeze(0) == keys.unsqueeze(1)) & torch.ones(keys.shape[0], keys.shape[0]).tril().bool()
     counts = same.sum(dim=1)
-    return {"rows": [{"running_mean": (same.float() @ vals) / counts, "place": counts - 1}]}
+    return {"rows": [{"running_mean": (same.to(vals.dtype) @ vals) / counts, "place": counts - 1}]}
 
 
 def _grouped_running_mean(keys, vals):
