@@ -24,7 +24,7 @@ from exactgrade.domains.pytorch.exact import (
     transpose,
     values,
 )
-from exactgrade.domains.pytorch.ladder import laddered
+from exactgrade.domains.pytorch.levels import leveled, solve
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -449,9 +449,10 @@ TASKS = (
 # and its own independent recomputation (exact polynomials in Fractions, or mpmath).
 
 
-def _level(reference, independent, question, answer, sample, *, refuse=None, zero_reason=None, reject=None):
-    """One level of an autograd family (its name is given by laddered)."""
-    return pytorch_family(reference.__name__, "autograd", reference=reference, independent=independent,
+def _level(name, reference, independent, question, answer, sample, *, refuse=None, zero_reason=None,
+           reject=None):
+    """One level of the autograd family ``name``."""
+    return pytorch_family(name, "autograd", reference=reference, independent=independent,
                           question=question, answer=answer, sample=sample, levels="", refuse=refuse,
                           zero_reason=zero_reason, reject=reject)
 
@@ -534,23 +535,10 @@ def least_squares(w0, x, y):
                       "distance": float(((w - w0.double()) ** 2).sum())}]}
 
 
-def _solve(matrix, rhs):
-    n = len(rhs)
-    m = [list(row) + [r] for row, r in zip(matrix, rhs, strict=True)]
-    for col in range(n):
-        pivot = next(r for r in range(col, n) if m[r][col] != 0)
-        m[col], m[pivot] = m[pivot], m[col]
-        for r in range(n):
-            if r != col and m[r][col] != 0:
-                factor = m[r][col] / m[col][col]
-                m[r] = [a - factor * b for a, b in zip(m[r], m[col], strict=True)]
-    return [m[i][n] / m[i][i] for i in range(n)]
-
-
 def _least_squares_solution(x, y):
     vx, vy = values(x), values(y)
     xt = transpose(vx)
-    return _solve(matmul(xt, vx), [_dot(col, vy) for col in xt])
+    return solve(matmul(xt, vx), [_dot(col, vy) for col in xt])
 
 
 def _least_squares(w0, x, y):
@@ -565,9 +553,8 @@ def _well_posed(inputs: Inputs) -> str | None:
     if len(vx) <= len(vx[0]):
         return "no more samples than weights: the fit would be exact or not unique"
     gram = matmul(transpose(vx), vx)
-    try:
-        w = _least_squares_solution(inputs["x"], inputs["y"])
-    except StopIteration:
+    w = _least_squares_solution(inputs["x"], inputs["y"])
+    if w is None:
         return "the weights are not determined: the columns of x are dependent"
     diagonal = math.prod(gram[k][k] for k in range(len(gram)))
     if any(abs(e) > 64 for e in w) or abs(_det(gram)) < diagonal / 16:
@@ -604,20 +591,23 @@ def _sample_least_squares(draw: Draw, level: int) -> dict:
 _MSE_TEXT = """the mean over the samples of the squared difference between the prediction (the dot product
     of the sample's row of `x` with the weight vector w) and the sample's target in `y`"""
 
-REGRESSION_GRADIENT = laddered(REGRESSION_GRADIENT, {
+REGRESSION_GRADIENT = leveled(REGRESSION_GRADIENT, {
     2: _level(
+        "regression_gradient",
         regression_gradient, _regression_gradient,
         lambda i: f"""The loss of a weight vector w is {_MSE_TEXT} ({word(i["x"].shape[0])} samples). At w =
             `w0`, give `loss` (a 0-d tensor) and `grad`, the vector of partial derivatives of the loss
             with respect to the elements of w.""",
         lambda i: ({"loss": f32(), "grad": f32(*_dims(i["w0"]))},), regression_inputs),
     3: _level(
+        "regression_gradient",
         regression_step, _regression_step,
         lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. Starting at w = `w0`, take one step of
             plain gradient descent with step size `lr` (subtract lr times the gradient of the loss). Give
             the new weights `w1` and `loss_after`, the loss at w1 (a 0-d tensor).""",
         lambda i: ({"w1": f32(*_dims(i["w0"])), "loss_after": f32()},), _sample_regression_lr),
     4: _level(
+        "regression_gradient",
         best_learning_rate, _best_learning_rate,
         lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. One step of plain gradient descent from
             `w0` with step size s gives w0 - s times the gradient of the loss at w0. Of the candidate step
@@ -625,6 +615,7 @@ REGRESSION_GRADIENT = laddered(REGRESSION_GRADIENT, {
             two reach the same loss), and `loss_after`, that loss.""",
         lambda i: ({"lr": PY_FLOAT, "loss_after": PY_FLOAT},), _sample_lrs, refuse=_lr_clear),
     5: _level(
+        "regression_gradient",
         least_squares, _least_squares,
         lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. Give `w_best`, the weight vector with
             the smallest possible loss (it is unique here), `loss_best`, that loss (a 0-d tensor), and
@@ -737,8 +728,9 @@ def _newton_defined(inputs: Inputs) -> str | None:
     return None
 
 
-ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
+ACCUMULATED_GRADIENT = leveled(ACCUMULATED_GRADIENT, {
     2: _level(
+        "accumulated_gradient",
         accumulated_gradient, _accumulated_gradient,
         """Let L(w) be the sum over the elements of w of w^3 - w. A gradient buffer starts at zero, and
             each backward pass adds the gradient of L at w = `w0` to it, without the buffer ever being
@@ -747,6 +739,7 @@ ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
         lambda i: ({"after_one": f32(*_dims(i["w0"])), "after_two": f32(*_dims(i["w0"]))},),
         _renamed(_elementwise_input(-2.5, 2.5, 2), "w0")),
     3: _level(
+        "accumulated_gradient",
         accumulated_step, _accumulated_step,
         """A gradient buffer starts at zero. At w = `w0`, one backward pass adds the gradient of L1(w) =
             sum(w^3 - w) to it, and a second pass adds the gradient of L2(w) = sum(w^2), the buffer not
@@ -754,6 +747,7 @@ ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
             buffer, with `lr` given. Give `w1` and `loss_after`, L1 at w1 (a 0-d tensor).""",
         lambda i: ({"w1": f32(*_dims(i["w0"])), "loss_after": f32()},), _sample_accumulated_lr),
     4: _level(
+        "accumulated_gradient",
         overshoot_passes, _overshoot_passes,
         """Let L(w) = sum(w^3 - w). Backward passes of L at w = `w0` accumulate into a gradient buffer
             that is never reset, so after n passes the buffer holds n times the gradient. After each pass,
@@ -762,6 +756,7 @@ ACCUMULATED_GRADIENT = laddered(ACCUMULATED_GRADIENT, {
             -1 if there is none.""",
         lambda i: ({"passes": PY_INT},), _sample_overshoot, refuse=_overshoot_clear),
     5: _level(
+        "accumulated_gradient",
         newton_iterations, _newton_iterations,
         """Let L(w) = sum(w^3 - w), a sum of independent terms. Starting at w = `w0`, update every element
             three times by dividing the first derivative of its term by the second derivative of its term,
@@ -858,8 +853,9 @@ def _sample_curvature(draw: Draw, level: int) -> dict:
 
 _F_TEXT = "f(a, b) = sum over i of (a_i*b_i + a_i^2*b_i - b_i^3)"
 
-PARTIAL_DERIVATIVES = laddered(PARTIAL_DERIVATIVES, {
+PARTIAL_DERIVATIVES = leveled(PARTIAL_DERIVATIVES, {
     2: _level(
+        "partial_derivatives",
         partial_derivatives, _partial_derivatives,
         f"""Let {_F_TEXT}, for vectors a and b of the same length. At a = `a0`, b = `b0`, give `f` (a 0-d
             tensor) and the vectors `grad_a` and `grad_b` of its partial derivatives with respect to each
@@ -867,6 +863,7 @@ PARTIAL_DERIVATIVES = laddered(PARTIAL_DERIVATIVES, {
         lambda i: ({"f": f32(), "grad_a": f32(*_dims(i["a0"])), "grad_b": f32(*_dims(i["a0"]))},),
         _sample_pair),
     3: _level(
+        "partial_derivatives",
         directional_slope, _directional_slope,
         f"""Let {_F_TEXT}. At a = `a0`, b = `b0`, give `slope`, the rate of change of f when every a_i
             increases and every b_i decreases at unit speed at the same time (the derivative of f(a0 + t,
@@ -874,6 +871,7 @@ PARTIAL_DERIVATIVES = laddered(PARTIAL_DERIVATIVES, {
             partial derivatives of f there.""",
         lambda i: ({"slope": PY_FLOAT, "squared_norm": PY_FLOAT},), _sample_pair),
     4: _level(
+        "partial_derivatives",
         steepest_element, _steepest_element,
         f"""Let {_F_TEXT}. At a = `a0`, b = `b0`, give `element`, the index i for which the partial
             derivatives of f with respect to a_i and b_i have the largest sum of squares, and
@@ -881,6 +879,7 @@ PARTIAL_DERIVATIVES = laddered(PARTIAL_DERIVATIVES, {
         lambda i: ({"element": PY_INT, "squared_norm": PY_FLOAT},), _sample_pair, refuse=_steepest_unique,
         zero_reason=_steepest_first),
     5: _level(
+        "partial_derivatives",
         curvature, _curvature,
         f"""Let {_F_TEXT}; f is a sum of independent terms, one per index i. For each i, form the 2x2
             matrix of second partial derivatives of f with respect to (a_i, b_i) at a = `a0`, b = `b0`.
@@ -989,8 +988,9 @@ def _advantage_nonzero(inputs: Inputs) -> str | None:
     return None
 
 
-DETACHED_GRADIENT = laddered(DETACHED_GRADIENT, {
+DETACHED_GRADIENT = leveled(DETACHED_GRADIENT, {
     2: _level(
+        "detached_gradient",
         detached_gradient, _detached_gradient,
         """Write sg(.) for a value that is used in the forward computation but treated as a constant
             when differentiating (no gradient flows through it). With x = `x0` and y = x^2 elementwise,
@@ -999,6 +999,7 @@ DETACHED_GRADIENT = laddered(DETACHED_GRADIENT, {
         lambda i: ({"grad_z": f32(*_dims(i["x0"])), "grad_w": f32(*_dims(i["x0"]))},),
         _elementwise_input(-2.5, 2.5, 2)),
     3: _level(
+        "detached_gradient",
         straight_through, _straight_through,
         """Write sg(.) for a value used in the forward computation but treated as a constant when
             differentiating. With x = `x0`, let y = x + sg(r(x) - x), where r rounds to the nearest integer
@@ -1007,6 +1008,7 @@ DETACHED_GRADIENT = laddered(DETACHED_GRADIENT, {
         lambda i: ({"loss": f32(), "grad": f32(*_dims(i["x0"]))},), _sample_straight,
         refuse=_straight_has_halves),
     4: _level(
+        "detached_gradient",
         detached_power, _detached_power,
         """Write sg(.) for a value used in the forward computation but treated as a constant when
             differentiating. With x = `x0`, for k = 1, 2, 3, 4 let g_k be the gradient with respect to x of
@@ -1014,6 +1016,7 @@ DETACHED_GRADIENT = laddered(DETACHED_GRADIENT, {
             element), the smallest if several do, or -1 if none does.""",
         lambda i: ({"k": PY_INT},), _sample_detached_power),
     5: _level(
+        "detached_gradient",
         advantage_surrogate, _advantage_surrogate,
         """Write sg(.) for a value used in the forward computation but treated as a constant when
             differentiating, and s(t) = 1 / (1 + e^(-t)). With x = `x0`, let A_i = x_i^2 minus the mean of
@@ -1132,8 +1135,9 @@ def _sample_taylor(draw: Draw, level: int) -> dict:
 
 _POLY_TEXT = "f(x) = sum over the elements of x of (x^4 - 2x^3 + x)"
 
-SECOND_DERIVATIVE = laddered(SECOND_DERIVATIVE, {
+SECOND_DERIVATIVE = leveled(SECOND_DERIVATIVE, {
     2: _level(
+        "second_derivative",
         second_derivative, _second_derivative,
         f"""Let {_POLY_TEXT}. At x = `x0`, give `first`, the gradient of f with respect to x, and `second`,
             for each element the second derivative of f with respect to that element (the diagonal of the
@@ -1141,6 +1145,7 @@ SECOND_DERIVATIVE = laddered(SECOND_DERIVATIVE, {
         lambda i: ({"first": f32(*_dims(i["x0"])), "second": f32(*_dims(i["x0"]))},),
         _elementwise_input(-2, 2.5, 2)),
     3: _level(
+        "second_derivative",
         newton_step, _newton_step,
         f"""Let {_POLY_TEXT}, a sum of independent terms. From x = `x0`, move every element by minus the
             first derivative of its term divided by the second derivative of its term (both at x0): call
@@ -1148,6 +1153,7 @@ SECOND_DERIVATIVE = laddered(SECOND_DERIVATIVE, {
         lambda i: ({"x1": f32(*_dims(i["x0"])), "slope_after": f32(*_dims(i["x0"]))},),
         _elementwise_input(-2, 2.5, 2), refuse=_newton_well_defined),
     4: _level(
+        "second_derivative",
         newton_steps_needed, _newton_steps_needed,
         f"""Let {_POLY_TEXT}, a sum of independent terms. Repeat from x = `x0`: move every element by minus
             the first derivative of its term divided by the second derivative of its term (at the current
@@ -1157,6 +1163,7 @@ SECOND_DERIVATIVE = laddered(SECOND_DERIVATIVE, {
         lambda i: ({"steps": PY_INT, "x_final": f32(*_dims(i["x0"]))},), _sample_newton_steps,
         refuse=_newton_converges_clearly),
     5: _level(
+        "second_derivative",
         taylor_check, _taylor_check,
         f"""Let {_POLY_TEXT}. Give `third`, for each element of x = `x0` the third derivative of f with
             respect to that element, and `taylor_error`: the exact value of f(x0 + h) minus its second-order
@@ -1249,8 +1256,9 @@ def _boundary_tied(inputs: Inputs) -> str | None:
     return None
 
 
-KINK_GRADIENTS = laddered(KINK_GRADIENTS, {
+KINK_GRADIENTS = leveled(KINK_GRADIENTS, {
     2: _level(
+        "kink_gradients",
         kink_gradients, _kink_gradients,
         f"""With x = `x0`, give the gradient with respect to x of: `relu`, the sum of max(x_i, 0); `abs`,
             the sum of |x_i|; `clamp`, the sum of x_i limited to [0, 2]; and `max`, the largest element of x.
@@ -1258,6 +1266,7 @@ KINK_GRADIENTS = laddered(KINK_GRADIENTS, {
         lambda i: ({name: f32(*_dims(i["x0"])) for name in ("relu", "abs", "clamp", "max")},),
         _sample_kinks, refuse=_maximum_tied),
     3: _level(
+        "kink_gradients",
         clamped_max_and_product, _clamped_max_and_product,
         f"""With x = `x0`, give `of_max`, the gradient with respect to x of the largest element of c, where
             c is x with every element limited to [0, 2]; and `of_product`, the gradient of the sum over i of
@@ -1266,6 +1275,7 @@ KINK_GRADIENTS = laddered(KINK_GRADIENTS, {
         lambda i: ({"of_max": f32(*_dims(i["x0"])), "of_product": f32(*_dims(i["x0"]))},), _sample_kinks,
         refuse=_above_the_clamp),
     4: _level(
+        "kink_gradients",
         smallest_passing_bound, _smallest_passing_bound,
         f"""With x = `x0` and a number c >= 0, let g(c) be the gradient with respect to x of the sum of the
             elements of x each limited to [-c, c]. Give `bound`, the smallest c >= 0 for which at least half
@@ -1273,6 +1283,7 @@ KINK_GRADIENTS = laddered(KINK_GRADIENTS, {
             number of entries of g(bound) equal to 1. {_KINK_RULES}""",
         lambda i: ({"bound": PY_FLOAT, "passing": PY_INT},), _sample_kinks),
     5: _level(
+        "kink_gradients",
         top_three_sum, _top_three_sum,
         """With x = `x0`, let T(x) be the sum of the three largest elements of x, where among equal
             elements the one with the smaller index counts as the larger (so exactly three elements are
@@ -1466,8 +1477,9 @@ def _sample_mlp_momentum(draw: Draw, level: int) -> dict:
             "momentum": draw.choice((0.5, 0.75, 0.875))}
 
 
-MLP_LOSS_GRADIENTS = laddered(MLP_LOSS_GRADIENTS, {
+MLP_LOSS_GRADIENTS = leveled(MLP_LOSS_GRADIENTS, {
     2: _level(
+        "mlp_loss_gradients",
         mlp_loss_gradients, _mlp_loss_gradients,
         lambda i: f"""{_mlp_forward_text(i)} At the given parameters, give the `loss` (a 0-d tensor) and its
             gradients `grad_w1`, `grad_b1`, `grad_w2` and `grad_b2` with respect to W1, b1, W2 and b2.""",
@@ -1475,6 +1487,7 @@ MLP_LOSS_GRADIENTS = laddered(MLP_LOSS_GRADIENTS, {
                     "grad_w2": f32(*_dims(i["w2"])), "grad_b2": f32(*_dims(i["b2"]))},),
         _sample_mlp_loss, refuse=_mlp_ok),
     3: _level(
+        "mlp_loss_gradients",
         mlp_sgd_step, _mlp_sgd_step,
         lambda i: f"""{_mlp_forward_text(i)} Take one plain gradient-descent step on all four parameters at
             once (each parameter minus `lr` times the loss's gradient with respect to it, all gradients
@@ -1483,6 +1496,7 @@ MLP_LOSS_GRADIENTS = laddered(MLP_LOSS_GRADIENTS, {
         lambda i: ({"loss_after": f32(), "b2_after": f32(*_dims(i["b2"]))},), _sample_mlp_lr,
         refuse=lambda i: _trajectory_clear(i, 1, i["lr"])),
     4: _level(
+        "mlp_loss_gradients",
         steps_to_fit, _steps_to_fit,
         lambda i: f"""{_mlp_forward_text(i)} A sample is classified correctly when its largest logit is the
             one of its target class. Repeatedly take plain gradient-descent steps on all four parameters at
@@ -1491,6 +1505,7 @@ MLP_LOSS_GRADIENTS = laddered(MLP_LOSS_GRADIENTS, {
             none of them is.""",
         lambda i: ({"steps": PY_INT},), _sample_mlp_lr, refuse=_fit_clear),
     5: _level(
+        "mlp_loss_gradients",
         mlp_momentum, _mlp_momentum,
         lambda i: f"""{_mlp_forward_text(i)} Train all four parameters for three steps of gradient descent
             with a velocity: at each step compute the gradient g of the loss at the current parameters, set

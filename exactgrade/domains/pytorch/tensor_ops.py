@@ -23,7 +23,7 @@ from exactgrade.domains.pytorch.common import (
     tensor,
 )
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
-from exactgrade.domains.pytorch.ladder import laddered
+from exactgrade.domains.pytorch.levels import leveled
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -968,7 +968,7 @@ _D2S_TEXT = lambda i: f"""`x` has shape {shape_text(i["x"].shape)} (channel, row
     top-left, top-right, bottom-left and bottom-right cells come from channels 4c, 4c+1, 4c+2 and 4c+3 of x
     respectively."""  # noqa: E731
 
-PERMUTE_AND_RESHAPE = laddered(PERMUTE_AND_RESHAPE, {
+PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
     2: _restated(
         "permute_and_reshape", permute_and_reshape, _permute_and_reshape,
         lambda i: f"""`x` has shape {shape_text(i["x"].shape)} = (d0, d1, d2). Build the int64 matrix y with
@@ -1115,7 +1115,7 @@ def _sample_nucleus(draw: Draw, level: int) -> dict:
     return {"x": x, "mass": draw.choice((0.5, 0.625, 0.75, 0.875))}
 
 
-REDUCTIONS = laddered(REDUCTIONS, {
+REDUCTIONS = leveled(REDUCTIONS, {
     2: _restated(
         "reductions", reductions, _reductions,
         lambda i: f"""For the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x` with elements x[i, j], give:
@@ -1246,7 +1246,7 @@ def _ew_mean_away_from_zero(inputs: Inputs) -> str | None:
     return None
 
 
-SPREAD_STATISTICS = laddered(SPREAD_STATISTICS, {
+SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
     2: _restated(
         "spread_statistics", spread_statistics, _spread_statistics,
         lambda i: f"""For each row of `x` ({i["x"].shape[1]} elements), let S be the sum of the squared
@@ -1346,7 +1346,7 @@ def _shrink_half(x):
     return [{"lam": lam, "shrunk": ExactTensor.of("float32", [[shrink(e) for e in row] for row in v])}]
 
 
-CLAMP_AND_SELECT = laddered(CLAMP_AND_SELECT, {
+CLAMP_AND_SELECT = leveled(CLAMP_AND_SELECT, {
     2: _restated(
         "clamp_and_select", clamp_and_select, _clamp_and_select,
         """From `x`, give `clipped`, x with every element below -1.5 raised to -1.5 and every element
@@ -1483,7 +1483,7 @@ def _sample_division_ties(draw: Draw, level: int) -> dict:
     return {"a": tensor("int64", a), "b": tensor("int64", b)}
 
 
-INTEGER_DIVISION = laddered(INTEGER_DIVISION, {
+INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
     2: _restated(
         "integer_division", integer_division, _integer_division,
         """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give: `floor_quotient`,
@@ -1676,7 +1676,7 @@ _MASK_FILL_TEXT = """Mark the elements of `x` that are strictly greater than the
     row-major order; and `positions`, their (row, column) indices, one row per marked element, in the same
     order."""
 
-MASK_ABOVE_MEAN = laddered(MASK_ABOVE_MEAN, {
+MASK_ABOVE_MEAN = leveled(MASK_ABOVE_MEAN, {
     2: _restated(
         "mask_above_mean", above_row_mean, _above_row_mean, _MASK_FILL_TEXT,
         lambda i: ({"filled": f32(*_dims(i["x"])), "selected": f32(_count_above_row_mean(i["x"])),
@@ -1782,7 +1782,7 @@ def _needs_swaps(inputs: Inputs) -> str | None:
 _STABLE_ORDER = """the descending order of `x` in which equal elements keep their original relative order
     (the one with the smaller index first)"""
 
-STABLE_SORT = laddered(STABLE_SORT, {
+STABLE_SORT = leveled(STABLE_SORT, {
     2: _restated(
         "stable_sort", stable_sort, _stable_sort,
         """Arrange the elements of `x` from largest to smallest; where several elements are equal, the
@@ -1896,7 +1896,7 @@ def _top_two_routing(x):
     return [{"gates": ExactTensor.of("float32", gates), "load": ExactTensor.of("int64", load)}]
 
 
-TOP_AND_KTH = laddered(TOP_AND_KTH, {
+TOP_AND_KTH = leveled(TOP_AND_KTH, {
     2: _restated(
         "top_and_kth", top_and_kth, _top_and_kth,
         """For each row of `x` (one answer row per row of x, in order), give the three largest values
@@ -2037,7 +2037,7 @@ def _sample_riffle(draw: Draw, level: int) -> dict:
     return {"a": tensor("int64", reshape(a, shape)), "b": tensor("int64", reshape(b, shape))}
 
 
-STACK_AND_CONCATENATE = laddered(STACK_AND_CONCATENATE, {
+STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
     2: _restated(
         "stack_and_concatenate", stack_and_concatenate, _stack_and_concatenate,
         lambda i: f"""`a` and `b` are int64 matrices of shape {shape_text(i["a"].shape)} = (R, C). Give
@@ -2168,7 +2168,7 @@ def _sample_power(draw: Draw, level: int) -> dict:
     return {"a": dyadic_tensor(draw, (batch, m, k), -3, 3, 2)}
 
 
-BATCHED_PRODUCTS = laddered(BATCHED_PRODUCTS, {
+BATCHED_PRODUCTS = leveled(BATCHED_PRODUCTS, {
     2: _restated(
         "batched_products", batched_products, _batched_products,
         lambda i: f"""`a` has shape {shape_text(i["a"].shape)} = (B, M, K) and `b` has shape
@@ -2295,7 +2295,7 @@ def _alternate_scaling(x):
              "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
 
 
-NORMALISE = laddered(NORMALISE, {
+NORMALISE = leveled(NORMALISE, {
     2: _restated(
         "normalise", normalise, _normalise,
         """Give `rows_unit_l2`, each row of `x` divided by the square root of the sum of the squares of
@@ -2446,7 +2446,7 @@ def _best_run_unique(inputs: Inputs) -> str | None:
     return None
 
 
-RUNNING_STATISTICS = laddered(RUNNING_STATISTICS, {
+RUNNING_STATISTICS = leveled(RUNNING_STATISTICS, {
     2: _restated(
         "running_statistics", running_statistics, _running_statistics,
         """Along each row of `x`, for every position j give: `cumsum`, the sum of the row's elements at
@@ -2562,7 +2562,7 @@ def _byte_checksum(x, u):
     return [{"bytes": ExactTensor.of("int64", data), "checksum": high * 256 + low}]
 
 
-CASTS_AND_WRAPAROUND = laddered(CASTS_AND_WRAPAROUND, {
+CASTS_AND_WRAPAROUND = leveled(CASTS_AND_WRAPAROUND, {
     2: _restated(
         "casts_and_wraparound", casts_and_wraparound, _casts_and_wraparound,
         """Give `truncated`, each element of `x` with its fractional part dropped (toward zero), as
@@ -2683,7 +2683,7 @@ def _sample_bags(draw: Draw, level: int) -> dict:
             "starts": tensor("int64", starts)}
 
 
-GATHER_AND_INDEX = laddered(GATHER_AND_INDEX, {
+GATHER_AND_INDEX = leveled(GATHER_AND_INDEX, {
     2: _restated(
         "gather_and_index", gather_and_index, _gather_and_index,
         lambda i: f"""From the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x`: `gathered`, of the shape of
@@ -2818,7 +2818,7 @@ def _queries_inside_and_out(inputs: Inputs) -> str | None:
     return None
 
 
-BROADCAST_ARITHMETIC = laddered(BROADCAST_ARITHMETIC, {
+BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
     2: _restated(
         "broadcast_arithmetic", broadcast_arithmetic, _broadcast_arithmetic,
         lambda i: f"""`a` has shape {shape_text(i["a"].shape)}, `b` has shape {shape_text(i["b"].shape)}
@@ -2938,7 +2938,7 @@ def _grouped_running_mean(keys, vals):
     return [{"running_mean": ExactTensor.of("float32", means), "place": ExactTensor.of("int64", places)}]
 
 
-GROUP_BY_KEY = laddered(GROUP_BY_KEY, {
+GROUP_BY_KEY = leveled(GROUP_BY_KEY, {
     2: _restated(
         "group_by_key", group_by_key, _group_by_key,
         """The elements of `vals` are labelled by the integers in `keys` (same length). Give
