@@ -1157,7 +1157,7 @@ SECOND_DERIVATIVE = leveled(SECOND_DERIVATIVE, {
         newton_steps_needed, _newton_steps_needed,
         f"""Let {_POLY_TEXT}, a sum of independent terms. Repeat from x = `x0`: move every element by minus
             the first derivative of its term divided by the second derivative of its term (at the current
-            x). Give `steps`, the smallest number of such updates (at most 6) after which the absolute value
+            x). Give `steps`, the smallest number of such updates after which the absolute value
             of the gradient of f is strictly below `tolerance` at every element (here it is at most 6), and
             `x_final`, x after that many updates.""",
         lambda i: ({"steps": PY_INT, "x_final": f32(*_dims(i["x0"]))},), _sample_newton_steps,
@@ -1175,11 +1175,20 @@ SECOND_DERIVATIVE = leveled(SECOND_DERIVATIVE, {
           "L5 third derivatives and the exact remainder of the second-order Taylor prediction")
 
 # kink_gradients -----------------------------------------------------------------------------------
-_KINK_RULES = """At a point where a function has a kink, use these conventions: the derivative of
-    max(t, 0) at t = 0 is 0; the derivative of |t| at t = 0 is 0; limiting t to an interval [lo, hi] passes
-    the gradient (derivative 1) wherever lo <= t <= hi, both ends included, and blocks it (0) outside; the
-    gradient of the maximum of several values is split evenly among all the values equal to that
-    maximum."""
+_KINK_RELU = "the derivative of max(t, 0) at t = 0 is 0"
+_KINK_ABS = "the derivative of |t| at t = 0 is 0"
+_KINK_CLAMP = ("limiting t to an interval [lo, hi] passes the gradient (derivative 1) wherever "
+               "lo <= t <= hi, both ends included, and blocks it (0) outside")
+_KINK_MAX = "the gradient of the maximum of several values is split evenly among all the values equal to it"
+
+
+def _kink_rules(*rules: str) -> str:
+    """The kink conventions a question needs (and only those)."""
+    return "At a kink, use " + ("this convention: " if len(rules) == 1 else "these conventions: ") + \
+        "; ".join(rules) + "."
+
+
+_KINK_RULES = _kink_rules(_KINK_RELU, _KINK_ABS, _KINK_CLAMP, _KINK_MAX)
 
 
 def clamped_max_and_product(x0):
@@ -1280,15 +1289,15 @@ KINK_GRADIENTS = leveled(KINK_GRADIENTS, {
         f"""With x = `x0` and a number c >= 0, let g(c) be the gradient with respect to x of the sum of the
             elements of x each limited to [-c, c]. Give `bound`, the smallest c >= 0 for which at least half
             of the entries of g(c) (half the element count, rounded up) equal 1, and `passing`, the
-            number of entries of g(bound) equal to 1. {_KINK_RULES}""",
+            number of entries of g(bound) equal to 1. {_kink_rules(_KINK_CLAMP)}""",
         lambda i: ({"bound": PY_FLOAT, "passing": PY_INT},), _sample_kinks),
     5: _level(
         "kink_gradients",
         top_three_sum, _top_three_sum,
         """With x = `x0`, let T(x) be the sum of the three largest elements of x, where among equal
             elements the one with the smaller index counts as the larger (so exactly three elements are
-            counted). Give `value`, T at x0, and `grad`, the gradient of T with respect to x, where the
-            three counted elements each carry derivative 1 and all others 0.""",
+            counted). Give `value`, T at x0, and `grad`, the gradient of T with respect to x at x0, the
+            choice of the counted elements being held fixed while differentiating.""",
         lambda i: ({"value": PY_FLOAT, "grad": f32(*_dims(i["x0"]))},), _sample_top_three,
         refuse=_boundary_tied),
 }, levels="L1 torch's kink conventions to report; L2 the same functions with the conventions stated; L3 "
@@ -1384,8 +1393,8 @@ def _trajectory_clear(inputs: Inputs, steps: int, lr, momentum=0) -> str | None:
 def _mlp_forward_text(i):
     return f"""A classifier maps each row s of `x` to logits z_s = W2 h_s + b2, where h_s = max(0, W1 x_s +
         b1) elementwise (W1 = `w1` of shape {shape_text(i["w1"].shape)}, b1 = `b1`, W2 = `w2` of shape
-        {shape_text(i["w2"].shape)}, b2 = `b2`). The loss is the mean over the {i["x"].shape[0]} samples of
-        ln(sum over classes k of e^(z_s[k])) - z_s[target_s], with the class indices in `target`."""
+        {shape_text(i["w2"].shape)}, b2 = `b2`). The loss is the mean over the {i["x"].shape[0]} samples s of
+        (ln(sum over classes k of e^(z_s[k])) - z_s[target_s]), with the class indices in `target`."""
 
 
 def mlp_sgd_step(x, target, w1, b1, w2, b2, lr):
@@ -1502,7 +1511,7 @@ MLP_LOSS_GRADIENTS = leveled(MLP_LOSS_GRADIENTS, {
             one of its target class. Repeatedly take plain gradient-descent steps on all four parameters at
             once (each parameter minus `lr` times the loss's gradient with respect to it). Give `steps`, the
             smallest number of steps from 0 to 8 after which every sample is classified correctly, or -1 if
-            none of them is.""",
+            no number of steps up to 8 achieves it.""",
         lambda i: ({"steps": PY_INT},), _sample_mlp_lr, refuse=_fit_clear),
     5: _level(
         "mlp_loss_gradients",
