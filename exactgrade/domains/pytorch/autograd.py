@@ -720,11 +720,15 @@ def _newton_iterations(w0):
 def _newton_defined(inputs: Inputs) -> str | None:
     flat = values(inputs["w0"])
     flat = [e for row in flat for e in row] if isinstance(flat[0], list) else flat
+    finals = []
     for e in flat:
         for _ in range(3):
             if abs(e) < Fraction(1, 8):
                 return "an iterate comes within 1/8 of 0, where the second derivative vanishes"
             e = e - (3 * e * e - 1) / (6 * e)
+        finals.append(e)
+    if abs(_cubic(finals)) < Fraction(1, 2):
+        return "the terms of the final loss nearly cancel: its float32 value would use much of the tolerance"
     return None
 
 
@@ -1061,7 +1065,7 @@ def _newton_well_defined(inputs: Inputs) -> str | None:
     for e in flat:
         if abs(_d2(e)) < Fraction(1, 2):
             return "the second derivative is (nearly) 0 at an element: the step would be huge or undefined"
-        if abs(_d1(e - _d1(e) / _d2(e))) < Fraction(1, 64):
+        if abs(_d1(e - _d1(e) / _d2(e))) < Fraction(1, 8):
             return "a slope after the step is nearly 0: its float32 value would be mostly rounding"
     return None
 
