@@ -2264,7 +2264,7 @@ def _smallest_norm_order(x, bound):
 def _sample_norm_bound(draw: Draw, level: int) -> dict:
     x = _sample_normalise(draw, level)["x"]
     largest = max(abs(e) for row in values(x) for e in row)
-    return {"x": x, "bound": float(draw.dyadic(largest - Fraction(1, 4), largest * 2, 2))}
+    return {"x": x, "bound": float(draw.dyadic(largest * 3 / 4, largest * 2, 2))}
 
 
 def _p_none(task) -> bool:
