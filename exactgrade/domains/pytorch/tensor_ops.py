@@ -1868,7 +1868,9 @@ def _fewest_for_total(x, total):
 def _sample_fewest(draw: Draw, level: int) -> dict:
     x = _sample_matrix((2, 0), (5, 4), -4, 6, 2)(draw, level)["x"]
     best = min(max(sum(sorted(row, reverse=True)[:k]) for k in range(1, len(row) + 1)) for row in values(x))
-    return {"x": x, "total": float(draw.dyadic(1, best + 2, 2))}
+    if draw.chance(1, 3):  # no k reaches the total
+        return {"x": x, "total": float(draw.dyadic(best + Fraction(1, 4), best + 2, 2))}
+    return {"x": x, "total": float(draw.dyadic(1, max(1, best), 2))}
 
 
 def _k_none(task) -> bool:
