@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from shortcut_rules import instances, rule_problems
 
 from exactgrade.family import LEVELS
-from shortcut_rules import instances, rule_problems
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")
