@@ -1058,8 +1058,8 @@ BINARY_CROSS_ENTROPY_LOSSES = leveled(
         ),
     },
     levels="L1 the two BCE calls named; L2 described; L3 the gradient of the weighted BCE with respect to "
-    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 a focal loss and "
-    "its gradient (described, not named)",
+    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 a focal "
+    "loss and its gradient (described, not named)",
 )
 
 
