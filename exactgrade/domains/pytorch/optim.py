@@ -567,8 +567,8 @@ SGD_STEP = leveled(
         ),
     },
     levels="L1 torch.optim.SGD with weight decay named; L2 the update rule described, the gradient to "
-    "derive; L3 two steps and the loss after them; L4 an exact line search along the decayed gradient; L5 the "
-    "fixed point of the update (a regularised least-squares solve)",
+    "derive; L3 two steps and the loss after them; L4 an exact line search along the decayed gradient; "
+    "L5 the fixed point of the update (a regularised least-squares solve)",
 )
 
 
