@@ -1501,8 +1501,22 @@ GROUPED_STRIDED_CONV = leveled(
 
 
 # pointwise_activations and gelu_variants ---------------------------------------------------------
-_ACTIVATIONS_MATH = """`relu`: max(x, 0); `leaky_relu`: x where x > 0, else 0.1 * x; `sigmoid`: 1 / (1 +
-    exp(-x)); `silu`: x / (1 + exp(-x)); and `softplus`: ln(1 + exp(x))."""
+_ACTIVATIONS_MATH = """`f1`: max(x, 0); `f2`: x where x > 0, else 0.1 * x; `f3`: 1 / (1 + exp(-x)); `f4`: x /
+    (1 + exp(-x)); and `f5`: ln(1 + exp(x))."""
+_ACTIVATION_KEYS = {"f1": "relu", "f2": "leaky_relu", "f3": "sigmoid", "f4": "silu", "f5": "softplus"}
+
+
+def activation_formulas(x):
+    import torch
+
+    return {"rows": [{"f1": torch.clamp(x, min=0), "f2": torch.where(x > 0, x, 0.1 * x),
+                      "f3": 1 / (1 + torch.exp(-x)), "f4": x * torch.sigmoid(x),
+                      "f5": torch.nn.functional.softplus(x)}]}
+
+
+def _activation_formulas(x):
+    row = _pointwise_activations(x)[0]
+    return [{key: row[name] for key, name in _ACTIVATION_KEYS.items()}]
 
 
 def silu_softplus_chain(x):
@@ -1537,8 +1551,8 @@ def activation_inverses(s, p):
     return {
         "rows": [
             {
-                "from_sigmoid": torch.logit(s.double()).to(s.dtype),
-                "from_softplus": torch.log(torch.expm1(p.double())).to(p.dtype),
+                "z_of_s": torch.logit(s.double()).to(s.dtype),
+                "z_of_p": torch.log(torch.expm1(p.double())).to(p.dtype),
             }
         ]
     }
@@ -1547,10 +1561,10 @@ def activation_inverses(s, p):
 def _activation_inverses(s, p):
     return [
         {
-            "from_sigmoid": ExactTensor.of(
+            "z_of_s": ExactTensor.of(
                 "float32", elementwise(lambda e: mpmath.log(hp(e) / (1 - hp(e))), values(s))
             ),
-            "from_softplus": ExactTensor.of(
+            "z_of_p": ExactTensor.of(
                 "float32", elementwise(lambda e: mpmath.log(mpmath.expm1(hp(e))), values(p))
             ),
         }
@@ -1608,13 +1622,11 @@ POINTWISE_ACTIVATIONS = leveled(
     {
         2: _nn(
             "pointwise_activations",
-            reference=pointwise_activations,
-            independent=_pointwise_activations,
+            reference=activation_formulas,
+            independent=_activation_formulas,
             sample=_sample_elementwise(-3, 3, 0.5),
             question=f"""Apply five functions to `x` elementwise: {_ACTIVATIONS_MATH}""",
-            answer=lambda i: (
-                {n: f32(*_dims(i["x"])) for n in ("relu", "leaky_relu", "sigmoid", "silu", "softplus")},
-            ),
+            answer=lambda i: ({key: f32(*_dims(i["x"])) for key in _ACTIVATION_KEYS},),
         ),
         3: _nn(
             "pointwise_activations",
@@ -1631,9 +1643,9 @@ POINTWISE_ACTIVATIONS = leveled(
             independent=_activation_inverses,
             sample=_sample_inverses,
             question="""`s` holds outputs of the function 1 / (1 + exp(-z)) and `p` outputs of ln(1 + exp(z)).
-               Give `from_sigmoid` and `from_softplus`, the inputs z that produced each element of `s` and of
+               Give `z_of_s` and `z_of_p`, the inputs z that produced each element of `s` and of
                `p` (each function is one-to-one).""",
-            answer=lambda i: ({"from_sigmoid": f32(*_dims(i["s"])), "from_softplus": f32(*_dims(i["p"]))},),
+            answer=lambda i: ({"z_of_s": f32(*_dims(i["s"])), "z_of_p": f32(*_dims(i["p"]))},),
         ),
         5: _nn(
             "pointwise_activations",
@@ -1653,9 +1665,20 @@ POINTWISE_ACTIVATIONS = leveled(
 )
 
 
-_GELU_MATH = """`gelu_erf`: x * P(Z <= x) for a standard normal Z; and `gelu_tanh`: 0.5 * x * (1 +
+_GELU_MATH = """`exact`: x * P(Z <= x) for a standard normal Z; and `approximate`: 0.5 * x * (1 +
     tanh(sqrt(2 /
     pi) * (x + 0.044715 * x^3)))."""
+
+
+def gelu_forms(x):
+    import torch.nn.functional as F
+
+    return {"rows": [{"exact": F.gelu(x), "approximate": F.gelu(x, approximate="tanh")}]}
+
+
+def _gelu_forms(x):
+    row = _gelu_variants(x)[0]
+    return [{"exact": row["gelu_erf"], "approximate": row["gelu_tanh"]}]
 
 
 def _gelu_exact(e):
@@ -1767,11 +1790,11 @@ GELU_VARIANTS = leveled(
     {
         2: _nn(
             "gelu_variants",
-            reference=gelu_variants,
-            independent=_gelu_variants,
+            reference=gelu_forms,
+            independent=_gelu_forms,
             sample=_sample_elementwise(-2.5, 2.5, 0.0),
             question=f"""Apply two functions to `x` elementwise: {_GELU_MATH}""",
-            answer=lambda i: ({"gelu_erf": f32(*_dims(i["x"])), "gelu_tanh": f32(*_dims(i["x"]))},),
+            answer=lambda i: ({"exact": f32(*_dims(i["x"])), "approximate": f32(*_dims(i["x"]))},),
         ),
         3: _nn(
             "gelu_variants",
@@ -2126,7 +2149,7 @@ LAYER_NORM = leveled(
 
 
 # pooling -----------------------------------------------------------------------------------------
-_POOL_MATH = """Every plane of `x` (N, C, H, W) is pooled separately. `max_floor`: the maximum of each
+_POOL_MATH = """every plane is pooled separately. `max_floor`: the maximum of each
     2x2 block of cells (rows 2i, 2i+1, columns 2j, 2j+1), for the blocks that fit wholly inside the plane;
     `max_ceil`: the same, but blocks that stick out past the last row or column are kept and take the
     maximum of their cells inside the plane; `max_ceil_indices`: for each `max_ceil` block, the position
@@ -2266,7 +2289,7 @@ POOLING = leveled(
             sample=_sample_pooling,
             refuse=_pool_windows_untied,
             question=lambda i: (
-                f"""For the image batch `x` (N, C, H, W) = {shape_text(i["x"].shape)}:
+                f"""For the image batch `x` (N, C, H, W) = {shape_text(i["x"].shape)},
                {_POOL_MATH}"""
             ),
             answer=lambda i: (

@@ -1581,7 +1581,8 @@ def _sample_full_schedule(draw, level):
 
 
 _SCHEDULE_ANSWER = (
-    "Give the final `w`, and `losses` and `grad_norms`: the loss and n_t at each step, in order."
+    "Give the final `w`, and `losses` and `grad_norms`: for each step t in order, the loss at the w that "
+    "step starts from, and n_t."
 )
 
 
