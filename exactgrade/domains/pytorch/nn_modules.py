@@ -2961,19 +2961,25 @@ def batch_norm_passes(x, tolerance):
             norm(x.double())
         close = (norm.running_var - target).abs() <= tolerance * target
         passes = torch.where((passes == 0) & close, torch.full_like(passes, k), passes)
+        if bool((passes > 0).all()):
+            break
     return {"rows": [{"passes": passes}]}
 
 
 def _batch_norm_passes(x, tolerance):
     out = []
     for column in transpose(values(x)):
-        m = mean(column)
-        v = sum(((e - m) ** 2 for e in column), Fraction(0)) / (len(column) - 1)
-        running, k = Fraction(1), 0
-        while abs(running - v) > to_fraction(tolerance) * v:
-            running, k = Fraction(9, 10) * running + Fraction(1, 10) * v, k + 1
-        out.append(k)
+        out.append(int(mpmath.ceil(_passes_needed(column, tolerance))))
     return [{"passes": ExactTensor.of("int64", out)}]
+
+
+def _passes_needed(column, tolerance):
+    """log(gap) / log(10/9): after k passes running_var - v = (1 - v) * 0.9^k, so the smallest k with
+    |1 - v| * 0.9^k <= tolerance * v is the ceiling of this (exact gap, mpmath logarithm)."""
+    m = mean(column)
+    v = sum(((e - m) ** 2 for e in column), Fraction(0)) / (len(column) - 1)
+    gap = abs(1 - v) / (to_fraction(tolerance) * v)
+    return mpmath.log(hp(gap)) / mpmath.log(mpmath.mpf(10) / 9)
 
 
 def _sample_batch_norm_passes(draw, level):
@@ -2984,17 +2990,12 @@ def _sample_batch_norm_passes(draw, level):
 def _passes_clear(inputs):
     counts = []
     for column in transpose(values(inputs["x"])):
-        m = mean(column)
-        v = sum(((e - m) ** 2 for e in column), Fraction(0)) / (len(column) - 1)
-        gap = abs(1 - v) / (to_fraction(inputs["tolerance"]) * v)  # the k-th gap is 0.9^k times this
-        if gap <= 1:
+        needed = _passes_needed(column, inputs["tolerance"])
+        if needed <= 0:
             return "a feature's unbiased variance is already within the tolerance of 1 (no pass needed)"
-        k = 0
-        while gap > 1:
-            gap, k = gap * Fraction(9, 10), k + 1
-        if gap > Fraction(999, 1000):
-            return "a feature reaches the tolerance within 0.1% of the bound: too close to call in float"
-        counts.append(k)
+        if needed > 399 or not mpmath.mpf("0.01") < needed - mpmath.floor(needed) < mpmath.mpf("0.99"):
+            return "a feature reaches the tolerance within 0.1% of the bound, or not in 400 passes"
+        counts.append(int(mpmath.ceil(needed)))
     if len(set(counts)) < 2:
         return "every feature needs the same number of passes: a constant answer passes"
     return None
