@@ -2800,11 +2800,6 @@ def _nearest_clear(inputs):
     return None
 
 
-def _nearest_zero(inputs):
-    rows = _nearest_distances(inputs["weight"], inputs["flat_idx"], inputs["offsets"])
-    return "row 0 is the nearest to a bag" if any(d.index(min(d)) == 0 for d in rows) else None
-
-
 def embedding_sgd(weight, idx, upstream):
     import torch
 
@@ -2875,7 +2870,6 @@ EMBEDDING_LOOKUP = leveled(
             independent=_nearest_rows,
             sample=_sample_embedding,
             refuse=_nearest_clear,
-            zero_reason=_nearest_zero,
             question=f"""`weight` is a table of embeddings, one row per id. {_BAG_MATH} Each bag is
                 summarised by
                the elementwise mean of the table rows of its ids. Give `nearest`: for each bag, the id whose
