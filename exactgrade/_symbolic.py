@@ -10,7 +10,8 @@ The decision, in order:
 
   1. Rational functions (both sides built from rationals and symbols with +, * and integer
      powers) are decided exactly: a/b == c/d over QQ(symbols) iff a*d == c*b as polynomials
-     (sparse dicts of Fraction coefficients, bounded by MAX_TERMS and the deadline). On the
+     (sparse dicts of Fraction coefficients, bounded by MAX_TERMS, MAX_COEFFICIENT_BITS,
+     MAX_DEGREE and the deadline; beyond those bounds step 2 decides). On the
      integers as on the reals, a rational function vanishes everywhere iff it is the zero
      function, so this is an exact decision with no error.
   2. Anything else is evaluated exactly at random points the host draws inside the domain
@@ -63,6 +64,7 @@ AGREEMENT_BITS = 192
 PRECISIONS = (256, 1024, 4096)
 MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
 MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
+MAX_DEGREE = 1024  # and for the exponent of a symbol in a term (x**10**12 must not be evaluated exactly)
 MAX_DRAWS = 8 * POINTS  # points drawn in all, including those where the key is not a real number
 SIGN_STRATA = 3
 INTEGER_RANGE = 1 << 12
@@ -259,9 +261,13 @@ def _bits(p: Polynomial) -> int:
     return max((max(c.numerator.bit_length(), c.denominator.bit_length()) for c in p.values()), default=0)
 
 
+def _degree(p: Polynomial) -> int:
+    return max((max(monomial, default=0) for monomial in p), default=0)
+
+
 def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
     budget.check(len(a) * len(b) // 4)  # a product has at most len(a)*len(b) terms; refuse the huge
-    if _bits(a) + _bits(b) > MAX_COEFFICIENT_BITS:
+    if _bits(a) + _bits(b) > MAX_COEFFICIENT_BITS or _degree(a) + _degree(b) > MAX_DEGREE:
         raise _NotRational
     out: Polynomial = {}
     for ma, ca in a.items():
@@ -279,7 +285,7 @@ def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
 def _pow(a: Polynomial, n: int, width: int, budget: _Budget) -> Polynomial:
     if len(a) == 1:  # a monomial: no expansion
         (monomial, c), = a.items()
-        if _bits(a) * n > MAX_COEFFICIENT_BITS:
+        if _bits(a) * n > MAX_COEFFICIENT_BITS or _degree(a) * n > MAX_DEGREE:
             raise _NotRational
         return {tuple(e * n for e in monomial): c ** n}
     result: Polynomial = {(0,) * width: Fraction(1)}
