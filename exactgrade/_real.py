@@ -209,7 +209,7 @@ def _log(x: Any, ctx: Any) -> Any:
 
 # Trigonometric arguments beyond this are refused: mpmath reduces them modulo pi with as many
 # extra bits as the argument has, so sin(10**10**6) would take minutes.
-_MAX_TRIG_ARGUMENT = 1 << 64
+_MAX_TRIG_ARGUMENT = 1 << 256
 
 
 def _reciprocal(x: Any, ctx: Any) -> Any:
