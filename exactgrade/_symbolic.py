@@ -266,19 +266,25 @@ def _degree(p: Polynomial) -> int:
 
 
 def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
+    """a * b. Sizes are checked on the product: both factors are within the bounds, so one product
+    costs at most twice the bounds (no single big-int multiplication can run away)."""
     budget.check(len(a) * len(b) // 4)  # a product has at most len(a)*len(b) terms; refuse the huge
-    if _bits(a) + _bits(b) > MAX_COEFFICIENT_BITS or _degree(a) + _degree(b) > MAX_DEGREE:
+    if len(a) == 1 and len(b) == 1:
+        ((ma, ca),), ((mb, cb),) = a.items(), b.items()
+        out = {tuple(x + y for x, y in zip(ma, mb, strict=True)): ca * cb}
+    else:
+        out = {}
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                monomial = tuple(x + y for x, y in zip(ma, mb, strict=True))
+                total = out.get(monomial, 0) + ca * cb
+                if total:
+                    out[monomial] = total
+                else:
+                    out.pop(monomial, None)
+            budget.check(len(out))
+    if _bits(out) > MAX_COEFFICIENT_BITS or _degree(out) > MAX_DEGREE:
         raise _NotRational
-    out: Polynomial = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            monomial = tuple(x + y for x, y in zip(ma, mb, strict=True))
-            total = out.get(monomial, 0) + ca * cb
-            if total:
-                out[monomial] = total
-            else:
-                out.pop(monomial, None)
-        budget.check(len(out))
     return out
 
 
