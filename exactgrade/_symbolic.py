@@ -163,14 +163,10 @@ def decide(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -
     """
     if key == answer:  # structural equality: no evaluation (sympy's == on trees)
         return Decision(True)
-    names = sorted(domains)
     try:
-        exact = _rational_decision(key, answer, names, domains, deadline)
+        return _rational_decision(key, answer, sorted(domains), domains, deadline)
     except _NotRational:
-        exact = None
-    if exact is not None:
-        return exact
-    return _point_decision(key, answer, domains, deadline)
+        return _point_decision(key, answer, domains, deadline)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +176,8 @@ Polynomial = dict[tuple[int, ...], Fraction]
 
 
 def _rational_decision(key: Any, answer: Any, names: list[str], domains: dict[str, Domain],
-                       deadline: float) -> Decision | None:
+                       deadline: float) -> Decision:
+    """Exact, for two rational functions; _NotRational if either is not one (or is too large)."""
     index = {name: i for i, name in enumerate(names)}
     budget = _Budget(deadline)
     kn, kd = _rational(key, index, budget)
@@ -352,8 +349,8 @@ def _draw(domain: Domain, draw: secrets.SystemRandom, sign: int | None = None,
         return Fraction(sign * draw.randint(low, limit))
     if small:
         return Fraction(sign * draw.randint(1, 64), draw.randint(1, 16))
-    mantissa = Fraction((1 << 20) + draw.randrange(1 << 20), 1 << 20)
-    return sign * mantissa * Fraction(2) ** draw.randint(-4, 3)
+    mantissa, exponent = (1 << 20) + draw.randrange(1 << 20), draw.randint(-4, 3)  # (1 + u/2**20) * 2**e
+    return Fraction(sign * mantissa, 1 << (20 - exponent))
 
 
 def _points(domains: dict[str, Domain], draw: secrets.SystemRandom) -> Any:
@@ -407,12 +404,10 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
             continue
         answer_evaluated = True
         difference = ev - av
-        if difference.a > 0 or difference.b < 0:
+        low, high = _real._signs(difference)
+        if low > 0 or high < 0:
             return f"they differ at {shown}: expected {_approx(ev)}, got {_approx(av)}"
-        scale = abs(ev).a
-        if scale < 1:
-            scale = ctx.mpf(1)
-        if abs(difference).b <= (scale * ctx.mpf(2) ** -AGREEMENT_BITS).a:
+        if _within_agreement(difference, ev):
             return True
     if not key_evaluated:
         return None  # a singularity of the key at this very point
@@ -421,6 +416,33 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
                 f"there (a logarithm, root or reciprocal of a value that may be zero)")
     raise _real.Undecidable(f"could not tell the values apart or prove them within 2**-{AGREEMENT_BITS} "
                             f"at {shown} ({PRECISIONS[-1]} bits)")
+
+
+def _within_agreement(difference: Any, key: Any) -> bool:
+    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) for every point of both intervals."""
+    from mpmath.libmp import fone, mpf_abs, mpf_cmp, mpf_shift
+
+    largest = max((mpf_abs(end) for end in difference._mpi_), key=_Key)
+    low, high = key._mpi_
+    smallest = fone if _real._signs(key)[0] <= 0 <= _real._signs(key)[1] else min(
+        (mpf_abs(low), mpf_abs(high)), key=_Key)
+    if mpf_cmp(smallest, fone) < 0:
+        smallest = fone
+    return mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
+
+
+class _Key:
+    """Orders raw mpf tuples (for max and min)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Key) -> bool:
+        from mpmath.libmp import mpf_cmp
+
+        return mpf_cmp(self.value, other.value) < 0
 
 
 def _approx(interval: Any) -> str:
