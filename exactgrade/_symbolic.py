@@ -20,25 +20,32 @@ The decision, in order:
      proof that they differ (the reason names the point); a point where the key is a real number
      and the answer is not is a difference too; a point where the key is not a real number (a
      pole, the logarithm of a negative number) is skipped. The two are declared equal after
-     POINTS points at which |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|) is proven by
-     the interval (working precision 256 bits, then 1024 and 4096 if the interval is too wide).
+     POINTS points at each of which the interval proves
+
+         |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|)  and  |key - answer| <= 2**-ABSOLUTE_BITS
+
+     (192 bits relative, and 2**-64 absolute so that 2**p - 1 is never taken for 2**p however
+     large p is), at a working precision of 256 bits, then 1024, 4096 and 16384 while the
+     interval is too wide to say.
 
 False-pass bound of step 2 (stated here and in the README). A wrong answer passes only if the
-difference is within 2**-AGREEMENT_BITS * max(1, |key|) at all POINTS points. For point i let
-eps_i be the probability, under that point's sampling distribution (below), of landing where the
-difference is that small. Magnitudes are independent across points, so
+difference satisfies both inequalities at all POINTS points. For point i let eps_i be the
+probability, under that point's sampling distribution (below), of landing where it does.
+Magnitudes are independent across points, so
 
     P(a wrong answer passes) <= eps_1 * ... * eps_POINTS  (<= eps**8 when every eps_i <= eps).
 
-Examples: a difference that is a nonzero polynomial of degree d in an integer symbol (drawn from
-2**12 values) has eps_i <= d / 2**12, so P <= (d / 4096)**8; sqrt(x**2) against x (x real) has
+Examples: a difference that is a nonzero polynomial of degree d in a positive integer symbol
+(drawn from 2**10 values) has eps_i <= d / 2**10, so P <= (d / 1024)**8; sqrt(x**2) against x (x real) has
 eps_i = 0 at every point whose x is negative, and half the points have a negative x, so it never
-passes. What the test cannot see: a difference below 2**-192 relative everywhere on the sampled
-ranges (key + 2**-300, say, passes), and one confined to where no point is drawn (|x| beyond 16
-or below 1/16 for a real symbol, beyond 2**12 for an integer one).
+passes; 2**p against 2**p - 1 has eps_i = 0. What the test cannot see: a difference below both
+bounds everywhere on the sampled ranges (exp(x) + 2**-300 for exp(x), say), and one confined to
+where no point is drawn (|x| beyond 16 or below 1/16 for a real symbol, |k| beyond 2**10 for an
+integer one). A point where the values are too large to resolve at 16384 bits is undecidable
+(the comparison fails, saying so), never a pass.
 
 Sampling (each point, each symbol): an integer symbol is uniform on its sign's part of
-[-2**12, 2**12]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
+[-2**10, 2**10]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
 uniform in [-4, 3] (|x| in [1/16, 16)). The sign is the domain's when it has one; for the first
 SIGN_STRATA symbols whose domain allows both signs, point i takes sign pattern (start + i) mod
 2**SIGN_STRATA for a random start (every pattern once in 8 consecutive points); other signs are
@@ -61,13 +68,14 @@ from exactgrade import _real
 
 POINTS = 8
 AGREEMENT_BITS = 192
-PRECISIONS = (256, 1024, 4096)
+ABSOLUTE_BITS = 64
+PRECISIONS = (256, 1024, 4096, 16384)
 MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
 MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
 MAX_DEGREE = 1024  # and for the exponent of a symbol in a term (x**10**12 must not be evaluated exactly)
 MAX_DRAWS = 8 * POINTS  # points drawn in all, including those where the key is not a real number
 SIGN_STRATA = 3
-INTEGER_RANGE = 1 << 12
+INTEGER_RANGE = 1 << 10
 _MAX_RATIONAL_POWER = 64  # a larger integer power of a non-monomial goes to the point path
 
 Domain = tuple[str, ...]  # wire.symbol_domain's spelling: (), ("real",), ("integer", "positive"), ...
@@ -415,11 +423,12 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
         return (f"they differ at {shown}: expected {_approx(key_value)}, but the answer cannot be evaluated "
                 f"there (a logarithm, root or reciprocal of a value that may be zero)")
     raise _real.Undecidable(f"could not tell the values apart or prove them within 2**-{AGREEMENT_BITS} "
-                            f"at {shown} ({PRECISIONS[-1]} bits)")
+                            f"relative and 2**-{ABSOLUTE_BITS} at {shown} ({PRECISIONS[-1]} bits)")
 
 
 def _within_agreement(difference: Any, key: Any) -> bool:
-    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) for every point of both intervals."""
+    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) and <= 2**-ABSOLUTE_BITS, for every point
+    of both intervals."""
     from mpmath.libmp import fone, mpf_abs, mpf_cmp, mpf_shift
 
     largest = max((mpf_abs(end) for end in difference._mpi_), key=_Key)
@@ -428,7 +437,8 @@ def _within_agreement(difference: Any, key: Any) -> bool:
         (mpf_abs(low), mpf_abs(high)), key=_Key)
     if mpf_cmp(smallest, fone) < 0:
         smallest = fone
-    return mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
+    relative = mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
+    return relative and mpf_cmp(largest, mpf_shift(fone, -ABSOLUTE_BITS)) <= 0
 
 
 class _Key:

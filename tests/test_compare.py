@@ -417,6 +417,9 @@ SYMBOLIC_CASES = [
     ("answer-not-real-where-key-is", sympy.log(X**2), 2 * sympy.log(X), False,
      "but the answer is not a real number there"),
     ("tiny-difference", sympy.exp(X), sympy.exp(X) + sympy.Rational(1, 2**100), False, "they differ at x="),
+    ("huge-off-by-one", 2**P - 1, 2**P, False, "they differ at p="),
+    ("tiny-halved", 2 ** (-P), 2 ** (-P - 1), False, "they differ at p="),
+    ("huge-identity", 2 ** (P + 1) - 2, 2 * (2**P - 1), True, ""),
     # assumptions matter
     ("root-of-square-positive", PR, root(PR**2), True, ""),
     ("root-of-square-real", RX, root(RX**2), False, "they differ at x=-"),
