@@ -104,9 +104,7 @@ def _interval(x: object, ctx: Any) -> Any:
     """An interval enclosing the exact value of x at ctx's precision."""
     q = as_fraction(x)
     if q is not None:
-        if q.denominator == 1:
-            return ctx.mpf(q.numerator)
-        return ctx.mpf(q.numerator) / ctx.mpf(q.denominator)
+        return _rational_interval(q.numerator, q.denominator, ctx)
     if not is_sympy(x):
         raise Undecidable(f"cannot evaluate a value of type {type(x).__name__}")
     return _sympy_interval(x, ctx)
@@ -117,7 +115,7 @@ def _sympy_interval(expr: Any, ctx: Any) -> Any:
         raise OutOfTime(f"stopped at {ctx.prec} bits")
     sympy = _sympy()
     if expr.is_Rational:
-        return _interval(as_fraction(expr), ctx)
+        return _rational_interval(int(expr.p), int(expr.q), ctx)
     if expr is sympy.pi:
         return ctx.pi
     if expr is sympy.E:
@@ -129,13 +127,15 @@ def _sympy_interval(expr: Any, ctx: Any) -> Any:
                               f"symbols is compared as a function, under Exact() only)")
         return _interval(value, ctx)
     if expr.is_Add:
-        total = ctx.mpf(0)
-        for arg in expr.args:
+        first, *rest = expr.args
+        total = _sympy_interval(first, ctx)
+        for arg in rest:
             total = total + _sympy_interval(arg, ctx)
         return total
     if expr.is_Mul:
-        product = ctx.mpf(1)
-        for arg in expr.args:
+        first, *rest = expr.args
+        product = _sympy_interval(first, ctx)
+        for arg in rest:
             product = product * _sympy_interval(arg, ctx)
         return product
     if expr.is_Pow:
@@ -159,16 +159,15 @@ def _power(base: Any, exponent: Any, ctx: Any) -> Any:
         raise Undecidable(f"an exponent is larger than {MAX_POINT_EXPONENT} here")
     if q is not None and q.denominator == 1:
         n = q.numerator
-        if n < 0 and b.a == 0 and b.b == 0:
-            raise Undefined("division by zero")
-        if n < 0 and b.a <= 0 <= b.b:
-            raise _NeedMorePrecision
-        return b ** n if n >= 0 else 1 / (b ** (-n))
+        if n < 0:
+            return _reciprocal(b ** (-n), ctx)
+        return b ** n
     # A non-integer power is real only for a positive base (sympy's principal root of a negative
     # number is complex).
-    if b.b < 0:
+    low, high = _signs(b)
+    if high < 0:
         raise Undefined("a non-integer power of a negative number is not a real number")
-    if b.a <= 0:
+    if low <= 0:
         raise _NeedMorePrecision
     if q == Fraction(1, 2):
         return ctx.sqrt(b)
@@ -193,29 +192,55 @@ def _exact_value(expr: Any, depth: int) -> Fraction | None:
     return None
 
 
+def _rational_interval(p: int, q: int, ctx: Any) -> Any:
+    """The interval of p/q at ctx's precision, rounded outward (exact when p/q is a float there)."""
+    from mpmath.libmp import from_rational, round_ceiling, round_floor
+
+    prec = ctx.prec
+    return ctx.make_mpf((from_rational(p, q, prec, round_floor), from_rational(p, q, prec, round_ceiling)))
+
+
+def _signs(x: Any) -> tuple[int, int]:
+    """The signs (-1, 0, 1) of an interval's two ends, read from its mpf tuples (no conversion)."""
+    from mpmath.libmp import mpf_sign
+
+    low, high = x._mpi_
+    return mpf_sign(low), mpf_sign(high)
+
+
+def _larger_than(x: Any, bound: int) -> bool:
+    """Whether either end of x exceeds bound in magnitude."""
+    from mpmath.libmp import from_int, mpf_abs, mpf_cmp
+
+    limit = from_int(bound)
+    return any(mpf_cmp(mpf_abs(end), limit) > 0 for end in x._mpi_)
+
+
 def _exp(x: Any, ctx: Any) -> Any:
-    if abs(x.a) > _MAX_EXP_ARGUMENT or abs(x.b) > _MAX_EXP_ARGUMENT:
+    if _larger_than(x, _MAX_EXP_ARGUMENT):
         raise Undecidable("an exponential is too large to evaluate")
     return ctx.exp(x)
 
 
 def _log(x: Any, ctx: Any) -> Any:
-    if x.b <= 0:
+    low, high = _signs(x)
+    if high <= 0:
         raise Undefined("the logarithm of a non-positive number is not a real number")
-    if x.a <= 0:
+    if low <= 0:
         raise _NeedMorePrecision
     return ctx.log(x)
 
 
 # Trigonometric arguments beyond this are refused: mpmath reduces them modulo pi with as many
 # extra bits as the argument has, so sin(10**10**6) would take minutes.
-_MAX_TRIG_ARGUMENT = 1 << 64
+_MAX_TRIG_ARGUMENT = 1 << 256
 
 
 def _reciprocal(x: Any, ctx: Any) -> Any:
-    if x.a == 0 and x.b == 0:
+    low, high = _signs(x)
+    if low == 0 and high == 0:
         raise Undefined("division by zero")
-    if x.a <= 0 <= x.b:
+    if low <= 0 <= high:
         raise _NeedMorePrecision
     return 1 / x
 
@@ -223,7 +248,7 @@ def _reciprocal(x: Any, ctx: Any) -> Any:
 def _cos_sin(x: Any, ctx: Any) -> tuple[Any, Any]:
     from mpmath.libmp.libmpi import mpi_cos_sin
 
-    if abs(x.a) > _MAX_TRIG_ARGUMENT or abs(x.b) > _MAX_TRIG_ARGUMENT:
+    if _larger_than(x, _MAX_TRIG_ARGUMENT):
         raise Undecidable("the argument of a trigonometric function is too large to evaluate")
     c, s = mpi_cos_sin(x._mpi_, ctx.prec)
     return ctx.make_mpf(c), ctx.make_mpf(s)

@@ -10,7 +10,8 @@ The decision, in order:
 
   1. Rational functions (both sides built from rationals and symbols with +, * and integer
      powers) are decided exactly: a/b == c/d over QQ(symbols) iff a*d == c*b as polynomials
-     (sparse dicts of Fraction coefficients, bounded by MAX_TERMS and the deadline). On the
+     (sparse dicts of Fraction coefficients, bounded by MAX_TERMS, MAX_COEFFICIENT_BITS,
+     MAX_DEGREE and the deadline; beyond those bounds step 2 decides). On the
      integers as on the reals, a rational function vanishes everywhere iff it is the zero
      function, so this is an exact decision with no error.
   2. Anything else is evaluated exactly at random points the host draws inside the domain
@@ -19,25 +20,32 @@ The decision, in order:
      proof that they differ (the reason names the point); a point where the key is a real number
      and the answer is not is a difference too; a point where the key is not a real number (a
      pole, the logarithm of a negative number) is skipped. The two are declared equal after
-     POINTS points at which |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|) is proven by
-     the interval (working precision 256 bits, then 1024 and 4096 if the interval is too wide).
+     POINTS points at each of which the interval proves
+
+         |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|)  and  |key - answer| <= 2**-ABSOLUTE_BITS
+
+     (192 bits relative, and 2**-64 absolute so that 2**p - 1 is never taken for 2**p however
+     large p is), at a working precision of 256 bits, then 1024, 4096 and 16384 while the
+     interval is too wide to say.
 
 False-pass bound of step 2 (stated here and in the README). A wrong answer passes only if the
-difference is within 2**-AGREEMENT_BITS * max(1, |key|) at all POINTS points. For point i let
-eps_i be the probability, under that point's sampling distribution (below), of landing where the
-difference is that small. Magnitudes are independent across points, so
+difference satisfies both inequalities at all POINTS points. For point i let eps_i be the
+probability, under that point's sampling distribution (below), of landing where it does.
+Magnitudes are independent across points, so
 
     P(a wrong answer passes) <= eps_1 * ... * eps_POINTS  (<= eps**8 when every eps_i <= eps).
 
-Examples: a difference that is a nonzero polynomial of degree d in an integer symbol (drawn from
-2**12 values) has eps_i <= d / 2**12, so P <= (d / 4096)**8; sqrt(x**2) against x (x real) has
+Examples: a difference that is a nonzero polynomial of degree d in a positive integer symbol
+(drawn from 2**10 values) has eps_i <= d / 2**10, so P <= (d / 1024)**8; sqrt(x**2) against x (x real) has
 eps_i = 0 at every point whose x is negative, and half the points have a negative x, so it never
-passes. What the test cannot see: a difference below 2**-192 relative everywhere on the sampled
-ranges (key + 2**-300, say, passes), and one confined to where no point is drawn (|x| beyond 16
-or below 1/16 for a real symbol, beyond 2**12 for an integer one).
+passes; 2**p against 2**p - 1 has eps_i = 0. What the test cannot see: a difference below both
+bounds everywhere on the sampled ranges (exp(x) + 2**-300 for exp(x), say), and one confined to
+where no point is drawn (|x| beyond 16 or below 1/16 for a real symbol, |k| beyond 2**10 for an
+integer one). A point where the values are too large to resolve at 16384 bits is undecidable
+(the comparison fails, saying so), never a pass.
 
 Sampling (each point, each symbol): an integer symbol is uniform on its sign's part of
-[-2**12, 2**12]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
+[-2**10, 2**10]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
 uniform in [-4, 3] (|x| in [1/16, 16)). The sign is the domain's when it has one; for the first
 SIGN_STRATA symbols whose domain allows both signs, point i takes sign pattern (start + i) mod
 2**SIGN_STRATA for a random start (every pattern once in 8 consecutive points); other signs are
@@ -60,12 +68,14 @@ from exactgrade import _real
 
 POINTS = 8
 AGREEMENT_BITS = 192
-PRECISIONS = (256, 1024, 4096)
+ABSOLUTE_BITS = 64
+PRECISIONS = (256, 1024, 4096, 16384)
 MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
 MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
+MAX_DEGREE = 1024  # and for the exponent of a symbol in a term (x**10**12 must not be evaluated exactly)
 MAX_DRAWS = 8 * POINTS  # points drawn in all, including those where the key is not a real number
 SIGN_STRATA = 3
-INTEGER_RANGE = 1 << 12
+INTEGER_RANGE = 1 << 10
 _MAX_RATIONAL_POWER = 64  # a larger integer power of a non-monomial goes to the point path
 
 Domain = tuple[str, ...]  # wire.symbol_domain's spelling: (), ("real",), ("integer", "positive"), ...
@@ -161,14 +171,10 @@ def decide(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -
     """
     if key == answer:  # structural equality: no evaluation (sympy's == on trees)
         return Decision(True)
-    names = sorted(domains)
     try:
-        exact = _rational_decision(key, answer, names, domains, deadline)
+        return _rational_decision(key, answer, sorted(domains), domains, deadline)
     except _NotRational:
-        exact = None
-    if exact is not None:
-        return exact
-    return _point_decision(key, answer, domains, deadline)
+        return _point_decision(key, answer, domains, deadline)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +184,8 @@ Polynomial = dict[tuple[int, ...], Fraction]
 
 
 def _rational_decision(key: Any, answer: Any, names: list[str], domains: dict[str, Domain],
-                       deadline: float) -> Decision | None:
+                       deadline: float) -> Decision:
+    """Exact, for two rational functions; _NotRational if either is not one (or is too large)."""
     index = {name: i for i, name in enumerate(names)}
     budget = _Budget(deadline)
     kn, kd = _rational(key, index, budget)
@@ -259,27 +266,37 @@ def _bits(p: Polynomial) -> int:
     return max((max(c.numerator.bit_length(), c.denominator.bit_length()) for c in p.values()), default=0)
 
 
+def _degree(p: Polynomial) -> int:
+    return max((max(monomial, default=0) for monomial in p), default=0)
+
+
 def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
+    """a * b. Sizes are checked on the product: both factors are within the bounds, so one product
+    costs at most twice the bounds (no single big-int multiplication can run away)."""
     budget.check(len(a) * len(b) // 4)  # a product has at most len(a)*len(b) terms; refuse the huge
-    if _bits(a) + _bits(b) > MAX_COEFFICIENT_BITS:
+    if len(a) == 1 and len(b) == 1:
+        ((ma, ca),), ((mb, cb),) = a.items(), b.items()
+        out = {tuple(x + y for x, y in zip(ma, mb, strict=True)): ca * cb}
+    else:
+        out = {}
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                monomial = tuple(x + y for x, y in zip(ma, mb, strict=True))
+                total = out.get(monomial, 0) + ca * cb
+                if total:
+                    out[monomial] = total
+                else:
+                    out.pop(monomial, None)
+            budget.check(len(out))
+    if _bits(out) > MAX_COEFFICIENT_BITS or _degree(out) > MAX_DEGREE:
         raise _NotRational
-    out: Polynomial = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            monomial = tuple(x + y for x, y in zip(ma, mb, strict=True))
-            total = out.get(monomial, 0) + ca * cb
-            if total:
-                out[monomial] = total
-            else:
-                out.pop(monomial, None)
-        budget.check(len(out))
     return out
 
 
 def _pow(a: Polynomial, n: int, width: int, budget: _Budget) -> Polynomial:
     if len(a) == 1:  # a monomial: no expansion
         (monomial, c), = a.items()
-        if _bits(a) * n > MAX_COEFFICIENT_BITS:
+        if _bits(a) * n > MAX_COEFFICIENT_BITS or _degree(a) * n > MAX_DEGREE:
             raise _NotRational
         return {tuple(e * n for e in monomial): c ** n}
     result: Polynomial = {(0,) * width: Fraction(1)}
@@ -340,8 +357,8 @@ def _draw(domain: Domain, draw: secrets.SystemRandom, sign: int | None = None,
         return Fraction(sign * draw.randint(low, limit))
     if small:
         return Fraction(sign * draw.randint(1, 64), draw.randint(1, 16))
-    mantissa = Fraction((1 << 20) + draw.randrange(1 << 20), 1 << 20)
-    return sign * mantissa * Fraction(2) ** draw.randint(-4, 3)
+    mantissa, exponent = (1 << 20) + draw.randrange(1 << 20), draw.randint(-4, 3)  # (1 + u/2**20) * 2**e
+    return Fraction(sign * mantissa, 1 << (20 - exponent))
 
 
 def _points(domains: dict[str, Domain], draw: secrets.SystemRandom) -> Any:
@@ -395,12 +412,10 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
             continue
         answer_evaluated = True
         difference = ev - av
-        if difference.a > 0 or difference.b < 0:
+        low, high = _real._signs(difference)
+        if low > 0 or high < 0:
             return f"they differ at {shown}: expected {_approx(ev)}, got {_approx(av)}"
-        scale = abs(ev).a
-        if scale < 1:
-            scale = ctx.mpf(1)
-        if abs(difference).b <= (scale * ctx.mpf(2) ** -AGREEMENT_BITS).a:
+        if _within_agreement(difference, ev):
             return True
     if not key_evaluated:
         return None  # a singularity of the key at this very point
@@ -408,7 +423,36 @@ def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float
         return (f"they differ at {shown}: expected {_approx(key_value)}, but the answer cannot be evaluated "
                 f"there (a logarithm, root or reciprocal of a value that may be zero)")
     raise _real.Undecidable(f"could not tell the values apart or prove them within 2**-{AGREEMENT_BITS} "
-                            f"at {shown} ({PRECISIONS[-1]} bits)")
+                            f"relative and 2**-{ABSOLUTE_BITS} at {shown} ({PRECISIONS[-1]} bits)")
+
+
+def _within_agreement(difference: Any, key: Any) -> bool:
+    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) and <= 2**-ABSOLUTE_BITS, for every point
+    of both intervals."""
+    from mpmath.libmp import fone, mpf_abs, mpf_cmp, mpf_shift
+
+    largest = max((mpf_abs(end) for end in difference._mpi_), key=_Key)
+    low, high = key._mpi_
+    smallest = fone if _real._signs(key)[0] <= 0 <= _real._signs(key)[1] else min(
+        (mpf_abs(low), mpf_abs(high)), key=_Key)
+    if mpf_cmp(smallest, fone) < 0:
+        smallest = fone
+    relative = mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
+    return relative and mpf_cmp(largest, mpf_shift(fone, -ABSOLUTE_BITS)) <= 0
+
+
+class _Key:
+    """Orders raw mpf tuples (for max and min)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Key) -> bool:
+        from mpmath.libmp import mpf_cmp
+
+        return mpf_cmp(self.value, other.value) < 0
 
 
 def _approx(interval: Any) -> str:

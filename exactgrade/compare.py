@@ -68,8 +68,10 @@ def compare(expected: Any, actual: Any, policy: Policy | None = None, *,
     time_limit bounds the irrational work of the whole call, across all elements: interval
     refinement (the deadline is checked at every node evaluated, so it is overrun by at most one
     interval operation) and the rare sympy equality proof (in a worker process of the call's
-    own, killed at the deadline; starting a worker when none is idle is not counted). Rational
-    and tensor work is linear in the size of the values and is not cut short.
+    own, killed at the deadline; starting a worker when none is idle is not counted), and the
+    decision for values with free symbols (exact rational-function arithmetic and evaluation at
+    random points, checked at every polynomial product and every node evaluated). Rational and
+    tensor work is linear in the size of the values and is not cut short.
     """
     if policy is None:
         policy = Exact()

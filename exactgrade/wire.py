@@ -234,6 +234,8 @@ def symbol_domain(symbol: Any) -> tuple[str, ...]:
     (sign,) | ("integer", sign). WireError for a name or an assumption the wire cannot carry."""
     import sympy
 
+    if type(symbol) is not sympy.Symbol:  # Dummy, Wild, subclasses: not one name, one meaning
+        raise WireError(f"sympy node {type(symbol).__name__} is not allowed: only sympy.Symbol")
     name = symbol.name
     _check_name(name)
     integer = symbol.is_integer is True

@@ -417,6 +417,9 @@ SYMBOLIC_CASES = [
     ("answer-not-real-where-key-is", sympy.log(X**2), 2 * sympy.log(X), False,
      "but the answer is not a real number there"),
     ("tiny-difference", sympy.exp(X), sympy.exp(X) + sympy.Rational(1, 2**100), False, "they differ at x="),
+    ("huge-off-by-one", 2**P - 1, 2**P, False, "they differ at p="),
+    ("tiny-halved", 2 ** (-P), 2 ** (-P - 1), False, "they differ at p="),
+    ("huge-identity", 2 ** (P + 1) - 2, 2 * (2**P - 1), True, ""),
     # assumptions matter
     ("root-of-square-positive", PR, root(PR**2), True, ""),
     ("root-of-square-real", RX, root(RX**2), False, "they differ at x=-"),
@@ -436,6 +439,13 @@ SYMBOLIC_CASES = [
     ("piecewise-answer", RX, sympy.Piecewise((RX, RX > 0), (-RX, True)), False, "not an analytic function"),
     ("floor-answer", X, sympy.floor(X), False, "floor is not an analytic function"),
     ("unsupported-function", X, sympy.gamma(X), False, "unsupported sympy node gamma"),
+    # the elementary functions of constants: intervals, and the prover for identities
+    ("constant-trig-identity", sympy.tan(1) ** 2 + 1, sympy.sec(1) ** 2, True, ""),
+    ("constant-inverse", sympy.asin(sympy.Rational(1, 2)), sympy.pi / 6, True, ""),
+    ("constant-sin-cos", sympy.sin(1), sympy.cos(1), False, "exact values differ"),
+    ("constant-acosh", sympy.acosh(2), sympy.log(2 + sympy.sqrt(3)), True, ""),
+    ("constant-out-of-domain", 1, uneval(sympy.asin, 2), False, "outside its real domain"),
+    ("constant-trig-argument-too-large", sympy.sin(2**300), 0, False, "too large to evaluate"),
     # math-verify's false passes (its issues #14 and #41) and the pairs it refused
     ("mv14-e", 1 - 1 / sympy.E, 1 + 1 / sympy.E, False, "exact values differ"),
     ("mv14-powers", sympy.Rational(1, 2**99), sympy.Rational(1, 2**98), False, "exact values differ"),
