@@ -25,8 +25,8 @@ from exactgrade.verdict import render_path
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
     "information": ("distributions", "joint", "labels"),
-    "backprop": ("gradients_at", "forward"),
-    "numerical": ("float_cases",),
+    "backprop": ("gradients_at", "forward", "mlp_question"),
+    "numerical": ("float_cases", "float_search"),
     "linalg": ("linalg",),
     "optimisation": ("optimiser",),
 }
@@ -46,8 +46,9 @@ def check(task: Task) -> list[str]:
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
         ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("equal_gradients", _equal_gradients),
-        ("forward", _forward),
-        ("float_cases", _float_cases), ("linalg", _linalg), ("optimiser", _optimiser),
+        ("forward", _forward), ("mlp_question", _mlp_question),
+        ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
+        ("optimiser", _optimiser),
     ]
     for key, run in checks:  # key None: always runs
         if key is None or key in meta:
@@ -212,6 +213,72 @@ def _forward(task: Task) -> list[str]:
     return problems
 
 
+def _mlp_question(task: Task) -> list[str]:
+    """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
+    gradients; a gradient-check step by exact losses on both sides)."""
+    from exactgrade.rational.piecewise import forward, gradients, layers, loss
+
+    inputs, network, batch = task.inputs, task.inputs["network"], task.inputs["batch"]
+    question = task.meta["mlp_question"]
+    g = gradients(network, batch)
+
+    def stepped(step: Fraction) -> dict[str, Any]:
+        new = []
+        for k, layer in enumerate(network["layers"], start=1):
+            new.append({"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
+                               for i, row in enumerate(layer["W"])],
+                        "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
+                        "activation": layer["activation"]})
+        return {"layers": new}
+
+    def nudged(name: str, h: Fraction) -> dict[str, Any]:
+        from exactgrade.rational.piecewise import perturb
+        return perturb(network, batch, name, h)[0]
+
+    want: Any
+    if question == "active":
+        net = layers(network)
+        rows = []
+        for e in batch:
+            trace = forward(net, [Fraction(v) for v in e["x"]])
+            rows.append({"active_units": sum(1 for z in trace.pre[:-1] for v in z if v > 0),
+                         "output": list(trace.output)})
+        want = {"rows": rows, "loss": loss(network, batch)}
+    elif question == "step_loss":
+        want = {"loss_after": loss(stepped(Fraction(inputs["lr"])), batch)}
+    elif question == "best_lr":
+        scored = sorted((loss(stepped(Fraction(c)), batch), Fraction(c)) for c in inputs["candidates"])
+        want = {"lr": scored[0][1], "loss_after": scored[0][0]}
+    elif question == "best_bias":
+        k = len(network["layers"])
+        b = [Fraction(x) - g[f"b{k}[{i}]"] for i, x in enumerate(network["layers"][-1]["b"])]
+        better = {"layers": [*network["layers"][:-1], {**network["layers"][-1], "b": b}]}
+        after = gradients(better, batch)
+        if any(after[f"b{k}[{i}]"] != 0 for i in range(len(b))):
+            return ["the optimal last-layer bias does not zero its gradient"]
+        want = {"b": b, "loss": loss(better, batch)}
+    elif question == "directional":
+        want = {"derivative": sum((g[n] * Fraction(d) for n, d in inputs["direction"].items()), Fraction(0))}
+    elif question == "step_grad":
+        after = gradients(stepped(Fraction(inputs["lr"])), batch)
+        want = {"rows": [{"param": n, "grad": after[n]} for n in inputs["wrt"]]}
+    elif question == "largest":
+        top = max(abs(g[n]) for n in inputs["wrt"])
+        first = next(n for n in inputs["wrt"] if abs(g[n]) == top)
+        want = {"param": first, "grad": g[first]}
+    else:
+        want = {"h": None}
+        for k in range(inputs["steps"] + 1):
+            h = Fraction(1, 2**k)
+            up, down = nudged(inputs["param"], h), nudged(inputs["param"], -h)
+            if (loss(up, batch) - loss(down, batch)) / (2 * h) == g[inputs["param"]]:
+                want = {"h": h}
+                break
+    if task.expected != want:
+        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
+    return []
+
+
 def _float_cases(task: Task) -> list[str]:
     from exactgrade.domains.deeplearning.ieee import TRANSCENDENTAL_ULPS, outcome, stable_outcome
 
@@ -233,6 +300,43 @@ def _float_cases(task: Task) -> list[str]:
                             "could give another category")
         if not str(argument.get(case["name"], "")).strip():
             problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
+    return problems
+
+
+def _float_search(task: Task) -> list[str]:
+    """Every case of every window recomputed with numpy (and robust), then the asked summary
+    (first non-finite n, counts, cheapest format) rebuilt from those outcomes."""
+    from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
+
+    cases = {case["name"]: case for case in task.meta["float_search"]}
+    inputs = task.inputs
+    problems, bad = [], {}
+    for i, w in enumerate(inputs["windows"]):
+        for n in range(w["low"], w["high"] + 1):
+            case = cases.get(f"t{i}_n{n}")
+            if case is None or case["format"] != w["format"]:
+                return [f"meta['float_search'] lacks the case n = {n} of window {i}"]
+            got = outcome(case["expr"], case["format"])
+            if stable_outcome(case["expr"], case["format"]) != got:
+                problems.append(f"window {i}, n = {n}: the outcome is not robust")
+            bad[i, n] = got != "finite"
+    windows = list(enumerate(inputs["windows"]))
+    if inputs["question"] == "cheapest":
+        formats = list(dict.fromkeys(w["format"] for w in inputs["windows"]))
+        counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
+                  for f in formats}
+        want: Any = {"rows": [{"format": f, "non_finite": counts[f]} for f in formats],
+                     "cheapest": next((f for f in formats if counts[f] == 0), None)}
+    else:
+        want = {"rows": []}
+        for i, w in windows:
+            hits = [n for n in range(w["low"], w["high"] + 1) if bad[i, n]]
+            row: dict[str, Any] = {"format": w["format"], "first_non_finite": min(hits) if hits else None}
+            if inputs["question"] == "count":
+                row["non_finite"] = len(hits)
+            want["rows"].append(row)
+    if task.expected != want:
+        problems.append(f"the key {task.expected} differs from numpy's outcomes, which give {want}")
     return problems
 
 
