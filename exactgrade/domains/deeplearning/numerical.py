@@ -688,9 +688,19 @@ def _build_search(tags):
         cases = [{"name": f"t{i}_n{n}", "format": w["format"], "expr": substituted(t, n)}
                  for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True))
                  for n in range(w["low"], w["high"] + 1)]
+        clean = [all(robust_outcome(substituted(t, n), w["format"]) == "finite"
+                     for n in range(w["low"], w["high"] + 1))
+                 for t, w in zip(inputs["templates"], inputs["windows"], strict=True)]
+        formats = {w["format"] for w in inputs["windows"]}
+        zero = (any(clean) if inputs["question"] == "count" else
+                inputs["question"] == "cheapest" and any(all(c for c, w in zip(clean, inputs["windows"],
+                                                                                strict=True)
+                                                             if w["format"] == f) for f in formats))
+        zero_reason = ("a window lies wholly on the finite side of its edge, so it has no non-finite n and "
+                       "its count is exactly 0" if zero else None)
         return TaskDef(task_id, "numerical", inputs, float_search_rows, _search_prompt,
                        api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", inputs["question"]),
-                       meta={"float_search": cases})
+                       zero_reason=zero_reason, meta={"float_search": cases})
 
     return build
 
@@ -732,8 +742,8 @@ def _numerical_family(name, tags, sample_cases, level_one):
     return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
                      varying_at={1: ("rows[].outcome",)},
                      branches=(Branch("a window without a non-finite n", _has_none_row, F(1, 10), (3, 4)),
-                               Branch("no format is finite everywhere", _no_cheapest, F(1, 5), (5,)),
-                               Branch("a format is finite everywhere", _a_cheapest, F(1, 5), (5,))))
+                               Branch("no format is finite everywhere", _no_cheapest, F(1, 10), (5,)),
+                               Branch("a format is finite everywhere", _a_cheapest, F(1, 10), (5,))))
 
 
 def _has_none_row(task):
