@@ -24,7 +24,7 @@ from exactgrade.verdict import render_path
 
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
-    "information": ("distributions", "joint", "labels"),
+    "information": ("distributions", "joint", "labels", "info_question"),
     "backprop": ("gradients_at", "forward", "mlp_question"),
     "numerical": ("float_cases", "float_search"),
     "linalg": ("linalg",),
@@ -45,7 +45,8 @@ def check(task: Task) -> list[str]:
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
-        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("equal_gradients", _equal_gradients),
+        ("kl_asymmetry", _kl_asymmetry), ("info_question", _info_question), ("gradients_at", _gradients),
+        ("equal_gradients", _equal_gradients),
         ("forward", _forward), ("mlp_question", _mlp_question),
         ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
         ("optimiser", _optimiser),
@@ -168,6 +169,165 @@ def _kl_asymmetry(task: Task) -> list[str]:
     if len(set(found)) < 2:
         return [f"the expected KL values {_show(found)} do not differ"]
     return []
+
+
+def _optimal_code_length(p: Any) -> Fraction:
+    """The least expected length over complete prefix codes, by brute force: lengths assigned in
+    nondecreasing order to the probabilities sorted in decreasing order (an optimal code has that
+    form), every vector of lengths below len(p) whose Kraft sum is exactly 1."""
+    probabilities = sorted((Fraction(x) for x in p if x != 0), reverse=True)
+    n = len(probabilities)
+    if n == 1:
+        return Fraction(0)
+    best: list[Fraction] = []
+
+    def extend(lengths: list[int], kraft: Fraction) -> None:
+        if len(lengths) == n:
+            if kraft == 1:
+                cost = sum((q * k for q, k in zip(probabilities, lengths, strict=True)), Fraction(0))
+                if not best or cost < best[0]:
+                    best[:] = [cost]
+            return
+        for k in range(lengths[-1] if lengths else 1, n):
+            if kraft + Fraction(1, 2**k) > 1:
+                continue
+            if kraft + Fraction(n - len(lengths), 2**k) < 1:  # longer codewords cannot fill the tree
+                return
+            extend([*lengths, k], kraft + Fraction(1, 2**k))
+
+    extend([], Fraction(0))
+    return best[0]
+
+
+def _info_question(task: Task) -> list[str]:
+    """The upper-level information questions recomputed with exactgrade.rational another way."""
+    from itertools import permutations
+
+    from exactgrade.domains.deeplearning.information_levels import merged_table
+
+    inputs, question = task.inputs, task.meta["info_question"]
+    kl, entropy = rational.kl_bits, rational.information.entropy_bits
+    want: Any
+    if question == "code_length":
+        want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
+    elif question == "huffman":
+        want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
+    elif question == "two_stage":
+        want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
+                                                               zip(s["groups"], s["within"], strict=True)),
+                                                              Fraction(0))} for s in inputs["sources"]]}
+    elif question == "best_capped":
+        cap = Fraction(inputs["cap"])
+        fits = [i for i, p in enumerate(inputs["candidates"]) if max(map(Fraction, p)) <= cap]
+        top = max((entropy(inputs["candidates"][i]) for i in fits), default=None)
+        first = next((i for i in fits if entropy(inputs["candidates"][i]) == top), None)
+        want = {"best": first, "bits": top}
+    elif question == "coding_cost":
+        want = {"rows": [{"expected_length": rational.cross_entropy_bits(pq["p"], pq["q"]),
+                          "extra_bits": kl(pq["p"], pq["q"])} for pq in inputs["pairs"]]}
+    elif question == "product_kl":
+        rows = []
+        for pairs in inputs["products"]:
+            joint_p, joint_q = [Fraction(1)], [Fraction(1)]
+            for pair in pairs:
+                joint_p = [a * Fraction(b) for a in joint_p for b in pair["p"]]
+                joint_q = [a * Fraction(b) for a in joint_q for b in pair["q"]]
+            rows.append({"bits": kl(joint_p, joint_q)})
+        want = {"rows": rows}
+    elif question == "closest":
+        budget = Fraction(inputs["budget"])
+        fits = [i for i, q in enumerate(inputs["candidates"]) if kl(inputs["p"], q) <= budget]
+        low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
+        want = {"best": next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None),
+                "bits": low}
+    elif question in ("arrange", "arrange_asymmetry"):
+        p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
+        if question == "arrange":  # the largest q with the largest p gives the minimum; then the tie rule
+            order = sorted(range(len(p)), key=lambda i: -p[i])
+            aligned = [Fraction(0)] * len(p)
+            for i, value in zip(order, sorted(q, reverse=True), strict=True):
+                aligned[i] = value
+            low = kl(p, aligned)
+            ties = sorted({perm for perm in permutations(q) if kl(p, list(perm)) == low})
+            want = {"q": list(ties[0]), "bits": low}
+        else:
+            scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
+            top = max(scored.values())
+            want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
+    elif question == "asymmetry":
+        want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
+                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
+                         for pq in inputs["pairs"]]}
+    elif question == "most_asymmetric":
+        gaps = [abs(kl(inputs["p"], q) - kl(q, inputs["p"])) for q in inputs["candidates"]]
+        want = {"best": gaps.index(max(gaps)), "gap_bits": max(gaps)}
+    elif question == "information_words":
+        table = joint_table(inputs["joint"])
+        saved = rational.mutual_information_bits(table)
+        want = {"remaining_bits": entropy(rational.marginals(table)[0]) - saved, "saved_bits": saved}
+    elif question == "merge_columns":
+        want = {"bits": rational.mutual_information_bits(merged_table(inputs["joint"], inputs["groups"]))}
+    elif question == "best_merge":
+        joint = inputs["joint"]
+        masses = rational.marginals(joint_table(joint))[1]
+        n = len(masses)
+        scored = {(a, b): rational.mutual_information_bits(
+            merged_table(joint, [[a, b]] + [[c] for c in range(n) if c not in (a, b)]))
+            for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]}
+        top = max(scored.values())
+        want = {"merge": list(min(k for k, v in scored.items() if v == top)), "bits": top}
+    elif question == "best_split":
+        joint = inputs["joint"]
+        masses = rational.marginals(joint_table(joint))[1]
+        n, values = len(masses), []
+        for size in range(1, n):
+            for first in _subsets(n, size):
+                if 0 not in first:  # each unordered split once: the group holding value 0
+                    continue
+                mass = sum((masses[b] for b in first), Fraction(0))
+                if not (rational.is_dyadic(mass) and rational.is_dyadic(1 - mass)):
+                    continue
+                rest = [b for b in range(n) if b not in first]
+                values.append(rational.mutual_information_bits(merged_table(joint, [list(first), rest])))
+        top = max(values)
+        want = {"bits": top, "splits": values.count(top)}
+    elif question in ("accuracy_loss", "drop_hardest", "top_k"):
+        want = _classification_question(inputs, question)
+    else:
+        return [f"unknown meta['info_question'] {question!r}"]
+    if task.expected != want:
+        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
+    return []
+
+
+def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
+    """Accuracy, drops and top-k recomputed per example with rational.log2_dyadic."""
+    predictions, labels = inputs["predictions"], inputs["labels"]
+    losses = [-rational.log2_dyadic(Fraction(q[y])) for q, y in zip(predictions, labels, strict=True)]
+    if question == "accuracy_loss":
+        right = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
+                 if all(Fraction(q[c]) < Fraction(q[y]) for c in range(len(q)) if c < y)
+                 and all(Fraction(q[c]) <= Fraction(q[y]) for c in range(len(q)) if c > y)]
+        return {"accuracy": Fraction(len(right), len(labels)),
+                "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
+    if question == "drop_hardest":
+        for k in range(len(losses)):
+            kept = sorted(losses)[:len(losses) - k]
+            if Fraction(sum(kept), len(kept)) <= Fraction(inputs["bound"]):
+                return {"k": k}
+        return {"k": None}
+    for k in range(1, max(map(len, predictions)) + 1):
+        hit = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
+               if sorted((Fraction(x) for x in q), reverse=True).index(Fraction(q[y])) < k]
+        if Fraction(len(hit), len(labels)) >= Fraction(inputs["target"]):
+            return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
+    return {"k": None, "loss_bits": None}
+
+
+def _subsets(n: int, size: int) -> list[tuple[int, ...]]:
+    from itertools import combinations
+
+    return list(combinations(range(n), size))
 
 
 def _gradients(task: Task) -> list[str]:
