@@ -420,8 +420,8 @@ def sample_gradient_question(draw: Draw, level: int) -> dict:
         return {**base, "question": question}
     network, batch = base["network"], base["batch"]
     param = draw.choice([n for n in names if not n[1:].startswith(f"{len(network['layers'])}[")])
-    if _exact_at_unit_step(network, batch, param) and draw.chance(3, 4):
-        raise Reject("the largest step is exact (kept in a quarter of the draws, so it stays a minority)")
+    if _exact_at_unit_step(network, batch, param) and draw.chance(2, 3):
+        raise Reject("the largest step is exact (kept in a third of the draws, so it stays a minority)")
     return {"network": network, "batch": batch, "question": question, "param": param,
             "steps": draw.integer(2, 8)}
 

@@ -28,7 +28,7 @@ REQUIRED_META = {
     "backprop": ("gradients_at", "forward", "mlp_question"),
     "numerical": ("float_cases", "float_search"),
     "linalg": ("linalg",),
-    "optimisation": ("optimiser",),
+    "optimisation": ("optimiser", "opt_question"),
 }
 
 
@@ -49,7 +49,7 @@ def check(task: Task) -> list[str]:
         ("equal_gradients", _equal_gradients),
         ("forward", _forward), ("mlp_question", _mlp_question),
         ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
-        ("optimiser", _optimiser),
+        ("optimiser", _optimiser), ("opt_question", _opt_question),
     ]
     for key, run in checks:  # key None: always runs
         if key is None or key in meta:
@@ -221,7 +221,7 @@ def _info_question(task: Task) -> list[str]:
         fits = [i for i, p in enumerate(inputs["candidates"]) if max(map(Fraction, p)) <= cap]
         top = max((entropy(inputs["candidates"][i]) for i in fits), default=None)
         first = next((i for i in fits if entropy(inputs["candidates"][i]) == top), None)
-        want = {"best": first, "bits": top}
+        want = {"best": None if first is None else first + 1, "bits": top}
     elif question == "coding_cost":
         want = {"rows": [{"expected_length": rational.cross_entropy_bits(pq["p"], pq["q"]),
                           "extra_bits": kl(pq["p"], pq["q"])} for pq in inputs["pairs"]]}
@@ -238,8 +238,8 @@ def _info_question(task: Task) -> list[str]:
         budget = Fraction(inputs["budget"])
         fits = [i for i, q in enumerate(inputs["candidates"]) if kl(inputs["p"], q) <= budget]
         low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
-        want = {"best": next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None),
-                "bits": low}
+        best = next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None)
+        want = {"best": None if best is None else best + 1, "bits": low}
     elif question in ("arrange", "arrange_asymmetry"):
         p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
         if question == "arrange":  # the largest q with the largest p gives the minimum; then the tie rule
@@ -260,7 +260,7 @@ def _info_question(task: Task) -> list[str]:
                          for pq in inputs["pairs"]]}
     elif question == "most_asymmetric":
         gaps = [abs(kl(inputs["p"], q) - kl(q, inputs["p"])) for q in inputs["candidates"]]
-        want = {"best": gaps.index(max(gaps)), "gap_bits": max(gaps)}
+        want = {"best": gaps.index(max(gaps)) + 1, "gap_bits": max(gaps)}
     elif question == "information_words":
         table = joint_table(inputs["joint"])
         saved = rational.mutual_information_bits(table)
@@ -275,7 +275,7 @@ def _info_question(task: Task) -> list[str]:
             merged_table(joint, [[a, b]] + [[c] for c in range(n) if c not in (a, b)]))
             for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]}
         top = max(scored.values())
-        want = {"merge": list(min(k for k, v in scored.items() if v == top)), "bits": top}
+        want = {"merge": [b + 1 for b in min(k for k, v in scored.items() if v == top)], "bits": top}
     elif question == "best_split":
         joint = inputs["joint"]
         masses = rational.marginals(joint_table(joint))[1]
@@ -654,6 +654,186 @@ def _high_precision(task: Task) -> list[str]:
                     problems.append(f"rows[{i}][{key!r}]: the key is {mpmath.nstr(got, 20)} but 80-digit "
                                     f"mpmath gives {mpmath.nstr(want, 20)}")
     return problems
+
+
+def _state_maps(inputs: Mapping[str, Any], lr: Fraction) -> list[list[list[Fraction]]]:
+    """Per coordinate, torch SGD's linear map of (w, buffer, 1) (as in _sgd)."""
+    mu, wd = rational.as_fraction(inputs["momentum"]), rational.as_fraction(inputs["weight_decay"])
+    maps = []
+    centre = inputs.get("center", [0] * len(inputs["curvature"]))  # stability: the homogeneous part only
+    for a, c in zip(inputs["curvature"], centre, strict=True):
+        a, c = rational.as_fraction(a), rational.as_fraction(c)
+        k = a + wd
+        if inputs["nesterov"]:
+            maps.append([[1 - lr * k * (1 + mu), -lr * mu * mu, lr * a * c * (1 + mu)], [k, mu, -a * c],
+                         [0, 0, 1]])
+        else:
+            maps.append([[1 - lr * k, -lr * mu, lr * a * c], [k, mu, -a * c], [0, 0, 1]])
+    return maps
+
+
+def _map_losses(inputs: Mapping[str, Any], lr: Any, steps: int) -> list[Fraction]:
+    maps = _state_maps(inputs, rational.as_fraction(lr))
+    states = [(rational.as_fraction(w), Fraction(0), Fraction(1)) for w in inputs["w0"]]
+    losses = []
+    for _ in range(steps):
+        states = [tuple(rational.matvec(m, s)) for m, s in zip(maps, states, strict=True)]
+        losses.append(sum((rational.as_fraction(a) * (s[0] - rational.as_fraction(c)) ** 2
+                           for a, s, c in zip(inputs["curvature"], states, inputs["center"], strict=True)),
+                          Fraction(0)) / 2)
+    return losses
+
+
+def _spectral_radius(inputs: Mapping[str, Any], lr: Fraction) -> float:
+    import numpy as np
+
+    return max(float(max(abs(np.linalg.eigvals(np.array([[float(x) for x in row[:2]] for row in m[:2]])))))
+               for m in _state_maps(inputs, lr))
+
+
+def _adam_first_moves(inputs: Mapping[str, Any], lr: Any, eps: Any) -> list[Fraction]:
+    """|w1 - w0| per coordinate through Adam's general step in sympy (m_hat, v_hat, sqrt)."""
+    moves = []
+    b1, b2 = sympy.Rational(9, 10), sympy.Rational(999, 1000)  # step 1 does not depend on the betas
+    for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True):
+        g = rational.to_sympy(rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)))
+        m_hat, v_hat = (1 - b1) * g / (1 - b1), (1 - b2) * g**2 / (1 - b2)
+        move = sympy.Abs(rational.to_sympy(rational.as_fraction(lr)) * m_hat /
+                         (sympy.sqrt(v_hat) + rational.to_sympy(rational.as_fraction(eps))))
+        moves.append(rational.from_sympy(move))
+    return moves
+
+
+def _opt_question(task: Task) -> list[str]:
+    """The upper-level optimisation questions recomputed another way (see the module docstring)."""
+    inputs, question = task.inputs, task.meta["opt_question"]
+    exact = task.expected
+    want: Any
+    if question == "stability":
+        limit = exact["lr_limit"]
+        curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
+        worst = curvature.index(max(curvature))
+        m = _state_maps(inputs, limit)[worst]
+        if (m[0][0] + 1) * (m[1][1] + 1) - m[0][1] * m[1][0] != 0:
+            return [f"at lr = {limit} the worst coordinate's map has no eigenvalue -1"]
+        below, above = (_spectral_radius(inputs, limit * Fraction(k, 100)) for k in (99, 101))
+        if not below < 1 < above:
+            return [f"numpy eigenvalues do not change stability at lr = {limit}"]
+        return []
+    if question in ("final", "first_below"):
+        losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
+        if question == "final":
+            radius = _spectral_radius(inputs, rational.as_fraction(inputs["lr"]))
+            want = {"final_loss": losses[-1], "diverges": radius > 1}
+        else:
+            want = {"step": next((t for t, v in enumerate(losses, 1) if v <= inputs["target"]), None)}
+    elif question == "best_lr":
+        start = sum((rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)) ** 2
+                     for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True)),
+                    Fraction(0)) / 2
+        kept = {rational.as_fraction(lr): _map_losses(inputs, lr, inputs["steps"])
+                for lr in inputs["candidates"]}
+        kept = {lr: v[-1] for lr, v in kept.items() if max(v) <= start}
+        low = min(kept.values(), default=None)
+        want = {"lr": min((lr for lr, v in kept.items() if v == low), default=None), "loss": low}
+    elif question == "first_step":
+        moves = _adam_first_moves(inputs, inputs["lr"], inputs["eps"])
+        want = {"rows": [{"move": m} for m in moves], "largest": moves.index(max(moves)) + 1}
+    elif question == "smallest_eps":
+        fits = [rational.as_fraction(e) for e in inputs["candidates"]
+                if max(_adam_first_moves(inputs, inputs["lr"], e)) <= inputs["cap"]]
+        want = {"eps": min(fits, default=None)}
+    elif question == "largest_lr":
+        fits = []
+        for lr in inputs["candidates"]:
+            moves = _adam_first_moves(inputs, lr, inputs["eps"])
+            starts = zip(inputs["w0"], inputs["center"], strict=True)
+            gaps = [abs(rational.as_fraction(w) - rational.as_fraction(c)) for w, c in starts]
+            terms = zip(inputs["curvature"], gaps, moves, strict=True)
+            loss = sum((rational.as_fraction(a) * (g - m) ** 2 for a, g, m in terms), Fraction(0)) / 2
+            if all(m <= g for m, g in zip(moves, gaps, strict=True)) and loss <= inputs["target"]:
+                fits.append((rational.as_fraction(lr), loss))
+        best = max(fits, default=(None, None))
+        want = {"lr": best[0], "loss": best[1]}
+    elif question == "words":
+        return []  # the level-1 schedule check (meta['optimiser']) recomputes these rows
+    elif question == "two_step_loss":
+        return _adam_two_step_loss(task)
+    else:
+        return _schedule_question(task)
+    if exact != want:
+        return [f"the key {exact} differs from the recomputation, which gives {want}"]
+    return []
+
+
+def _adam_two_step_loss(task: Task) -> list[str]:
+    """Two Adam steps and the loss in 80-digit mpmath; the exact key must agree to 1e-50."""
+    import mpmath
+
+    inputs = task.inputs
+    with mpmath.workdps(80):
+        def mp(q: Any) -> Any:
+            q = rational.as_fraction(q)
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        a, c, w = ([mp(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+        lr, b1, b2, eps = (mp(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
+        m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
+        for t in (1, 2):
+            g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+            v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+            w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
+                 for wi, mi, vi in zip(w, m, v, strict=True)]
+        want = mpmath.fsum(ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)) / 2
+        got = mpmath.mpf(sympy.N(_as_sympy(task.expected["loss"]), 70))
+        if abs(got - want) > mpmath.mpf(10) ** -50:
+            return [f"the loss is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(want, 20)}"]
+    return []
+
+
+def _schedule_question(task: Task) -> list[str]:
+    """Schedule totals and searches in 80-digit mpmath; a decision closer than 1e-40 is refused."""
+    import mpmath
+
+    inputs, question = task.inputs, task.meta["opt_question"]
+    with mpmath.workdps(80):
+        def mp(q: Any) -> Any:
+            q = rational.as_fraction(q)
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        def lr_at(s: int, decay: int) -> Any:
+            peak, low, warmup = mp(inputs["peak_lr"]), mp(inputs["min_lr"]), inputs["warmup_steps"]
+            if s < warmup:
+                return peak * s / warmup
+            if s <= warmup + decay:
+                return low + (peak - low) * (1 + mpmath.cos(mpmath.pi * (s - warmup) / decay)) / 2
+            return low
+
+        def at_least(x: Any, y: Any) -> bool:
+            if abs(x - y) < mpmath.mpf(10) ** -40:
+                raise ValueError("a near tie")
+            return bool(x > y)
+
+        try:
+            if question == "total":
+                total = mpmath.fsum(lr_at(s, inputs["decay_steps"]) for s in range(1, inputs["last"] + 1))
+                got = mpmath.mpf(sympy.N(_as_sympy(task.expected["total"]), 70))
+                return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
+                    f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
+            target = mp(inputs["target"])
+            if question == "first_at_most":
+                warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
+                want = {"step": next((s for s in range(warmup, warmup + decay + 1)
+                                      if at_least(target, lr_at(s, decay))), None)}
+            else:
+                want = {"decay_steps": next((d for d in range(inputs["decay_low"], inputs["decay_high"] + 1)
+                                             if at_least(lr_at(inputs["step"], d), target)), None)}
+        except ValueError as error:
+            return [f"the schedule search has {error} between a learning rate and the target"]
+    if task.expected != want:
+        return [f"the key {task.expected} differs from 80-digit mpmath, which gives {want}"]
+    return []
 
 
 def _as_sympy(value: Any) -> sympy.Expr:

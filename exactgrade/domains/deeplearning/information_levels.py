@@ -86,7 +86,7 @@ def info_question_rows(question, **given):
         if not fits:
             return {"best": None, "bits": None}
         h, i = max(fits)
-        return {"best": -i, "bits": h}
+        return {"best": 1 - i, "bits": h}
     if question == "huffman":
         return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
     if question == "coding_cost":
@@ -105,7 +105,7 @@ def info_question_rows(question, **given):
         if not fits:
             return {"best": None, "bits": None}
         d, i = min(fits)
-        return {"best": i, "bits": d}
+        return {"best": i + 1, "bits": d}
     if question == "arrange":
         p, q = given["p"], given["q"]
         best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
@@ -121,7 +121,7 @@ def info_question_rows(question, **given):
         p = given["p"]
         gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(given["candidates"])]
         gap, i = max(gaps)
-        return {"best": -i, "gap_bits": gap}
+        return {"best": 1 - i, "gap_bits": gap}
     if question == "arrange_asymmetry":
         p, q = given["p"], given["q"]
         best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
@@ -148,7 +148,7 @@ def info_question_rows(question, **given):
                 groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
                 scored.append((-mutual(merged(joint, groups)), a, b))
         value, a, b = min(scored)
-        return {"merge": [a, b], "bits": -value}
+        return {"merge": [a + 1, b + 1], "bits": -value}
     if question == "best_split":
         joint = given["joint"]
         n = len(joint[0])
@@ -194,140 +194,120 @@ def info_question_rows(question, **given):
 # ---------------------------------------------------------------------------- prompts
 
 _QUESTIONS = {
-    "code_length": ("A source emits the outcomes of each distribution in `distributions` independently. For "
-                    "each, give the smallest expected number of bits per outcome that a binary prefix-free "
-                    "code (one codeword per outcome, no codeword a prefix of another) can achieve.",
-                    '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)',
-                    "bits per outcome"),
-    "huffman": ("For each distribution in `weights` (rational probabilities, not necessarily powers of "
-                "two), give the smallest expected codeword length, in bits, over all binary prefix-free "
-                "codes "
-                "with one codeword per outcome of positive probability (no codeword a prefix of another; "
-                "lengths are whole numbers of bits).",
-                '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per "
-                                                                                             "outcome"),
-    "two_stage": ("Each source in `sources` draws an outcome in two stages: first a group g with probability "
-                  "groups[g], then a member of that group with probability within[g][m]. The outcome is the "
-                  "pair (g, m). For each source give the Shannon entropy of the outcome in bits.",
-                  '{"rows": [{"bits": Fraction}, ...]}  (one row per source, in order)', "bits"),
-    "best_capped": ("Of the distributions in `candidates`, consider those whose largest probability is at "
-                    "most "
-                    "`cap`. Which of them has the largest Shannon entropy? On a tie, the smallest index. "
-                    "Give "
-                    "its index (from 0) and its entropy in bits, or None for both if no candidate qualifies.",
-                    '{"best": int or None, "bits": Fraction or None}', "bits; the index is a position in the "
-                                                                       "list"),
-    "coding_cost": ("For each pair (p, q) in `pairs`, outcomes are drawn from p but encoded with a binary "
-                    "prefix-free code whose codeword for outcome i has length -log2 q_i bits (the code that "
-                    "is "
-                    "optimal for q). Give the expected codeword length per outcome, and how many bits per "
-                    "outcome more than the best code for p itself that is, on average.",
-                    '{"rows": [{"expected_length": Fraction, "extra_bits": Fraction}, ...]}  (one row per '
-                    'pair)',
-                    "bits per outcome"),
-    "product_kl": ("Each entry of `products` lists independent coordinates: for coordinate k, the true "
-                   "distribution is pairs[k]['p'] and the model's is pairs[k]['q'], and both joint "
-                   "distributions "
-                   "are the products of their coordinates. For each entry give the KL divergence "
-                   "D(p_joint || q_joint) of the joint distributions in bits.",
-                   '{"rows": [{"bits": Fraction}, ...]}  (one row per entry of `products`)', "bits"),
-    "closest": ("Of the model distributions in `candidates`, which is closest to the true distribution `p` "
-                "in "
-                "KL divergence D(p || q) (the divergence of the true distribution from the model), among "
-                "those "
-                "with D(p || q) <= `budget` bits? On a tie, the smallest index. Give its index (from 0) and "
-                "D(p || q) in bits, or None for both if no candidate qualifies.",
-                '{"best": int or None, "bits": Fraction or None}',
-                "bits; the index is a position in the list"),
-    "arrange": ("The model may assign the probabilities in `q` to the outcomes in any order (a permutation "
-                "of "
-                "the list q). Which arrangement minimises the KL divergence D(p || q_arranged) from the true "
-                "distribution `p`? If several arrangements give the minimum, the one that is smallest "
-                "comparing position 0 first, then position 1, and so on. Give it and the minimum in bits.",
-                '{"q": [Fraction, ...], "bits": Fraction}', "bits"),
-    "asymmetry": ("For each pair (p, q) in `pairs`, compare the KL divergence of q from p, D(p || q), with "
-                  "the "
-                  "KL divergence of p from q, D(q || p). Give D(p || q) - D(q || p) in bits, and which is "
-                  "larger: 'p||q' if D(p || q) > D(q || p), else 'q||p'.",
-                  '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per '
-                  'pair)',
-                  "bits"),
-    "most_asymmetric": ("For which distribution q in `candidates` is the KL divergence furthest from "
-                        "symmetric, i.e. |D(p || q) - D(q || p)| largest, with `p` the given distribution? "
-                        "On a "
-                        "tie, the smallest index. Give its index (from 0) and that absolute difference in "
-                        "bits.",
-                        '{"best": int, "gap_bits": Fraction}', "bits; the index is a position in the list"),
-    "arrange_asymmetry": ("The probabilities in `q` may be assigned to the outcomes in any order (a "
-                          "permutation "
-                          "of the list q). Which arrangement q' makes D(q' || p) - D(p || q') largest, with "
-                          "`p` "
-                          "the given distribution? If several give the maximum, the one that is largest "
-                          "comparing position 0 first, then position 1, and so on. Give it and the maximum "
-                          "in "
-                          "bits.", '{"q": [Fraction, ...], "gap_bits": Fraction}', "bits"),
-    "information_words": ("Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = "
-                          "a, "
-                          "B = b)). On average, how many bits does an observer who already knows B still "
-                          "need to "
-                          "describe A (the entropy of A left once B is known), and how many bits less is "
-                          "that "
-                          "than the entropy of A for an observer who does not know B?",
-                          '{"remaining_bits": Fraction, "saved_bits": Fraction}', "bits"),
-    "merge_columns": ("Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, "
-                      "B = "
-                      "b)). An observer sees only C, the group of B's value in `groups` (C = g when B is one "
-                      "of "
-                      "the values in groups[g]). Give the mutual information between A and C in bits.",
-                      '{"bits": Fraction}', "bits"),
-    "best_merge": ("Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = "
-                   "b)). Two values b1 < b2 of B with equal probability P(B = b1) = P(B = b2) are to be "
-                   "reported "
-                   "as one value (the others stay distinct). Which pair keeps the most mutual information "
-                   "between A and the reported value? On a tie, the smallest b1, then the smallest b2. Give "
-                   "[b1, b2] and that mutual information in bits.", '{"merge": [int, int], "bits": Fraction}',
-                   "bits"),
-    "best_split": ("Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = "
-                   "b)). "
-                   "The values of B are to be split into two non-empty groups, each of total probability a "
-                   "power "
-                   "of two, and only the group is reported. What is the largest mutual information between A "
-                   "and "
-                   "the reported group, in bits, and how many splits (unordered: a split and its swap count "
-                   "once) reach it?", '{"bits": Fraction, "splits": int}', "bits; splits is a count"),
-    "accuracy_loss": ("A classifier outputs the distribution predictions[i] over classes for example i, "
-                      "whose true "
-                      "class is labels[i]. It predicts the class of highest probability (on a tie, the "
-                      "smallest "
-                      "class index). Give its accuracy (the fraction of examples predicted right) and the "
-                      "mean "
-                      "log loss in bits, -log2 of the probability given to the true class, over the "
-                      "correctly "
-                      "predicted examples only (None if there are none).",
-                      '{"accuracy": Fraction, "loss_correct_bits": Fraction or None}', "accuracy is a "
-                                                                                       "fraction "
-                      "of examples; the loss is in bits per example"),
-    "drop_hardest": ("A classifier outputs the distribution predictions[i] over classes for example i, whose "
-                     "true "
-                     "class is labels[i]; an example's loss is -log2 of the probability given to its true "
-                     "class. "
-                     "What is the smallest number k (0 <= k <= N - 1, N examples) of examples to remove, "
-                     "always "
-                     "removing the k of largest loss, so that the mean loss of the remaining examples is at "
-                     "most "
-                     "`bound` bits? None if no such k exists.", '{"k": int or None}', "k counts examples"),
-    "top_k": ("A classifier outputs the distribution predictions[i] over classes for example i, whose true "
-              "class "
-              "is labels[i]. Example i is top-k correct when fewer than k classes have a probability "
-              "strictly "
-              "greater than that of its true class; its loss is -log2 of the probability of its true class. "
-              "Give "
-              "the smallest k for which at least the fraction `target` of the examples are top-k correct, "
-              "and "
-              "the mean loss in bits over the examples that are top-k correct at that k (None for both if no "
-              "k up to the number of classes reaches the target).", '{"k": int or None, "loss_bits": '
-                                                                    'Fraction '
-              'or None}', "k counts classes; the loss is in bits per example"),
+    "code_length": (
+        "A source emits the outcomes of each distribution in `distributions` independently. For each, give "
+        "the smallest expected number of bits per outcome that a binary prefix-free code (one codeword per "
+        "outcome, no codeword a prefix of another) can achieve.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "huffman": (
+        "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
+        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one codeword per "
+        "outcome of positive probability (no codeword a prefix of another; lengths are whole numbers of "
+        "bits).",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "two_stage": (
+        "Each source in `sources` draws an outcome in two stages: first a group g with probability "
+        "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
+        "(g, m). For each source give the Shannon entropy of the outcome in bits.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per source, in order)', "bits"),
+    "best_capped": (
+        "Of the distributions in `candidates`, consider those whose largest probability is at most `cap`. "
+        "Which of them has the largest Shannon entropy? On a tie, the earliest in the list. Give its "
+        "position in the list, counted from 1, and its entropy in bits, or None for both if no candidate "
+        "qualifies.",
+        '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
+    "coding_cost": (
+        "For each pair (p, q) in `pairs`, outcomes are drawn from p but encoded with a binary prefix-free "
+        "code whose codeword for outcome i is -log2 q_i bits long (the code that is optimal for q). Give the "
+        "expected codeword length per outcome, and how many bits per outcome that is, on average, beyond "
+        "the best code for p itself.",
+        '{"rows": [{"expected_length": Fraction, "extra_bits": Fraction}, ...]}  (one row per pair)',
+        "bits per outcome"),
+    "product_kl": (
+        "Each entry of `products` lists independent coordinates: for coordinate k the true distribution is "
+        "entry[k]['p'] and the model's is entry[k]['q'], and both joint distributions are the products of "
+        "their coordinates. For each entry give the KL divergence D(p_joint || q_joint) of the joint "
+        "distributions in bits.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per entry of `products`)', "bits"),
+    "closest": (
+        "Of the model distributions q in `candidates`, which is closest to the true distribution `p` in KL "
+        "divergence D(p || q) (the divergence of the true distribution from the model), among those with "
+        "D(p || q) <= `budget` bits? On a tie, the earliest in the list. Give its position in the list, "
+        "counted from 1, and D(p || q) in bits, or None for both if no candidate qualifies.",
+        '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
+    "arrange": (
+        "The model may assign the probabilities in `q` to the outcomes in any order (any permutation of the "
+        "list q). Which arrangement q' minimises the KL divergence D(p || q') from the true distribution "
+        "`p`? If several arrangements give the minimum, the smallest of them comparing position 0 first, "
+        "then position 1, and so on. Give it and the minimum in bits.",
+        '{"q": [Fraction, ...], "bits": Fraction}', "bits"),
+    "asymmetry": (
+        "For each pair (p, q) in `pairs`, compare the KL divergence D(p || q) (weighted by p) with the KL "
+        "divergence D(q || p) (weighted by q). Give D(p || q) - D(q || p) in bits, and which is larger: "
+        "'p||q' if D(p || q) > D(q || p), else 'q||p'.",
+        '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per pair)',
+        "bits"),
+    "most_asymmetric": (
+        "For which distribution q in `candidates` is the KL divergence furthest from symmetric, that is "
+        "|D(p || q) - D(q || p)| largest, with `p` the given distribution? On a tie, the earliest in the "
+        "list. Give its position in the list, counted from 1, and that absolute difference in bits.",
+        '{"best": int, "gap_bits": Fraction}', "bits; best is a position counted from 1"),
+    "arrange_asymmetry": (
+        "The probabilities in `q` may be assigned to the outcomes in any order (any permutation of the list "
+        "q). Which arrangement q' makes D(q' || p) - D(p || q') largest, with `p` the given distribution? If "
+        "several give the maximum, the largest of them comparing position 0 first, then position 1, and so "
+        "on. Give it and the maximum in bits.",
+        '{"q": [Fraction, ...], "gap_bits": Fraction}', "bits"),
+    "information_words": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). On "
+        "average, how many bits does an observer who already knows B still need to describe A (the entropy "
+        "of A that is left once B is known), and how many bits fewer is that than the entropy of A for an "
+        "observer who does not know B?",
+        '{"remaining_bits": Fraction, "saved_bits": Fraction}', "bits"),
+    "merge_columns": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). An "
+        "observer sees only C, the group of B's value in `groups` (C = g when B is one of the values in "
+        "groups[g]). Give the mutual information between A and C in bits.",
+        '{"bits": Fraction}', "bits"),
+    "best_merge": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). Two "
+        "values of B with equal probability are to be reported as one value (every other value of B is "
+        "reported as itself). Which two keep the most mutual information between A and the reported value? "
+        "Number B's values from 1 (value number k is column joint[.][k - 1]); on a tie, the pair with the "
+        "smallest first number, then the smallest second number. Give [first, second] (first < second) and "
+        "that mutual information in bits.",
+        '{"merge": [int, int], "bits": Fraction}', "bits; merge holds B's values numbered from 1"),
+    "best_split": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). The "
+        "values of B are to be split into two non-empty groups, each of total probability a power of two, "
+        "and only the group is reported. What is the largest mutual information between A and the reported "
+        "group, in bits, and how many splits reach it (a split and the same split with the two groups "
+        "swapped count once)?",
+        '{"bits": Fraction, "splits": int}', "bits; splits is a count"),
+    "accuracy_loss": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]. It predicts the class of highest probability (on a tie, the smallest class index). "
+        "Give its accuracy (the fraction of examples predicted right) and the mean log loss in bits (-log2 "
+        "of the probability given to the true class) over the correctly predicted examples only (None if "
+        "there are none).",
+        '{"accuracy": Fraction, "loss_correct_bits": Fraction or None}',
+        "accuracy is a fraction of examples; the loss is in bits per example"),
+    "drop_hardest": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]; an example's loss is -log2 of the probability given to its true class. What is the "
+        "smallest number k (0 <= k <= N - 1, for N examples) of examples to remove, always removing the k "
+        "of largest loss, so that the mean loss of the remaining examples is at most `bound` bits? None if "
+        "no such k exists.",
+        '{"k": int or None}', "k counts examples"),
+    "top_k": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]. Example i is top-k correct when fewer than k classes have a probability strictly "
+        "greater than that of its true class; its loss is -log2 of the probability of its true class. Give "
+        "the smallest k for which at least the fraction `target` of the examples are top-k correct, and the "
+        "mean loss in bits over the examples that are top-k correct at that k (None for both if no k up to "
+        "the number of classes reaches the target).",
+        '{"k": int or None, "loss_bits": Fraction or None}', "k counts classes; the loss is in bits per "
+        "example"),
 }
 _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
           "weights": "list of distributions (lists of Fraction, not necessarily powers of two)",
@@ -406,9 +386,8 @@ def sample_entropy(draw: Draw, level: int) -> dict:
         return {"question": "two_stage", "sources": sources}
     if level == 4:
         candidates = [_dyadic(draw, 3, 8) for _ in range(draw.integer(4, 6))]
-        cap = draw.choice((F(1, 4), F(1, 2), F(1, 8)))
-        if draw.chance(1, 6):
-            cap = min(max(p) for p in candidates) / 2
+        peaks = sorted({max(p) for p in candidates})  # a cap at one candidate's peak: some qualify
+        cap = draw.choice(peaks) if draw.chance(5, 6) else peaks[0] / 2
         return {"question": "best_capped", "candidates": candidates, "cap": cap}
     distributions = [_rational(draw, draw.integer(4, 7)) for _ in range(2)]
     from exactgrade.domains.deeplearning.information_levels import info_question_rows
