@@ -201,9 +201,9 @@ _QUESTIONS = {
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
     "huffman": (
         "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
-        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one codeword per "
-        "outcome of positive probability (no codeword a prefix of another; lengths are whole numbers of "
-        "bits).",
+        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one "
+        "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
+        "numbers of bits).",
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
     "two_stage": (
         "Each source in `sources` draws an outcome in two stages: first a group g with probability "

@@ -201,8 +201,8 @@ _QUESTIONS = {
         '{"loss": exact sympy value}', "the units of f", QUADRATIC + ADAM_RULE),
     "smallest_eps": (
         "Adam as in the conventions takes its first step from w0 with the learning rate `lr` (beta1 and "
-        "beta2 are not given: the answer does not need them). Of the values in `candidates` for eps, which is the "
-        "smallest for which no coordinate moves by more than `cap` in that step? None if none is.",
+        "beta2 are not given: the answer does not need them). Of the values in `candidates` for eps, which "
+        "is the smallest for which no coordinate moves by more than `cap` in that step? None if none is.",
         '{"eps": Fraction or None}', "eps in gradient units", QUADRATIC + ADAM_RULE),
     "largest_lr": (
         "Adam as in the conventions takes its first step from w0 with the given eps (beta1 and beta2 are not "
