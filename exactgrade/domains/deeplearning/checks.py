@@ -27,7 +27,7 @@ REQUIRED_META = {
     "information": ("distributions", "joint", "labels", "info_question"),
     "backprop": ("gradients_at", "forward", "mlp_question"),
     "numerical": ("float_cases", "float_search"),
-    "linalg": ("linalg",),
+    "linalg": ("linalg", "linalg_question"),
     "optimisation": ("optimiser", "opt_question"),
 }
 
@@ -49,6 +49,7 @@ def check(task: Task) -> list[str]:
         ("equal_gradients", _equal_gradients),
         ("forward", _forward), ("mlp_question", _mlp_question),
         ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
+        ("linalg_question", _linalg_question),
         ("optimiser", _optimiser), ("opt_question", _opt_question),
     ]
     for key, run in checks:  # key None: always runs
@@ -530,6 +531,209 @@ def _linalg(task: Task) -> list[str]:
         return [f"unknown meta['linalg'] kind {kind!r}"]
     if rows != expected:
         return [f"the expected rows differ from exactgrade.rational.matrix: {rows} != {expected}"]
+    return []
+
+
+def _fractions(m: Any) -> list[list[Fraction]]:
+    return [[rational.as_fraction(x) for x in row] for row in m]
+
+
+def _positive_definite(m: list[list[Fraction]]) -> bool:
+    """Every pivot of Gaussian elimination without row exchanges is positive (Sylvester's criterion)."""
+    a = [list(row) for row in m]
+    for k in range(len(a)):
+        if a[k][k] <= 0:
+            return False
+        for i in range(k + 1, len(a)):
+            factor = a[i][k] / a[k][k]
+            a[i] = [x - factor * y for x, y in zip(a[i], a[k], strict=True)]
+    return True
+
+
+def _residual_sq(a: Any, v: Any) -> Fraction:
+    at = rational.transpose(a)
+    c = rational.solve(rational.matmul(at, a), rational.matvec(at, v))
+    r = [rational.as_fraction(x) - y for x, y in zip(v, rational.matvec(a, c), strict=True)]
+    return sum((x * x for x in r), Fraction(0))
+
+
+def _ls(x: Any, y: Any) -> tuple[tuple[Fraction, ...], Fraction]:
+    xt = rational.transpose(x)
+    w = rational.solve(rational.matmul(xt, x), rational.matvec(xt, y))
+    r = [rational.as_fraction(a) - b for a, b in zip(y, rational.matvec(x, w), strict=True)]
+    return w, sum((e * e for e in r), Fraction(0))
+
+
+def _covariance(points: Any) -> list[list[Fraction]]:
+    n = len(points)
+    mean = [sum((rational.as_fraction(p[j]) for p in points), Fraction(0)) / n for j in range(2)]
+    return [[sum(((rational.as_fraction(p[i]) - mean[i]) * (rational.as_fraction(p[j]) - mean[j])
+                  for p in points), Fraction(0)) / n for j in range(2)] for i in range(2)]
+
+
+def _captured(cov: list[list[Fraction]], d: Any) -> Fraction:
+    u = [rational.as_fraction(x) for x in d]
+    quadratic = sum((u[i] * cov[i][j] * u[j] for i in range(2) for j in range(2)), Fraction(0))
+    return quadratic / (u[0] ** 2 + u[1] ** 2)
+
+
+def _linalg_question(task: Task) -> list[str]:
+    """The upper-level linear-algebra questions recomputed with exactgrade.rational (Fraction
+    Gauss-Jordan), exact pivots, or numpy eigenvalues away from every decision boundary."""
+    import numpy as np
+
+    inputs, question = task.inputs, task.meta["linalg_question"]
+    key = task.expected
+    want: Any = None
+    if question == "solve":
+        ok = all(list(rational.matvec(a, row["x"])) == [rational.as_fraction(v) for v in b]
+                 for a, b, row in zip(inputs["matrices"], inputs["vectors"], key["rows"], strict=True))
+        return [] if ok else ["a solution x does not satisfy A x = b"]
+    if question == "product":
+        a, b = inputs["A"], inputs["B"]
+        inverse = rational.matmul(rational.inverse(b), rational.inverse(a))
+        want = {"det": rational.determinant(a) * rational.determinant(b),
+                "trace_inverse": sum((inverse[i][i] for i in range(len(inverse))), Fraction(0))}
+    elif question in ("singular_entry", "best_entry"):
+        i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+        def at(t: Any) -> list[list[Fraction]]:
+            m = _fractions(inputs["A"])
+            m[i][j] = rational.as_fraction(t)
+            return m
+
+        if question == "singular_entry":
+            t = key["t"]
+            if t is None:
+                same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
+                return [] if same else ["the key says no t is singular, but the determinant depends on t"]
+            return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
+        scored = [(max(abs(x) for row in rational.inverse(at(t)) for x in row), t)
+                  for t in range(inputs["low"], inputs["high"] + 1) if rational.determinant(at(t)) != 0]
+        low = min(scored)
+        want = {"t": low[1], "max_entry": low[0]}
+    elif question == "prediction":
+        w, rss = _ls(inputs["X"], inputs["y"])
+        y = [rational.as_fraction(v) for v in inputs["y"]]
+        mean = sum(y, Fraction(0)) / len(y)
+        tss = sum(((v - mean) ** 2 for v in y), Fraction(0))
+        terms = zip(inputs["x_new"], w, strict=True)
+        want = {"prediction": sum((rational.as_fraction(a) * b for a, b in terms), Fraction(0)),
+                "r2": 1 - rss / tss}
+    elif question == "leave_one_out":
+        scored = [(_ls([r for n, r in enumerate(inputs["X"]) if n != k],
+                       [v for n, v in enumerate(inputs["y"]) if n != k])[1], k + 1)
+                  for k in range(len(inputs["X"]))]
+        want = {"drop": min(scored)[1], "rss": min(scored)[0]}
+    elif question == "ridge":
+        x, y = inputs["X"], inputs["y"]
+        xt = rational.transpose(x)
+        gram = rational.matmul(xt, x)
+        want = {"lambda": None, "w": None}
+        for lam in sorted(rational.as_fraction(v) for v in inputs["lambdas"]):
+            shifted = [[g + (lam if r == c else 0) for c, g in enumerate(row)] for r, row in enumerate(gram)]
+            w = rational.solve(shifted, rational.matvec(xt, y))
+            if sum((v * v for v in w), Fraction(0)) <= inputs["bound"]:
+                want = {"lambda": lam, "w": list(w)}
+                break
+    elif question == "nullity":
+        want = {"rows": [{"nullity": len(a[0]) - rational.rank(a), "left_nullity": len(a) - rational.rank(a)}
+                         for a in inputs["matrices"]]}
+    elif question == "product_rank":
+        want = {"rows": [{"rank": rational.rank(rational.matmul(p["A"], p["B"]))}
+                         for p in inputs["products"]]}
+    elif question in ("spanning_prefix", "essential_columns"):
+        rows = []
+        for a in inputs["matrices"]:
+            columns = rational.transpose(a)
+            full = rational.rank(columns)
+            if question == "spanning_prefix":
+                prefix = next(k for k in range(1, len(columns) + 1) if rational.rank(columns[:k]) == full)
+                rows.append({"k": prefix})
+            else:
+                rows.append({"essential": sum(1 for c in range(len(columns))
+                                              if rational.rank(columns[:c] + columns[c + 1:]) < full)})
+        want = {"rows": rows}
+    elif question == "distance":
+        rows = []
+        for v in inputs["vectors"]:
+            d = _residual_sq(inputs["A"], v)
+            norm = sum((rational.as_fraction(x) ** 2 for x in v), Fraction(0))
+            rows.append({"distance_sq": d, "cos_sq": (norm - d) / norm})
+        want = {"rows": rows}
+    elif question == "closest_vector":
+        scored = [(_residual_sq(inputs["A"], v), k) for k, v in enumerate(inputs["vectors"], start=1)]
+        want = {"closest": min(scored)[1], "distance_sq": min(scored)[0]}
+    elif question == "drop_column":
+        columns = rational.transpose(inputs["A"])
+        scored = []
+        for c in range(len(columns)):
+            kept = rational.transpose(columns[:c] + columns[c + 1:])
+            scored.append((sum((_residual_sq(kept, v) for v in inputs["vectors"]), Fraction(0)), c + 1))
+        want = {"drop": min(scored)[1], "total_sq": min(scored)[0]}
+    elif question == "shift":
+        rows = []
+        for m in inputs["matrices"]:
+            s = 0
+            while not _positive_definite([[x + (s if r == c else 0) for c, x in enumerate(row)]
+                                          for r, row in enumerate(_fractions(m))]):
+                s += 1
+            while _positive_definite([[x + (s - 1 if r == c else 0) for c, x in enumerate(row)]
+                                      for r, row in enumerate(_fractions(m))]):
+                s -= 1
+            rows.append({"shift": s})
+        want = {"rows": rows}
+    elif question in ("rayleigh", "radius", "count_below", "max_variance"):
+        matrices = ([_covariance(inputs["points"])] if question == "max_variance" else
+                    [_fractions(m) for m in inputs["matrices"]])
+        values = [np.linalg.eigvalsh(np.array([[float(x) for x in row] for row in m])) for m in matrices]
+        if question == "count_below":
+            problems = []
+            for i, (v, c, row) in enumerate(zip(values, inputs["thresholds"], key["rows"], strict=True)):
+                if min(abs(v - float(c))) < 1e-6:
+                    problems.append(f"rows[{i}]: an eigenvalue is within 1e-6 of the threshold")
+                elif int(sum(v < float(c))) != row["below"]:
+                    problems.append(f"rows[{i}]: numpy counts {int(sum(v < float(c)))} eigenvalues below {c}")
+            return problems
+        if question == "max_variance":
+            got = [float(sympy.N(key["variance"], 30)), float(sympy.N(key["ratio"], 30))]
+            trace = float(matrices[0][0][0] + matrices[0][1][1])
+            wanted = [values[0][-1], values[0][-1] / trace]
+        elif question == "rayleigh":
+            got = [float(sympy.N(row["max"], 30)) for row in key["rows"]]
+            wanted = [v[-1] for v in values]
+        else:
+            got = [float(sympy.N(row["spectral_radius"], 30)) for row in key["rows"]]
+            wanted = [max(abs(v)) for v in values]
+            squares = [sum((x * y for r, c in zip(m, rational.transpose(m), strict=True)
+                            for x, y in zip(r, c, strict=True)), Fraction(0)) for m in matrices]
+            if [row["sum_squares"] for row in key["rows"]] != squares:
+                return ["the sums of squared eigenvalues differ from trace(M M)"]
+        if any(abs(g - w) > 1e-9 * max(1.0, abs(w)) for g, w in zip(got, wanted, strict=True)):
+            return [f"the key {got} differs from numpy's eigenvalues {wanted}"]
+        return []
+    elif question == "along":
+        cov = _covariance(inputs["points"])
+        along = _captured(cov, inputs["direction"])
+        want = {"variance": along, "rest": cov[0][0] + cov[1][1] - along}
+    elif question in ("best_direction", "grid_direction"):
+        from math import gcd
+
+        cov = _covariance(inputs["points"])
+        if question == "best_direction":
+            scored = [(-_captured(cov, d), k) for k, d in enumerate(inputs["directions"], start=1)]
+            value, best = min(scored)
+            want = {"best": best, "ratio": -value / (cov[0][0] + cov[1][1])}
+        else:
+            bound = inputs["bound"]
+            scored = [(-_captured(cov, [a, b]), a, b) for a in range(1, bound + 1)
+                      for b in range(-bound, bound + 1) if b != 0 and gcd(a, abs(b)) == 1]
+            value, a, b = min(scored)
+            want = {"direction": [a, b], "ratio": -value / (cov[0][0] + cov[1][1])}
+    else:
+        return [f"unknown meta['linalg_question'] {question!r}"]
+    if key != want:
+        return [f"the key {key} differs from exactgrade.rational, which gives {want}"]
     return []
 
 
