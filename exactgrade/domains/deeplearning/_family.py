@@ -50,8 +50,17 @@ def dl_family(name: str, build: Builder, sample: Callable[[Draw, int], Mapping[s
                   constant=dict(constant or {}), branches=branches)
 
 
-def at_levels(task: Task, *levels: int) -> bool:
-    return task.level in levels
+def answer_field(task: Task, key: str, missing: Any = ...) -> Any:
+    """The value of ``key`` in the first row of a task's key (``missing`` when there is none)."""
+    rows = task.expected.get("rows") if isinstance(task.expected, dict) else None
+    if not rows or not isinstance(rows[0], dict):
+        return missing
+    return rows[0].get(key, missing)
+
+
+def single_row(shape: str) -> str:
+    """An answer shape in the key's {"rows": [...]} form (a one-row answer is wrapped)."""
+    return shape if shape.startswith('{"rows"') else '{"rows": [' + shape + "]}  (a single row)"
 
 
 def key_size_problem(task: Task) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from fractions import Fraction as F
 
 from exactgrade import rational
-from exactgrade.domains.deeplearning._family import dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import answer_field, dl_family, nonzero_dyadic, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
@@ -88,104 +88,113 @@ def mlp_gradient_rows(network, batch, wrt):
 
 
 def mlp_question_rows(network, batch, question, **given):
-    from fractions import Fraction
+    def answer(network, batch, question, **given):
+        from fractions import Fraction
 
-    lr, candidates, wrt = given.get("lr"), given.get("candidates"), given.get("wrt")
-    direction, param, steps = given.get("direction"), given.get("param"), given.get("steps")
+        lr, candidates, wrt = given.get("lr"), given.get("candidates"), given.get("wrt")
+        direction, param, steps = given.get("direction"), given.get("param"), given.get("steps")
 
-    def forward(layers, x):
-        a, pre, acts = [Fraction(v) for v in x], [], []
-        acts.append(a)
-        for layer in layers:
-            z = [sum((Fraction(w) * v for w, v in zip(row, a, strict=True)), Fraction(0)) + Fraction(b)
-                 for row, b in zip(layer["W"], layer["b"], strict=True)]
-            pre.append(z)
-            a = [max(v, Fraction(0)) for v in z] if layer["activation"] == "relu" else z
+        def forward(layers, x):
+            a, pre, acts = [Fraction(v) for v in x], [], []
             acts.append(a)
-        return pre, acts
+            for layer in layers:
+                z = [sum((Fraction(w) * v for w, v in zip(row, a, strict=True)), Fraction(0)) + Fraction(b)
+                     for row, b in zip(layer["W"], layer["b"], strict=True)]
+                pre.append(z)
+                a = [max(v, Fraction(0)) for v in z] if layer["activation"] == "relu" else z
+                acts.append(a)
+            return pre, acts
 
-    def loss(layers):
-        total = Fraction(0)
-        for e in batch:
-            y = forward(layers, e["x"])[1][-1]
-            total += sum(((yi - Fraction(t)) ** 2 for yi, t in zip(y, e["t"], strict=True)), Fraction(0)) / 2
-        return total / len(batch)
+        def loss(layers):
+            total = Fraction(0)
+            for e in batch:
+                y = forward(layers, e["x"])[1][-1]
+                pairs = zip(y, e["t"], strict=True)
+                total += sum(((yi - Fraction(t)) ** 2 for yi, t in pairs), Fraction(0)) / 2
+            return total / len(batch)
 
-    def grads(layers):
-        total = {}
-        for e in batch:
-            pre, acts = forward(layers, e["x"])
-            up = [y - Fraction(t) for y, t in zip(acts[-1], e["t"], strict=True)]
-            for k in range(len(layers), 0, -1):
-                layer, z = layers[k - 1], pre[k - 1]
-                delta = [g if v > 0 else Fraction(0) for g, v in zip(up, z, strict=True)] \
-                    if layer["activation"] == "relu" else up
-                for i, d in enumerate(delta):
-                    total[f"b{k}[{i}]"] = total.get(f"b{k}[{i}]", Fraction(0)) + d / len(batch)
-                    for j, v in enumerate(acts[k - 1]):
-                        name = f"W{k}[{i}][{j}]"
-                        total[name] = total.get(name, Fraction(0)) + d * v / len(batch)
-                up = [sum((Fraction(layer["W"][i][j]) * delta[i] for i in range(len(delta))), Fraction(0))
-                      for j in range(len(acts[k - 1]))]
-        return total
+        def grads(layers):
+            total = {}
+            for e in batch:
+                pre, acts = forward(layers, e["x"])
+                up = [y - Fraction(t) for y, t in zip(acts[-1], e["t"], strict=True)]
+                for k in range(len(layers), 0, -1):
+                    layer, z = layers[k - 1], pre[k - 1]
+                    delta = [g if v > 0 else Fraction(0) for g, v in zip(up, z, strict=True)] \
+                        if layer["activation"] == "relu" else up
+                    for i, d in enumerate(delta):
+                        total[f"b{k}[{i}]"] = total.get(f"b{k}[{i}]", Fraction(0)) + d / len(batch)
+                        for j, v in enumerate(acts[k - 1]):
+                            name = f"W{k}[{i}][{j}]"
+                            total[name] = total.get(name, Fraction(0)) + d * v / len(batch)
+                    up = [sum((Fraction(layer["W"][i][j]) * delta[i] for i in range(len(delta))), Fraction(0))
+                          for j in range(len(acts[k - 1]))]
+            return total
 
-    def moved(layers, step, g):
-        return [{"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
-                       for i, row in enumerate(layer["W"])],
-                 "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
-                 "activation": layer["activation"]} for k, layer in enumerate(layers, start=1)]
+        def moved(layers, step, g):
+            return [{"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
+                           for i, row in enumerate(layer["W"])],
+                     "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
+                     "activation": layer["activation"]} for k, layer in enumerate(layers, start=1)]
 
-    def shifted(layers, name, h):
-        new = [{"W": [list(r) for r in layer["W"]], "b": list(layer["b"]), "activation": layer["activation"]}
-               for layer in layers]
-        kind, rest = name[0], name[1:]
-        k, idx = int(rest.split("[", 1)[0]), [int(i) for i in rest.split("[", 1)[1].rstrip("]").split("][")]
-        if kind == "W":
-            new[k - 1]["W"][idx[0]][idx[1]] = Fraction(new[k - 1]["W"][idx[0]][idx[1]]) + h
-        else:
-            new[k - 1]["b"][idx[0]] = Fraction(new[k - 1]["b"][idx[0]]) + h
-        return new
+        def shifted(layers, name, h):
+            new = [{"W": [list(r) for r in layer["W"]], "b": list(layer["b"]),
+                    "activation": layer["activation"]}
+                   for layer in layers]
+            kind, rest = name[0], name[1:]
+            head, tail = rest.split("[", 1)
+            k, idx = int(head), [int(i) for i in tail.rstrip("]").split("][")]
+            if kind == "W":
+                new[k - 1]["W"][idx[0]][idx[1]] = Fraction(new[k - 1]["W"][idx[0]][idx[1]]) + h
+            else:
+                new[k - 1]["b"][idx[0]] = Fraction(new[k - 1]["b"][idx[0]]) + h
+            return new
 
-    layers = network["layers"]
-    if question == "active":
-        rows = []
-        for e in batch:
-            pre, acts = forward(layers, e["x"])
-            active = sum(1 for z in pre[:-1] for v in z if v > 0)
-            rows.append({"active_units": active, "output": acts[-1]})
-        return {"rows": rows, "loss": loss(layers)}
-    if question == "step_loss":
-        return {"loss_after": loss(moved(layers, Fraction(lr), grads(layers)))}
-    if question == "best_lr":
+        layers = network["layers"]
+        if question == "active":
+            rows = []
+            for e in batch:
+                pre, acts = forward(layers, e["x"])
+                active = sum(1 for z in pre[:-1] for v in z if v > 0)
+                pairs = zip(acts[-1], e["t"], strict=True)
+                own = sum(((y - Fraction(t)) ** 2 for y, t in pairs), Fraction(0)) / 2
+                rows.append({"active_units": active, "output": acts[-1], "loss": own})
+            return {"rows": rows}
+        if question == "step_loss":
+            return {"loss_after": loss(moved(layers, Fraction(lr), grads(layers)))}
+        if question == "best_lr":
+            g = grads(layers)
+            scored = [(loss(moved(layers, Fraction(c), g)), Fraction(c)) for c in candidates]
+            best = min(scored)
+            return {"lr": best[1], "loss_after": best[0]}
+        if question == "best_bias":
+            last = layers[-1]
+            residual = [Fraction(0)] * len(last["b"])
+            for e in batch:
+                y = forward(layers, e["x"])[1][-1]
+                residual = [r + (yi - Fraction(t)) / len(batch)
+                            for r, yi, t in zip(residual, y, e["t"], strict=True)]
+            b = [Fraction(bi) - r for bi, r in zip(last["b"], residual, strict=True)]
+            better = [*layers[:-1], {"W": last["W"], "b": b, "activation": last["activation"]}]
+            return {"b": b, "loss": loss(better)}
         g = grads(layers)
-        scored = [(loss(moved(layers, Fraction(c), g)), Fraction(c)) for c in candidates]
-        best = min(scored)
-        return {"lr": best[1], "loss_after": best[0]}
-    if question == "best_bias":
-        last = layers[-1]
-        residual = [Fraction(0)] * len(last["b"])
-        for e in batch:
-            y = forward(layers, e["x"])[1][-1]
-            residual = [r + (yi - Fraction(t)) / len(batch)
-                        for r, yi, t in zip(residual, y, e["t"], strict=True)]
-        b = [Fraction(bi) - r for bi, r in zip(last["b"], residual, strict=True)]
-        better = [*layers[:-1], {"W": last["W"], "b": b, "activation": last["activation"]}]
-        return {"b": b, "loss": loss(better)}
-    g = grads(layers)
-    if question == "directional":
-        return {"derivative": sum((g[name] * Fraction(d) for name, d in direction.items()), Fraction(0))}
-    if question == "step_grad":
-        after = grads(moved(layers, Fraction(lr), g))
-        return {"rows": [{"param": name, "grad": after[name]} for name in wrt]}
-    if question == "largest":
-        best = max(wrt, key=lambda name: (abs(g[name]), -wrt.index(name)))
-        return {"param": best, "grad": g[best]}
-    # "fd_step": the largest h = 2**-k (k = 0..steps) whose symmetric difference is exact
-    for k in range(steps + 1):
-        h = Fraction(1, 2**k)
-        if (loss(shifted(layers, param, h)) - loss(shifted(layers, param, -h))) / (2 * h) == g[param]:
-            return {"h": h}
-    return {"h": None}
+        if question == "directional":
+            return {"derivative": sum((g[name] * Fraction(d) for name, d in direction.items()), Fraction(0))}
+        if question == "step_grad":
+            after = grads(moved(layers, Fraction(lr), g))
+            return {"rows": [{"param": name, "grad": after[name]} for name in wrt]}
+        if question == "largest":
+            best = max(wrt, key=lambda name: (abs(g[name]), -wrt.index(name)))
+            return {"param": best, "grad": g[best]}
+        # "fd_step": the largest h = 2**-k (k = 0..steps) whose symmetric difference is exact
+        for k in range(steps + 1):
+            h = Fraction(1, 2**k)
+            if (loss(shifted(layers, param, h)) - loss(shifted(layers, param, -h))) / (2 * h) == g[param]:
+                return {"h": h}
+        return {"h": None}
+
+    out = answer(network, batch, question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
 
 
 def _network_text(inputs):
@@ -341,8 +350,8 @@ STEP = ("One gradient-descent step with learning rate lr replaces every weight a
         "p - lr * dL/dp, with L the batch-mean loss and the gradient taken at the current weights. ")
 _QUESTIONS = {
     "active": ("For every example of `batch`, give how many hidden units (ReLU units of every layer but the "
-               "last) have a positive pre-activation, and the network output; then the batch-mean loss.",
-               '{"rows": [{"active_units": int, "output": [Fraction, ...]}, ...], "loss": Fraction}  '
+               "last) have a positive pre-activation, the network output, and the example's loss.",
+               '{"rows": [{"active_units": int, "output": [Fraction, ...], "loss": Fraction}, ...]}  '
                "(one row per example, in batch order)"),
     "step_loss": (STEP + "Give the batch-mean loss after one such step with the learning rate `lr`.",
                   '{"loss_after": Fraction}'),
@@ -384,7 +393,7 @@ def _question_prompt(inputs):
     given = {k: (description, inputs[k]) for k, description in _GIVEN.items() if k in inputs}
     return prompt(question, {**_network_text(inputs), **given,
                              "question": ("the question asked, as a word", inputs["question"])},
-                  shape,
+                  single_row(shape),
                   "the network's own units; loss in squared output units; learning rates and steps in "
                   "parameter units per gradient unit" if inputs["question"] in ("step_loss", "best_lr")
                   else "the network's own units")
@@ -462,11 +471,11 @@ def _collapsed_output(task):
 
 
 def _fd_edges(task):
-    return task.inputs.get("question") == "fd_step" and task.expected["h"] is None
+    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") is None
 
 
 def _fd_first(task):
-    return task.inputs.get("question") == "fd_step" and task.expected["h"] == 1
+    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") == 1
 
 
 # ---------------------------------------------------------------------------- builders

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import dl_family
+from exactgrade.domains.deeplearning._family import answer_field, dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.rational import kl_bits
@@ -462,11 +462,11 @@ def _info_family(name, build, first, levels, upper_sample, level_two=None, **rul
 
 
 def _none_best(task):
-    return task.level in (4,) and task.expected.get("best", 0) is None
+    return task.level == 4 and answer_field(task, "best") is None
 
 
 def _none_k(task):
-    return isinstance(task.expected, dict) and "k" in task.expected and task.expected["k"] is None
+    return answer_field(task, "k") is None
 
 
 ENTROPY = _info_family(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
@@ -29,166 +30,172 @@ _API = api(BASICS)
 
 
 def info_question_rows(question, **given):
-    from fractions import Fraction
-    from itertools import permutations
+    def answer(question, **given):
+        from fractions import Fraction
+        from itertools import permutations
 
-    def log2(p):
-        p = Fraction(p)
-        n, d = p.numerator, p.denominator
-        if n == 1 and d & (d - 1) == 0:
-            return -(d.bit_length() - 1)
-        if d == 1 and n & (n - 1) == 0:
-            return n.bit_length() - 1
-        raise ValueError(f"{p} is not a power of two")
+        def log2(p):
+            p = Fraction(p)
+            n, d = p.numerator, p.denominator
+            if n == 1 and d & (d - 1) == 0:
+                return -(d.bit_length() - 1)
+            if d == 1 and n & (n - 1) == 0:
+                return n.bit_length() - 1
+            raise ValueError(f"{p} is not a power of two")
 
-    def entropy(p):
-        return sum((-Fraction(x) * log2(x) for x in p if x != 0), Fraction(0))
+        def entropy(p):
+            return sum((-Fraction(x) * log2(x) for x in p if x != 0), Fraction(0))
 
-    def cross(p, q):
-        return sum((-Fraction(x) * log2(y) for x, y in zip(p, q, strict=True) if x != 0), Fraction(0))
+        def cross(p, q):
+            return sum((-Fraction(x) * log2(y) for x, y in zip(p, q, strict=True) if x != 0), Fraction(0))
 
-    def kl(p, q):
-        return cross(p, q) - entropy(p)
+        def kl(p, q):
+            return cross(p, q) - entropy(p)
 
-    def huffman(p):
-        """Minimum expected codeword length: merge the two least likely, cost = sum of merged masses."""
-        weights = sorted(Fraction(x) for x in p if x != 0)
-        cost = Fraction(0)
-        while len(weights) > 1:
-            a, b = weights.pop(0), weights.pop(0)
-            cost += a + b
-            weights.append(a + b)
-            weights.sort()
-        return cost
+        def huffman(p):
+            """Minimum expected codeword length: merge the two least likely, cost = sum of merged masses."""
+            weights = sorted(Fraction(x) for x in p if x != 0)
+            cost = Fraction(0)
+            while len(weights) > 1:
+                a, b = weights.pop(0), weights.pop(0)
+                cost += a + b
+                weights.append(a + b)
+                weights.sort()
+            return cost
 
-    def mutual(joint):
-        table = [[Fraction(x) for x in row] for row in joint]
-        pa = [sum(row) for row in table]
-        pb = [sum(col) for col in zip(*table, strict=True)]
-        return entropy(pa) + entropy(pb) - entropy([x for row in table for x in row])
+        def mutual(joint):
+            table = [[Fraction(x) for x in row] for row in joint]
+            pa = [sum(row) for row in table]
+            pb = [sum(col) for col in zip(*table, strict=True)]
+            return entropy(pa) + entropy(pb) - entropy([x for row in table for x in row])
 
-    def merged(joint, groups):
-        return [[sum((Fraction(row[b]) for b in group), Fraction(0)) for group in groups] for row in joint]
+        def merged(joint, groups):
+            return [[sum((Fraction(row[b]) for b in group), Fraction(0)) for group in groups]
+                    for row in joint]
 
-    if question == "code_length":
-        return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
-    if question == "two_stage":
-        rows = []
-        for source in given["sources"]:
-            stages = zip(source["groups"], source["within"], strict=True)
-            flat = [Fraction(g) * Fraction(x) for g, within in stages
-                    for x in within]
-            rows.append({"bits": entropy(flat)})
-        return {"rows": rows}
-    if question == "best_capped":
-        cap = Fraction(given["cap"])
-        fits = [(entropy(p), -i) for i, p in enumerate(given["candidates"]) if max(p) <= cap]
-        if not fits:
-            return {"best": None, "bits": None}
-        h, i = max(fits)
-        return {"best": 1 - i, "bits": h}
-    if question == "huffman":
-        return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
-    if question == "coding_cost":
-        return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
-                          "extra_bits": kl(pair["p"], pair["q"])}
-                         for pair in given["pairs"]]}
-    if question == "product_kl":
-        rows = []
-        for pairs in given["products"]:
-            rows.append({"bits": sum((kl(pair["p"], pair["q"]) for pair in pairs), Fraction(0))})
-        return {"rows": rows}
-    if question == "closest":
-        p = given["p"]
-        budget = Fraction(given["budget"])
-        fits = [(kl(p, q), i) for i, q in enumerate(given["candidates"]) if kl(p, q) <= budget]
-        if not fits:
-            return {"best": None, "bits": None}
-        d, i = min(fits)
-        return {"best": i + 1, "bits": d}
-    if question == "arrange":
-        p, q = given["p"], given["q"]
-        best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
-        return {"q": best[1], "bits": best[0]}
-    if question == "asymmetry":
-        rows = []
-        for pair in given["pairs"]:
-            forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
-            rows.append({"difference_bits": forward - backward,
-                         "larger": "p||q" if forward > backward else "q||p"})
-        return {"rows": rows}
-    if question == "most_asymmetric":
-        p = given["p"]
-        gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(given["candidates"])]
-        gap, i = max(gaps)
-        return {"best": 1 - i, "gap_bits": gap}
-    if question == "arrange_asymmetry":
-        p, q = given["p"], given["q"]
-        best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
-                   for perm in set(permutations(q)))
-        return {"q": [-x for x in best[1]], "gap_bits": best[0]}
-    if question == "information_words":
-        joint = given["joint"]
-        table = [[Fraction(x) for x in row] for row in joint]
-        h_ab = entropy([x for row in table for x in row])
-        h_b = entropy([sum(col) for col in zip(*table, strict=True)])
-        return {"saved_bits": mutual(joint), "remaining_bits": h_ab - h_b}
-    if question == "merge_columns":
-        return {"bits": mutual(merged(given["joint"], given["groups"]))}
-    if question == "best_merge":
-        joint = given["joint"]
-        n = len(joint[0])
-        scored = []
-        for a in range(n):
-            for b in range(a + 1, n):
-                mass_a = sum((Fraction(row[a]) for row in joint), Fraction(0))
-                mass_b = sum((Fraction(row[b]) for row in joint), Fraction(0))
-                if mass_a != mass_b:
+        if question == "code_length":
+            return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
+        if question == "two_stage":
+            rows = []
+            for source in given["sources"]:
+                stages = zip(source["groups"], source["within"], strict=True)
+                flat = [Fraction(g) * Fraction(x) for g, within in stages
+                        for x in within]
+                rows.append({"bits": entropy(flat)})
+            return {"rows": rows}
+        if question == "best_capped":
+            cap = Fraction(given["cap"])
+            fits = [(entropy(p), -i) for i, p in enumerate(given["candidates"]) if max(p) <= cap]
+            if not fits:
+                return {"best": None, "bits": None}
+            h, i = max(fits)
+            return {"best": 1 - i, "bits": h}
+        if question == "huffman":
+            return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
+        if question == "coding_cost":
+            return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
+                              "extra_bits": kl(pair["p"], pair["q"])}
+                             for pair in given["pairs"]]}
+        if question == "product_kl":
+            rows = []
+            for pairs in given["products"]:
+                rows.append({"bits": sum((kl(pair["p"], pair["q"]) for pair in pairs), Fraction(0))})
+            return {"rows": rows}
+        if question == "closest":
+            p = given["p"]
+            budget = Fraction(given["budget"])
+            fits = [(kl(p, q), i) for i, q in enumerate(given["candidates"]) if kl(p, q) <= budget]
+            if not fits:
+                return {"best": None, "bits": None}
+            d, i = min(fits)
+            return {"best": i + 1, "bits": d}
+        if question == "arrange":
+            p, q = given["p"], given["q"]
+            best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
+            return {"q": best[1], "bits": best[0]}
+        if question == "asymmetry":
+            rows = []
+            for pair in given["pairs"]:
+                forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+                rows.append({"difference_bits": forward - backward,
+                             "larger": "p||q" if forward > backward else "q||p"})
+            return {"rows": rows}
+        if question == "most_asymmetric":
+            p = given["p"]
+            gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(given["candidates"])]
+            gap, i = max(gaps)
+            return {"best": 1 - i, "gap_bits": gap}
+        if question == "arrange_asymmetry":
+            p, q = given["p"], given["q"]
+            best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
+                       for perm in set(permutations(q)))
+            return {"q": [-x for x in best[1]], "gap_bits": best[0]}
+        if question == "information_words":
+            joint = given["joint"]
+            table = [[Fraction(x) for x in row] for row in joint]
+            h_ab = entropy([x for row in table for x in row])
+            h_b = entropy([sum(col) for col in zip(*table, strict=True)])
+            return {"saved_bits": mutual(joint), "remaining_bits": h_ab - h_b}
+        if question == "merge_columns":
+            return {"bits": mutual(merged(given["joint"], given["groups"]))}
+        if question == "best_merge":
+            joint = given["joint"]
+            n = len(joint[0])
+            scored = []
+            for a in range(n):
+                for b in range(a + 1, n):
+                    mass_a = sum((Fraction(row[a]) for row in joint), Fraction(0))
+                    mass_b = sum((Fraction(row[b]) for row in joint), Fraction(0))
+                    if mass_a != mass_b:
+                        continue
+                    groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
+                    scored.append((-mutual(merged(joint, groups)), a, b))
+            value, a, b = min(scored)
+            return {"merge": [a + 1, b + 1], "bits": -value}
+        if question == "best_split":
+            joint = given["joint"]
+            n = len(joint[0])
+            masses = [sum((Fraction(row[b]) for row in joint), Fraction(0)) for b in range(n)]
+            best, count = None, 0
+            for mask in range(1, 2 ** (n - 1)):
+                first = [b for b in range(n) if mask >> b & 1]
+                rest = [b for b in range(n) if not mask >> b & 1]
+                mass = sum((masses[b] for b in first), Fraction(0))
+                if not all(x.numerator == 1 and x.denominator & (x.denominator - 1) == 0
+                           for x in (mass, 1 - mass)):
                     continue
-                groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
-                scored.append((-mutual(merged(joint, groups)), a, b))
-        value, a, b = min(scored)
-        return {"merge": [a + 1, b + 1], "bits": -value}
-    if question == "best_split":
-        joint = given["joint"]
-        n = len(joint[0])
-        masses = [sum((Fraction(row[b]) for row in joint), Fraction(0)) for b in range(n)]
-        best, count = None, 0
-        for mask in range(1, 2 ** (n - 1)):
-            first = [b for b in range(n) if mask >> b & 1]
-            rest = [b for b in range(n) if not mask >> b & 1]
-            mass = sum((masses[b] for b in first), Fraction(0))
-            if mass.numerator != 1 or mass.denominator & (mass.denominator - 1) or (1 - mass).numerator != 1 \
-                    or (1 - mass).denominator & ((1 - mass).denominator - 1):
-                continue
-            value = mutual(merged(joint, [first, rest]))
-            if best is None or value > best:
-                best, count = value, 1
-            elif value == best:
-                count += 1
-        return {"bits": best, "splits": count}
-    if question in ("accuracy_loss", "drop_hardest", "top_k"):
-        predictions, labels = given["predictions"], given["labels"]
-        losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
-        ranks = [1 + sum(1 for x in q if Fraction(x) > Fraction(q[y])) for q, y in zip(predictions, labels,
-                                                                                       strict=True)]
-        if question == "accuracy_loss":
-            top = [max(range(len(q)), key=lambda c: (Fraction(q[c]), -c)) for q in predictions]
-            right = [loss for loss, t, y in zip(losses, top, labels, strict=True) if t == y]
-            return {"accuracy": Fraction(len(right), len(labels)),
-                    "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
-        if question == "drop_hardest":
-            ordered = sorted(losses, reverse=True)
-            for k in range(len(ordered)):
-                if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(given["bound"]):
-                    return {"k": k}
-            return {"k": None}
-        for k in range(1, max(len(q) for q in predictions) + 1):
-            hit = [loss for loss, r in zip(losses, ranks, strict=True) if r <= k]
-            if Fraction(len(hit), len(labels)) >= Fraction(given["target"]):
-                return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
-        return {"k": None, "loss_bits": None}
-    raise ValueError(f"unknown question {question!r}")
+                value = mutual(merged(joint, [first, rest]))
+                if best is None or value > best:
+                    best, count = value, 1
+                elif value == best:
+                    count += 1
+            return {"bits": best, "splits": count}
+        if question in ("accuracy_loss", "drop_hardest", "top_k"):
+            predictions, labels = given["predictions"], given["labels"]
+            losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
+            ranks = [1 + sum(1 for x in q if Fraction(x) > Fraction(q[y]))
+                     for q, y in zip(predictions, labels,
+                                                                                           strict=True)]
+            if question == "accuracy_loss":
+                top = [max(range(len(q)), key=lambda c: (Fraction(q[c]), -c)) for q in predictions]
+                right = [loss for loss, t, y in zip(losses, top, labels, strict=True) if t == y]
+                return {"accuracy": Fraction(len(right), len(labels)),
+                        "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
+            if question == "drop_hardest":
+                ordered = sorted(losses, reverse=True)
+                for k in range(len(ordered)):
+                    if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(given["bound"]):
+                        return {"k": k}
+                return {"k": None}
+            for k in range(1, max(len(q) for q in predictions) + 1):
+                hit = [loss for loss, r in zip(losses, ranks, strict=True) if r <= k]
+                if Fraction(len(hit), len(labels)) >= Fraction(given["target"]):
+                    return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
+            return {"k": None, "loss_bits": None}
+        raise ValueError(f"unknown question {question!r}")
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -327,7 +334,7 @@ def _prompt(inputs):
     question, shape, units = _QUESTIONS[inputs["question"]]
     variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
     return prompt(question, {**variables, "question": ("the question asked, as a word", inputs["question"])},
-                  shape, units)
+                  single_row(shape), units)
 
 
 def build(task_id, inputs):
@@ -523,7 +530,7 @@ def sample_classification(draw: Draw, level: int) -> dict:
         return {"question": "accuracy_loss", **base}
     if level == 4:
         n = len(losses)
-        k = draw.integer(0, n - 1)
+        k = draw.integer(1, n - 1)
         bound = F(sum(losses[k:]), n - k) if draw.chance(5, 6) else F(min(losses), 2)
         return {"question": "drop_hardest", **base, "bound": bound}
     return {"question": "top_k", **base, "target": F(draw.integer(1, len(losses)), len(losses))}

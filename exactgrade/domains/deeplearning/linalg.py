@@ -26,7 +26,7 @@ from fractions import Fraction as F
 from math import isqrt, lcm
 
 from exactgrade import rational
-from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import answer_field, as_int, dl_family, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task, TaskDef
@@ -475,7 +475,7 @@ def _linalg_family(name, build, first, levels, upper_sample, **rules):
 
 
 def _none(key, levels):
-    return lambda task: task.level in levels and task.expected.get(key, 0) is None
+    return lambda task: task.level in levels and answer_field(task, key) is None
 
 
 INVERSE = _linalg_family(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
@@ -27,190 +28,194 @@ _API = api(BASICS)
 
 
 def linalg_question_rows(question, **given):
-    from fractions import Fraction
+    def answer(question, **given):
+        from fractions import Fraction
 
-    import sympy
+        import sympy
 
-    def matrix(rows):
-        return sympy.Matrix([[sympy.Rational(Fraction(x).numerator, Fraction(x).denominator) for x in row]
-                             for row in rows])
+        def matrix(rows):
+            return sympy.Matrix([[sympy.Rational(Fraction(x).numerator, Fraction(x).denominator) for x in row]
+                                 for row in rows])
 
-    def fraction(x):
-        return Fraction(int(x.p), int(x.q))
+        def fraction(x):
+            return Fraction(int(x.p), int(x.q))
 
-    def least_squares(x, y):
-        w = (x.T * x).LUsolve(x.T * y)
-        r = y - x * w
-        return w, (r.T * r)[0, 0]
+        def least_squares(x, y):
+            w = (x.T * x).LUsolve(x.T * y)
+            r = y - x * w
+            return w, (r.T * r)[0, 0]
 
-    def eigenvalues(m):
-        return sorted(m.eigenvals(multiple=True), key=lambda v: sympy.N(v, 50))
+        def eigenvalues(m):
+            return sorted(m.eigenvals(multiple=True), key=lambda v: sympy.N(v, 50))
 
-    def substituted(a, i, j, t):
-        m = matrix(a)
-        m[i, j] = t
-        return m
-
-    if question == "solve":
-        return {"rows": [{"x": [fraction(v) for v in matrix(a).LUsolve(matrix([[x] for x in b]))]}
-                         for a, b in zip(given["matrices"], given["vectors"], strict=True)]}
-    if question == "product":
-        a, b = matrix(given["A"]), matrix(given["B"])
-        ab = a * b
-        return {"det": fraction(ab.det()), "trace_inverse": fraction(ab.inv().trace())}
-    if question == "singular_entry":
-        i, j = given["entry"][0] - 1, given["entry"][1] - 1
-        t = sympy.Symbol("t")
-        det = sympy.expand(substituted(given["A"], i, j, t).det())
-        slope = det.coeff(t, 1)
-        return {"t": None if slope == 0 else fraction(-det.coeff(t, 0) / slope)}
-    if question == "best_entry":
-        i, j = given["entry"][0] - 1, given["entry"][1] - 1
-        best = None
-        for t in range(given["low"], given["high"] + 1):
-            m = substituted(given["A"], i, j, t)
-            if m.det() == 0:
-                continue
-            biggest = max(abs(v) for v in m.inv())
-            if best is None or biggest < best[0]:
-                best = (biggest, t)
-        return {"t": best[1], "max_entry": fraction(best[0])}
-    if question == "prediction":
-        x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
-        w, rss = least_squares(x, y)
-        mean = sum(y) / len(y)
-        tss = sum((v - mean) ** 2 for v in y)
-        new = matrix([given["x_new"]])
-        return {"prediction": fraction((new * w)[0, 0]), "r2": fraction(1 - rss / tss)}
-    if question == "leave_one_out":
-        scored = []
-        for k in range(len(given["X"])):
-            keep = [r for n, r in enumerate(given["X"]) if n != k]
-            ys = [v for n, v in enumerate(given["y"]) if n != k]
-            scored.append((least_squares(matrix(keep), matrix([[v] for v in ys]))[1], k + 1))
-        rss, k = min(scored)
-        return {"drop": k, "rss": fraction(rss)}
-    if question == "ridge":
-        x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
-        for lam in sorted(Fraction(v) for v in given["lambdas"]):
-            penalty = sympy.Rational(lam.numerator, lam.denominator) * sympy.eye(x.cols)
-            w = (x.T * x + penalty).LUsolve(x.T * y)
-            if (w.T * w)[0, 0] <= sympy.Rational(Fraction(given["bound"]).numerator,
-                                                 Fraction(given["bound"]).denominator):
-                return {"lambda": lam, "w": [fraction(v) for v in w]}
-        return {"lambda": None, "w": None}
-    if question == "nullity":
-        rows = []
-        for a in given["matrices"]:
-            r = matrix(a).rank()
-            rows.append({"nullity": len(a[0]) - r, "left_nullity": len(a) - r})
-        return {"rows": rows}
-    if question == "product_rank":
-        return {"rows": [{"rank": (matrix(pair["A"]) * matrix(pair["B"])).rank()}
-                         for pair in given["products"]]}
-    if question == "spanning_prefix":
-        rows = []
-        for a in given["matrices"]:
+        def substituted(a, i, j, t):
             m = matrix(a)
-            full = m.rank()
-            rows.append({"k": next(k for k in range(1, m.cols + 1) if m[:, :k].rank() == full)})
-        return {"rows": rows}
-    if question == "essential_columns":
-        rows = []
-        for a in given["matrices"]:
-            m = matrix(a)
-            full = m.rank()
-            rows.append({"essential": sum(1 for c in range(m.cols)
-                                          if m[:, [k for k in range(m.cols) if k != c]].rank() < full)})
-        return {"rows": rows}
-    if question == "distance":
-        a = matrix(given["A"])
-        p = a * (a.T * a).inv() * a.T
-        rows = []
-        for v in given["vectors"]:
-            vector = matrix([[x] for x in v])
-            projected = p * vector
-            residual = vector - projected
-            rows.append({"distance_sq": fraction((residual.T * residual)[0, 0]),
-                         "cos_sq": fraction((projected.T * projected)[0, 0] / (vector.T * vector)[0, 0])})
-        return {"rows": rows}
-    if question == "closest_vector":
-        a = matrix(given["A"])
-        p = a * (a.T * a).inv() * a.T
-        scored = []
-        for k, v in enumerate(given["vectors"], start=1):
-            residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
-            scored.append(((residual.T * residual)[0, 0], k))
-        d, k = min(scored)
-        return {"closest": k, "distance_sq": fraction(d)}
-    if question == "drop_column":
-        a = matrix(given["A"])
-        scored = []
-        for c in range(a.cols):
-            kept = a[:, [k for k in range(a.cols) if k != c]]
-            p = kept * (kept.T * kept).inv() * kept.T
-            total = sympy.Integer(0)
-            for v in given["vectors"]:
-                residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
-                total += (residual.T * residual)[0, 0]
-            scored.append((total, c + 1))
-        total, c = min(scored)
-        return {"drop": c, "total_sq": fraction(total)}
-    if question == "rayleigh":
-        return {"rows": [{"max": eigenvalues(matrix(m))[-1]} for m in given["matrices"]]}
-    if question == "radius":
-        rows = []
-        for m in given["matrices"]:
-            values = eigenvalues(matrix(m))
-            radius = max(values, key=lambda v: sympy.N(abs(v), 50))
-            rows.append({"spectral_radius": sympy.Abs(radius) if sympy.N(radius, 50) < 0 else radius,
-                         "sum_squares": fraction(sympy.expand(sum(v**2 for v in values)))})
-        return {"rows": rows}
-    if question == "shift":
-        rows = []
-        for m in given["matrices"]:
-            low = eigenvalues(matrix(m))[0]
-            rows.append({"shift": int(sympy.floor(-low)) + 1})
-        return {"rows": rows}
-    if question == "count_below":
-        rows = []
-        for m, c in zip(given["matrices"], given["thresholds"], strict=True):
-            c = sympy.Rational(Fraction(c).numerator, Fraction(c).denominator)
-            rows.append({"below": sum(1 for v in eigenvalues(matrix(m)) if sympy.N(v - c, 50) < 0)})
-        return {"rows": rows}
-    # PCA questions: the population covariance of the points
-    data = matrix(given["points"])
-    n = data.rows
-    mean = sympy.ones(1, n) * data / n
-    centred = data - sympy.ones(n, 1) * mean
-    cov = centred.T * centred / n
-    if question == "max_variance":
-        top = eigenvalues(cov)[-1]
-        return {"variance": top, "ratio": sympy.radsimp(top / cov.trace())}
-    if question == "along":
-        u = matrix([[x] for x in given["direction"]])
-        along = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
-        return {"variance": fraction(along), "rest": fraction(cov.trace() - along)}
-    if question == "grid_direction":
-        from math import gcd
+            m[i, j] = t
+            return m
 
-        bound = given["bound"]
-        best = None
-        for a in range(1, bound + 1):
-            for b in range(-bound, bound + 1):
-                if b == 0 or gcd(a, abs(b)) != 1:
+        if question == "solve":
+            return {"rows": [{"x": [fraction(v) for v in matrix(a).LUsolve(matrix([[x] for x in b]))]}
+                             for a, b in zip(given["matrices"], given["vectors"], strict=True)]}
+        if question == "product":
+            a, b = matrix(given["A"]), matrix(given["B"])
+            ab = a * b
+            return {"det": fraction(ab.det()), "trace_inverse": fraction(ab.inv().trace())}
+        if question == "singular_entry":
+            i, j = given["entry"][0] - 1, given["entry"][1] - 1
+            t = sympy.Symbol("t")
+            det = sympy.expand(substituted(given["A"], i, j, t).det())
+            slope = det.coeff(t, 1)
+            return {"t": None if slope == 0 else fraction(-det.coeff(t, 0) / slope)}
+        if question == "best_entry":
+            i, j = given["entry"][0] - 1, given["entry"][1] - 1
+            best = None
+            for t in range(given["low"], given["high"] + 1):
+                m = substituted(given["A"], i, j, t)
+                if m.det() == 0:
                     continue
-                u = matrix([[a], [b]])
-                captured = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
-                if best is None or captured > best[0]:
-                    best = (captured, [a, b])
-        return {"direction": best[1], "ratio": fraction(best[0] / cov.trace())}
-    scored = []
-    for k, d in enumerate(given["directions"], start=1):
-        u = matrix([[x] for x in d])
-        scored.append((-(u.T * cov * u)[0, 0] / (u.T * u)[0, 0], k))
-    value, k = min(scored)
-    return {"best": k, "ratio": fraction(-value / cov.trace())}
+                biggest = max(abs(v) for v in m.inv())
+                if best is None or biggest < best[0]:
+                    best = (biggest, t)
+            return {"t": best[1], "max_entry": fraction(best[0])}
+        if question == "prediction":
+            x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
+            w, rss = least_squares(x, y)
+            mean = sum(y) / len(y)
+            tss = sum((v - mean) ** 2 for v in y)
+            new = matrix([given["x_new"]])
+            return {"prediction": fraction((new * w)[0, 0]), "r2": fraction(1 - rss / tss)}
+        if question == "leave_one_out":
+            scored = []
+            for k in range(len(given["X"])):
+                keep = [r for n, r in enumerate(given["X"]) if n != k]
+                ys = [v for n, v in enumerate(given["y"]) if n != k]
+                scored.append((least_squares(matrix(keep), matrix([[v] for v in ys]))[1], k + 1))
+            rss, k = min(scored)
+            return {"drop": k, "rss": fraction(rss)}
+        if question == "ridge":
+            x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
+            for lam in sorted(Fraction(v) for v in given["lambdas"]):
+                penalty = sympy.Rational(lam.numerator, lam.denominator) * sympy.eye(x.cols)
+                w = (x.T * x + penalty).LUsolve(x.T * y)
+                if (w.T * w)[0, 0] <= sympy.Rational(Fraction(given["bound"]).numerator,
+                                                     Fraction(given["bound"]).denominator):
+                    return {"lambda": lam, "w": [fraction(v) for v in w]}
+            return {"lambda": None, "w": None}
+        if question == "nullity":
+            rows = []
+            for a in given["matrices"]:
+                r = matrix(a).rank()
+                rows.append({"nullity": len(a[0]) - r, "left_nullity": len(a) - r})
+            return {"rows": rows}
+        if question == "product_rank":
+            return {"rows": [{"rank": (matrix(pair["A"]) * matrix(pair["B"])).rank()}
+                             for pair in given["products"]]}
+        if question == "spanning_prefix":
+            rows = []
+            for a in given["matrices"]:
+                m = matrix(a)
+                full = m.rank()
+                rows.append({"k": next(k for k in range(1, m.cols + 1) if m[:, :k].rank() == full)})
+            return {"rows": rows}
+        if question == "essential_columns":
+            rows = []
+            for a in given["matrices"]:
+                m = matrix(a)
+                full = m.rank()
+                rows.append({"essential": sum(1 for c in range(m.cols)
+                                              if m[:, [k for k in range(m.cols) if k != c]].rank() < full)})
+            return {"rows": rows}
+        if question == "distance":
+            a = matrix(given["A"])
+            p = a * (a.T * a).inv() * a.T
+            rows = []
+            for v in given["vectors"]:
+                vector = matrix([[x] for x in v])
+                projected = p * vector
+                residual = vector - projected
+                rows.append({"distance_sq": fraction((residual.T * residual)[0, 0]),
+                             "cos_sq": fraction((projected.T * projected)[0, 0] / (vector.T * vector)[0, 0])})
+            return {"rows": rows}
+        if question == "closest_vector":
+            a = matrix(given["A"])
+            p = a * (a.T * a).inv() * a.T
+            scored = []
+            for k, v in enumerate(given["vectors"], start=1):
+                residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
+                scored.append(((residual.T * residual)[0, 0], k))
+            d, k = min(scored)
+            return {"closest": k, "distance_sq": fraction(d)}
+        if question == "drop_column":
+            a = matrix(given["A"])
+            scored = []
+            for c in range(a.cols):
+                kept = a[:, [k for k in range(a.cols) if k != c]]
+                p = kept * (kept.T * kept).inv() * kept.T
+                total = sympy.Integer(0)
+                for v in given["vectors"]:
+                    residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
+                    total += (residual.T * residual)[0, 0]
+                scored.append((total, c + 1))
+            total, c = min(scored)
+            return {"drop": c, "total_sq": fraction(total)}
+        if question == "rayleigh":
+            return {"rows": [{"max": eigenvalues(matrix(m))[-1]} for m in given["matrices"]]}
+        if question == "radius":
+            rows = []
+            for m in given["matrices"]:
+                values = eigenvalues(matrix(m))
+                radius = max(values, key=lambda v: sympy.N(abs(v), 50))
+                rows.append({"spectral_radius": sympy.Abs(radius) if sympy.N(radius, 50) < 0 else radius,
+                             "sum_squares": fraction(sympy.expand(sum(v**2 for v in values)))})
+            return {"rows": rows}
+        if question == "shift":
+            rows = []
+            for m in given["matrices"]:
+                low = eigenvalues(matrix(m))[0]
+                rows.append({"shift": int(sympy.floor(-low)) + 1})
+            return {"rows": rows}
+        if question == "count_below":
+            rows = []
+            for m, c in zip(given["matrices"], given["thresholds"], strict=True):
+                c = sympy.Rational(Fraction(c).numerator, Fraction(c).denominator)
+                rows.append({"below": sum(1 for v in eigenvalues(matrix(m)) if sympy.N(v - c, 50) < 0)})
+            return {"rows": rows}
+        # PCA questions: the population covariance of the points
+        data = matrix(given["points"])
+        n = data.rows
+        mean = sympy.ones(1, n) * data / n
+        centred = data - sympy.ones(n, 1) * mean
+        cov = centred.T * centred / n
+        if question == "max_variance":
+            top = eigenvalues(cov)[-1]
+            return {"variance": top, "ratio": sympy.radsimp(top / cov.trace())}
+        if question == "along":
+            u = matrix([[x] for x in given["direction"]])
+            along = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
+            return {"variance": fraction(along), "rest": fraction(cov.trace() - along)}
+        if question == "grid_direction":
+            from math import gcd
+
+            bound = given["bound"]
+            best = None
+            for a in range(1, bound + 1):
+                for b in range(-bound, bound + 1):
+                    if b == 0 or gcd(a, abs(b)) != 1:
+                        continue
+                    u = matrix([[a], [b]])
+                    captured = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
+                    if best is None or captured > best[0]:
+                        best = (captured, [a, b])
+            return {"direction": best[1], "ratio": fraction(best[0] / cov.trace())}
+        scored = []
+        for k, d in enumerate(given["directions"], start=1):
+            u = matrix([[x] for x in d])
+            scored.append((-(u.T * cov * u)[0, 0] / (u.T * u)[0, 0], k))
+        value, k = min(scored)
+        return {"best": k, "ratio": fraction(-value / cov.trace())}
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -345,7 +350,7 @@ def _renderer(name):
         variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
         if "question" in inputs:
             variables["question"] = ("the question asked, as a word", name)
-        return prompt(question, variables, shape, units)
+        return prompt(question, variables, single_row(shape), units)
 
     return render
 
@@ -426,7 +431,7 @@ def sample_least_squares(draw: Draw, level: int) -> dict:
     lambdas = sorted(draw.sample([F(1, 4), F(1, 2), F(1), F(2), F(4), F(8), F(16), F(64)], 5))
     norms = []
     for lam in lambdas:
-        w = rows("ridge", **base, lambdas=[lam], bound=10**9)["w"]
+        w = rows("ridge", **base, lambdas=[lam], bound=10**9)["rows"][0]["w"]
         norms.append(sum((v * v for v in w), F(0)))
     bound = norms[draw.below(len(norms))] if draw.chance(5, 6) else norms[-1] / 2
     return {"question": "ridge", **base, "lambdas": lambdas, "bound": bound}

@@ -509,14 +509,13 @@ def float_search_rows(templates, windows, question):
         for w in windows:
             if w["format"] not in formats:
                 formats.append(w["format"])
-        cheapest = None
+        found = False
         for fmt in formats:
             bad = sum(1 for t, w in zip(templates, windows, strict=True) if w["format"] == fmt
                       for n in range(w["low"], w["high"] + 1) if not finite(t, n, fmt))
-            rows.append({"format": fmt, "non_finite": bad})
-            if bad == 0 and cheapest is None:
-                cheapest = fmt
-        return {"rows": rows, "cheapest": cheapest}
+            rows.append({"format": fmt, "non_finite": bad, "cheapest": bad == 0 and not found})
+            found = found or bad == 0
+        return {"rows": rows}
     for t, w in zip(templates, windows, strict=True):
         bad = [n for n in range(w["low"], w["high"] + 1) if not finite(t, n, w["format"])]
         row = {"format": w["format"], "first_non_finite": bad[0] if bad else None}
@@ -654,17 +653,18 @@ _QUESTIONS = {
              "value.",
     "count": "For each template and its window (same position in the two lists), give how many n of the "
              "window have a non-finite outcome, and the smallest such n (None if there is none).",
-    "cheapest": "Formats cost in the order float16 < float32 < float64. Every template is posed in every "
-                "format, each on its own window. Choose the cheapest format in which every template is "
-                "finite on every n of its window (None if no format is), and for every format count the "
-                "pairs (template, n) of its windows whose outcome is non-finite.",
+    "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
+                "formats, each time on its own window (the list below). For every format, count the pairs "
+                "(template, n) of its windows whose outcome is non-finite, and say whether it is the "
+                "cheapest format in which every template is finite on every n of its windows (True for at "
+                "most one format; False for all when no format is).",
 }
 _SHAPES = {
     "first": '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  '
              "(one row per window, in order)",
     "count": '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
              "(one row per window, in order)",
-    "cheapest": '{"rows": [{"format": str, "non_finite": int}, ...], "cheapest": str or None}  '
+    "cheapest": '{"rows": [{"format": str, "non_finite": int, "cheapest": bool}, ...]}  '
                 "(one row per format, in the order the formats first appear in `windows`)",
 }
 
@@ -751,11 +751,11 @@ def _has_none_row(task):
 
 
 def _no_cheapest(task):
-    return task.expected.get("cheapest", 0) is None
+    return task.level == 5 and not any(row["cheapest"] for row in task.expected["rows"])
 
 
 def _a_cheapest(task):
-    return task.expected.get("cheapest") is not None
+    return task.level == 5 and any(row["cheapest"] for row in task.expected["rows"])
 
 
 EXP_RANGE = _numerical_family("exp_range", ("overflow", "exp"), sample_exp_range,

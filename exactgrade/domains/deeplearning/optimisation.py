@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import answer_field, as_int, dl_family, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
@@ -284,7 +284,7 @@ def _opt_family(name, build, first, levels, upper_sample, **rules):
 
 def _answer_is(key, value, levels):
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
-        task.expected.get(key, 0) is value
+        answer_field(task, key) is value
 
 
 SGD = _opt_family(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
@@ -42,127 +43,132 @@ SCHEDULE_WORDS = ("Learning-rate schedule conventions. The learning rate at step
 
 
 def opt_question_rows(question, **given):
-    from fractions import Fraction
+    def answer(question, **given):
+        from fractions import Fraction
 
-    import sympy
+        import sympy
 
-    def sgd(lr, steps):
-        a = [Fraction(x) for x in given["curvature"]]
-        c = [Fraction(x) for x in given["center"]]
-        w = [Fraction(x) for x in given["w0"]]
-        mu, wd, nesterov = Fraction(given["momentum"]), Fraction(given["weight_decay"]), given["nesterov"]
-        buf, losses = None, []
-        for _ in range(steps):
-            g = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
-            if mu != 0:
-                buf = g if buf is None else [mu * b + gi for b, gi in zip(buf, g, strict=True)]
-                g = [gi + mu * b for gi, b in zip(g, buf, strict=True)] if nesterov else buf
-            w = [wi - Fraction(lr) * gi for wi, gi in zip(w, g, strict=True)]
-            terms = zip(a, w, c, strict=True)
-            losses.append(sum((ai * (wi - ci) ** 2 for ai, wi, ci in terms), Fraction(0)) / 2)
-        return losses
+        def sgd(lr, steps):
+            a = [Fraction(x) for x in given["curvature"]]
+            c = [Fraction(x) for x in given["center"]]
+            w = [Fraction(x) for x in given["w0"]]
+            mu, wd, nesterov = Fraction(given["momentum"]), Fraction(given["weight_decay"]), given["nesterov"]
+            buf, losses = None, []
+            for _ in range(steps):
+                g = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+                if mu != 0:
+                    buf = g if buf is None else [mu * b + gi for b, gi in zip(buf, g, strict=True)]
+                    g = [gi + mu * b for gi, b in zip(g, buf, strict=True)] if nesterov else buf
+                w = [wi - Fraction(lr) * gi for wi, gi in zip(w, g, strict=True)]
+                terms = zip(a, w, c, strict=True)
+                losses.append(sum((ai * (wi - ci) ** 2 for ai, wi, ci in terms), Fraction(0)) / 2)
+            return losses
 
-    def start_loss():
-        return sum((Fraction(a) * (Fraction(w) - Fraction(c)) ** 2
-                    for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True)),
-                   Fraction(0)) / 2
-
-    def stability():
-        mu = Fraction(given["momentum"])
-        lam = max(Fraction(a) for a in given["curvature"]) + Fraction(given["weight_decay"])
-        if mu == 0:
-            return 2 / lam
-        return 2 * (1 + mu) / ((1 + 2 * mu) * lam) if given["nesterov"] else 2 * (1 + mu) / lam
-
-    def adam_first(lr, eps):
-        moves = []
-        for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True):
-            g = Fraction(a) * (Fraction(w) - Fraction(c))
-            moves.append(Fraction(lr) * g / (abs(g) + Fraction(eps)))
-        return moves
-
-    def exact(q):
-        q = Fraction(q)
-        return sympy.Rational(q.numerator, q.denominator)
-
-    def lr_at(s, peak, low, warmup, decay):
-        peak, low = Fraction(peak), Fraction(low)
-        if s < warmup:
-            return exact(peak * s / warmup)
-        if s <= warmup + decay:
-            cosine = sympy.cos(sympy.pi * sympy.Rational(s - warmup, decay))
-            return exact((low + peak) / 2) + exact((peak - low) / 2) * cosine
-        return exact(low)
-
-    def at_least(x, y):
-        """x >= y for exact sympy numbers (the difference is decided to 60 digits; never a near-tie here)."""
-        return sympy.N(x - y, 60) >= 0
-
-    if question == "stability":
-        return {"lr_limit": stability()}
-    if question == "final":
-        return {"final_loss": sgd(given["lr"], given["steps"])[-1],
-                "diverges": Fraction(given["lr"]) > stability()}
-    if question == "first_below":
-        losses = sgd(given["lr"], given["steps"])
-        hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
-        return {"step": hit[0] if hit else None}
-    if question == "best_lr":
-        start, scored = start_loss(), []
-        for lr in given["candidates"]:
-            losses = sgd(lr, given["steps"])
-            if max(losses) <= start:
-                scored.append((losses[-1], Fraction(lr)))
-        if not scored:
-            return {"lr": None, "loss": None}
-        loss, lr = min(scored)
-        return {"lr": lr, "loss": loss}
-    if question == "first_step":
-        moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
-        return {"rows": [{"move": m} for m in moves], "largest": moves.index(max(moves)) + 1}
-    if question == "two_step_loss":
-        a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
-        lr, b1, b2, eps = (exact(given[k]) for k in ("lr", "beta1", "beta2", "eps"))
-        m, v = [0] * len(w), [0] * len(w)
-        for t in (1, 2):
-            g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
-            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
-            v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
-            w = [wi - lr * (mi / (1 - b1**t)) / (sympy.sqrt(vi / (1 - b2**t)) + eps)
-                 for wi, mi, vi in zip(w, m, v, strict=True)]
-        return {"loss": sympy.Add(*[ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)]) / 2}
-    if question == "smallest_eps":
-        for eps in sorted(Fraction(e) for e in given["candidates"]):
-            if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
-                return {"eps": eps}
-        return {"eps": None}
-    if question == "largest_lr":
-        for lr in sorted((Fraction(x) for x in given["candidates"]), reverse=True):
-            w = [Fraction(x) - m for x, m in zip(given["w0"], adam_first(lr, given["eps"]), strict=True)]
-            overshoot = any((wi - Fraction(c)) * (Fraction(x) - Fraction(c)) < 0
-                            for wi, x, c in zip(w, given["w0"], given["center"], strict=True))
-            loss = sum((Fraction(a) * (wi - Fraction(c)) ** 2
-                        for a, wi, c in zip(given["curvature"], w, given["center"], strict=True)),
+        def start_loss():
+            return sum((Fraction(a) * (Fraction(w) - Fraction(c)) ** 2
+                        for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True)),
                        Fraction(0)) / 2
-            if not overshoot and loss <= Fraction(given["target"]):
-                return {"lr": lr, "loss": loss}
-        return {"lr": None, "loss": None}
-    args = (given["peak_lr"], given["min_lr"], given["warmup_steps"])
-    if question == "total":
-        rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
-        return {"total": sympy.Add(*rates)}
-    if question == "first_at_most":
+
+        def stability():
+            mu = Fraction(given["momentum"])
+            lam = max(Fraction(a) for a in given["curvature"]) + Fraction(given["weight_decay"])
+            if mu == 0:
+                return 2 / lam
+            return 2 * (1 + mu) / ((1 + 2 * mu) * lam) if given["nesterov"] else 2 * (1 + mu) / lam
+
+        def adam_first(lr, eps):
+            moves = []
+            for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True):
+                g = Fraction(a) * (Fraction(w) - Fraction(c))
+                moves.append(Fraction(lr) * g / (abs(g) + Fraction(eps)))
+            return moves
+
+        def exact(q):
+            q = Fraction(q)
+            return sympy.Rational(q.numerator, q.denominator)
+
+        def lr_at(s, peak, low, warmup, decay):
+            peak, low = Fraction(peak), Fraction(low)
+            if s < warmup:
+                return exact(peak * s / warmup)
+            if s <= warmup + decay:
+                cosine = sympy.cos(sympy.pi * sympy.Rational(s - warmup, decay))
+                return exact((low + peak) / 2) + exact((peak - low) / 2) * cosine
+            return exact(low)
+
+        def at_least(x, y):
+            """x >= y for exact sympy numbers (decided to 60 digits; the samplers keep away from ties)."""
+            return sympy.N(x - y, 60) >= 0
+
+        if question == "stability":
+            return {"lr_limit": stability()}
+        if question == "final":
+            return {"final_loss": sgd(given["lr"], given["steps"])[-1],
+                    "diverges": Fraction(given["lr"]) > stability()}
+        if question == "first_below":
+            losses = sgd(given["lr"], given["steps"])
+            hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
+            return {"step": hit[0] if hit else None}
+        if question == "best_lr":
+            start, scored = start_loss(), []
+            for lr in given["candidates"]:
+                losses = sgd(lr, given["steps"])
+                if max(losses) <= start:
+                    scored.append((losses[-1], Fraction(lr)))
+            if not scored:
+                return {"lr": None, "loss": None}
+            loss, lr = min(scored)
+            return {"lr": lr, "loss": loss}
+        if question == "first_step":
+            moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
+            furthest = moves.index(max(moves))
+            return {"rows": [{"move": m, "furthest": i == furthest} for i, m in enumerate(moves)]}
+        if question == "two_step_loss":
+            a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            lr, b1, b2, eps = (exact(given[k]) for k in ("lr", "beta1", "beta2", "eps"))
+            m, v = [0] * len(w), [0] * len(w)
+            for t in (1, 2):
+                g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+                m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+                v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+                w = [wi - lr * (mi / (1 - b1**t)) / (sympy.sqrt(vi / (1 - b2**t)) + eps)
+                     for wi, mi, vi in zip(w, m, v, strict=True)]
+            return {"loss": sympy.Add(*[ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)]) / 2}
+        if question == "smallest_eps":
+            for eps in sorted(Fraction(e) for e in given["candidates"]):
+                if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
+                    return {"eps": eps}
+            return {"eps": None}
+        if question == "largest_lr":
+            for lr in sorted((Fraction(x) for x in given["candidates"]), reverse=True):
+                w = [Fraction(x) - m for x, m in zip(given["w0"], adam_first(lr, given["eps"]), strict=True)]
+                overshoot = any((wi - Fraction(c)) * (Fraction(x) - Fraction(c)) < 0
+                                for wi, x, c in zip(w, given["w0"], given["center"], strict=True))
+                loss = sum((Fraction(a) * (wi - Fraction(c)) ** 2
+                            for a, wi, c in zip(given["curvature"], w, given["center"], strict=True)),
+                           Fraction(0)) / 2
+                if not overshoot and loss <= Fraction(given["target"]):
+                    return {"lr": lr, "loss": loss}
+            return {"lr": None, "loss": None}
+        args = (given["peak_lr"], given["min_lr"], given["warmup_steps"])
+        if question == "total":
+            rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
+            return {"total": sympy.Add(*rates)}
+        if question == "first_at_most":
+            target = exact(given["target"])
+            for s in range(1, given["warmup_steps"] + given["decay_steps"] + 1):
+                if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
+                    return {"step": s}
+            return {"step": None}
+        # "shortest_decay": the smallest decay length in [low, high] keeping lr(step) >= target
         target = exact(given["target"])
-        for s in range(1, given["warmup_steps"] + given["decay_steps"] + 1):
-            if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
-                return {"step": s}
-        return {"step": None}
-    # "shortest_decay": the smallest decay length in [low, high] keeping lr(step) >= target
-    target = exact(given["target"])
-    for decay in range(given["decay_low"], given["decay_high"] + 1):
-        if at_least(lr_at(given["step"], *args, decay), target):
-            return {"decay_steps": decay}
-    return {"decay_steps": None}
+        for decay in range(given["decay_low"], given["decay_high"] + 1):
+            if at_least(lr_at(given["step"], *args, decay), target):
+                return {"decay_steps": decay}
+        return {"decay_steps": None}
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -192,9 +198,9 @@ _QUESTIONS = {
     "first_step": (
         "Adam as in the conventions takes its first step from w0 with the learning rate `lr` and the given "
         "eps (beta1 and beta2 are not given: the answer does not need them). Give, for each coordinate, how "
-        "far it moves (|w1_i - w0_i|), and the position, counted from 1, of the coordinate that moves "
-        "furthest (on a tie, the earliest).",
-        '{"rows": [{"move": Fraction}, ...], "largest": int}  (one row per coordinate)', "parameter units",
+        "far it moves (|w1_i - w0_i|), and whether it is the coordinate that moves furthest (True for "
+        "exactly one coordinate: on a tie, the earliest).",
+        '{"rows": [{"move": Fraction, "furthest": bool}, ...]}  (one row per coordinate)', "parameter units",
         QUADRATIC + ADAM_RULE),
     "two_step_loss": (
         "Run two steps of Adam as in the conventions from w0. Give f(w) after the second step, exactly.",
@@ -253,7 +259,7 @@ def _prompt(inputs):
     variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
     if "question" in inputs:
         variables["question"] = ("the question asked, as a word", name)
-    return prompt(question, variables, shape, units)
+    return prompt(question, variables, single_row(shape), units)
 
 
 def build(task_id, inputs):
