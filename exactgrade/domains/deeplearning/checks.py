@@ -259,6 +259,11 @@ def _info_question(task: Task) -> list[str]:
         want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
                           "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
                          for pq in inputs["pairs"]]}
+    elif question == "jeffreys":
+        want = {"rows": [{"symmetric_bits": kl(pq["p"], pq["q"]) + kl(pq["q"], pq["p"]),
+                          "entropy_gap_bits": entropy(pq["p"]) - entropy(pq["q"]),
+                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
+                         for pq in inputs["pairs"]]}
     elif question == "most_asymmetric":
         gaps = [abs(kl(inputs["p"], q) - kl(q, inputs["p"])) for q in inputs["candidates"]]
         want = {"best": gaps.index(max(gaps)) + 1, "gap_bits": max(gaps)}
@@ -277,21 +282,16 @@ def _info_question(task: Task) -> list[str]:
             for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]}
         top = max(scored.values())
         want = {"merge": [b + 1 for b in min(k for k, v in scored.items() if v == top)], "bits": top}
-    elif question == "best_split":
+    elif question == "two_merges":
         joint = inputs["joint"]
         masses = rational.marginals(joint_table(joint))[1]
-        n, values = len(masses), []
-        for size in range(1, n):
-            for first in _subsets(n, size):
-                if 0 not in first:  # each unordered split once: the group holding value 0
-                    continue
-                mass = sum((masses[b] for b in first), Fraction(0))
-                if not (rational.is_dyadic(mass) and rational.is_dyadic(1 - mass)):
-                    continue
-                rest = [b for b in range(n) if b not in first]
-                values.append(rational.mutual_information_bits(merged_table(joint, [list(first), rest])))
-        top = max(values)
-        want = {"bits": top, "splits": values.count(top)}
+        n = len(masses)
+        values = []
+        for first, second in _subsets_of_pairs(n):
+            if masses[first[0]] == masses[first[1]] and masses[second[0]] == masses[second[1]]:
+                groups = [list(first), list(second)] + [[c] for c in range(n) if c not in (*first, *second)]
+                values.append(rational.mutual_information_bits(merged_table(joint, groups)))
+        want = {"bits": max(values), "choices": values.count(max(values))}
     elif question in ("accuracy_loss", "drop_hardest", "top_k"):
         want = _classification_question(inputs, question)
     else:
@@ -326,10 +326,16 @@ def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
     return {"k": None, "loss_bits": None}
 
 
-def _subsets(n: int, size: int) -> list[tuple[int, ...]]:
+def _subsets_of_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Every unordered choice of two disjoint pairs of 0..n-1 (by the smallest element of the four
+    going first: each choice once)."""
     from itertools import combinations
 
-    return list(combinations(range(n), size))
+    found = []
+    for four in combinations(range(n), 4):
+        a, b, c, d = four
+        found += [((a, b), (c, d)), ((a, c), (b, d)), ((a, d), (b, c))]
+    return found
 
 
 def _gradients(task: Task) -> list[str]:
@@ -484,13 +490,17 @@ def _float_search(task: Task) -> list[str]:
                 problems.append(f"window {i}, n = {n}: the outcome is not robust")
             bad[i, n] = got != "finite"
     windows = list(enumerate(inputs["windows"]))
-    if inputs["question"] == "cheapest":
+    if inputs["question"] == "last_all_finite":
+        w = inputs["windows"][0]
+        fine = [n for n in range(w["low"], w["high"] + 1) if not any(bad[i, n] for i, _ in windows)]
+        want: Any = {"rows": [{"format": w["format"], "last_all_finite": max(fine) if fine else None,
+                               "all_finite": len(fine)}]}
+    elif inputs["question"] == "cheapest":
         formats = list(dict.fromkeys(w["format"] for w in inputs["windows"]))
         counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
                   for f in formats}
         cheapest = next((f for f in formats if counts[f] == 0), None)
-        want: Any = {"rows": [{"format": f, "non_finite": counts[f], "cheapest": f == cheapest}
-                              for f in formats]}
+        want = {"rows": [{"format": f, "non_finite": counts[f], "cheapest": f == cheapest} for f in formats]}
     else:
         want = {"rows": []}
         for i, w in windows:

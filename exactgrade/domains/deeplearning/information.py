@@ -490,9 +490,9 @@ DIVERGENCE = _info_family(
 KL_ASYMMETRY = _info_family(
     "kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
     "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
-    "the larger direction of one pair. L3: the same for four pairs (the larger direction varies). L4 "
-    "(search): "
-    "the candidate q furthest from symmetric, ties to the smallest index. L5 (design): the arrangement of q "
+    "the larger direction of two pairs. L3 (compose): the symmetrised sum, the entropy gap and the larger "
+    "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
+    "ties to the earliest. L5 (design): the arrangement of q "
     "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
     "sample_kl_asymmetry", varying_at={3: ("rows[].larger",)})
 MUTUAL_INFORMATION = _info_family(
@@ -501,8 +501,9 @@ MUTUAL_INFORMATION = _info_family(
     "mixing moves. L2 (derive): the bits still needed for A once B is known, and the bits saved (H(A | B) "
     "and I, not named). L3 (compose): I(A; C) for C a stated merge of two equally likely values of B. L4 "
     "(search): the merge of two equally likely values of B that keeps the most information, ties to the "
-    "smallest pair. L5 (design): the best split of B's values into two groups of power-of-two mass, and how "
-    "many splits reach it.",
+    "smallest pair. L5 (design): the best choice of two disjoint equally likely pairs of B's values to "
+    "merge, "
+    "and how many choices reach it.",
     "sample_mutual_information")
 CLASSIFICATION_LOSS = _info_family(
     "classification_loss", build_classification, sample_classification,

@@ -120,6 +120,13 @@ def info_question_rows(question, **given):
                 rows.append({"difference_bits": forward - backward,
                              "larger": "p||q" if forward > backward else "q||p"})
             return {"rows": rows}
+        if question == "jeffreys":
+            rows = []
+            for pair in given["pairs"]:
+                forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+                rows.append({"symmetric_bits": forward + backward, "entropy_gap_bits": entropy(pair["p"]) -
+                             entropy(pair["q"]), "larger": "p||q" if forward > backward else "q||p"})
+            return {"rows": rows}
         if question == "most_asymmetric":
             p = given["p"]
             gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(given["candidates"])]
@@ -152,24 +159,24 @@ def info_question_rows(question, **given):
                     scored.append((-mutual(merged(joint, groups)), a, b))
             value, a, b = min(scored)
             return {"merge": [a + 1, b + 1], "bits": -value}
-        if question == "best_split":
+        if question == "two_merges":
             joint = given["joint"]
             n = len(joint[0])
             masses = [sum((Fraction(row[b]) for row in joint), Fraction(0)) for b in range(n)]
+            pairs = [(a, b) for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]]
             best, count = None, 0
-            for mask in range(1, 2 ** (n - 1)):
-                first = [b for b in range(n) if mask >> b & 1]
-                rest = [b for b in range(n) if not mask >> b & 1]
-                mass = sum((masses[b] for b in first), Fraction(0))
-                if not all(x.numerator == 1 and x.denominator & (x.denominator - 1) == 0
-                           for x in (mass, 1 - mass)):
-                    continue
-                value = mutual(merged(joint, [first, rest]))
-                if best is None or value > best:
-                    best, count = value, 1
-                elif value == best:
-                    count += 1
-            return {"bits": best, "splits": count}
+            for x in range(len(pairs)):
+                for y in range(x + 1, len(pairs)):
+                    (a, b), (c, d) = pairs[x], pairs[y]
+                    if len({a, b, c, d}) < 4:
+                        continue
+                    groups = [[a, b], [c, d]] + [[e] for e in range(n) if e not in (a, b, c, d)]
+                    value = mutual(merged(joint, groups))
+                    if best is None or value > best:
+                        best, count = value, 1
+                    elif value == best:
+                        count += 1
+            return {"bits": best, "choices": count}
         if question in ("accuracy_loss", "drop_hardest", "top_k"):
             predictions, labels = given["predictions"], given["labels"]
             losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
@@ -254,6 +261,12 @@ _QUESTIONS = {
         "'p||q' if D(p || q) > D(q || p), else 'q||p'.",
         '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per pair)',
         "bits"),
+    "jeffreys": (
+        "For each pair (p, q) in `pairs`, give the sum of the two KL divergences D(p || q) + D(q || p), the "
+        "difference of the entropies H(p) - H(q), and which KL divergence is larger: 'p||q' if "
+        "D(p || q) > D(q || p), else 'q||p'. All in bits.",
+        '{"rows": [{"symmetric_bits": Fraction, "entropy_gap_bits": Fraction, "larger": "p||q" or "q||p"}, '
+        "...]}  (one row per pair)", "bits"),
     "most_asymmetric": (
         "For which distribution q in `candidates` is the KL divergence furthest from symmetric, that is "
         "|D(p || q) - D(q || p)| largest, with `p` the given distribution? On a tie, the earliest in the "
@@ -284,13 +297,14 @@ _QUESTIONS = {
         "smallest first number, then the smallest second number. Give [first, second] (first < second) and "
         "that mutual information in bits.",
         '{"merge": [int, int], "bits": Fraction}', "bits; merge holds B's values numbered from 1"),
-    "best_split": (
-        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). The "
-        "values of B are to be split into two non-empty groups, each of total probability a power of two, "
-        "and only the group is reported. What is the largest mutual information between A and the reported "
-        "group, in bits, and how many splits reach it (a split and the same split with the two groups "
-        "swapped count once)?",
-        '{"bits": Fraction, "splits": int}', "bits; splits is a count"),
+    "two_merges": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). Two "
+        "disjoint pairs of values of B are to be chosen, the two values of each pair having equal "
+        "probability; each pair is then reported as one value (so four values of B become two, and every "
+        "other value is reported as itself). What is the largest mutual information between A and the "
+        "reported value, in bits, and how many choices of the two pairs reach it (the order of the two "
+        "pairs does not matter)?",
+        '{"bits": Fraction, "choices": int}', "bits; choices is a count"),
     "accuracy_loss": (
         "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
         "is labels[i]. It predicts the class of highest probability (on a tie, the smallest class index). "
@@ -452,8 +466,8 @@ def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
         raise Reject("drew only symmetric pairs")
 
     if level in (2, 3):
-        return {"question": "asymmetry",
-                "pairs": [asymmetric_pair(draw.integer(4, 8)) for _ in range(1 if level == 2 else 4)]}
+        return {"question": "asymmetry" if level == 2 else "jeffreys",
+                "pairs": [asymmetric_pair(draw.integer(4, 8)) for _ in range(2 if level == 2 else 4)]}
     n = draw.integer(4, 5 if level == 5 else 6)
     if level == 4:
         return {"question": "most_asymmetric", "p": dyadic_distribution(draw, n),
@@ -465,7 +479,7 @@ def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
 def sample_mutual_information(draw: Draw, level: int) -> dict:
     from exactgrade.domains.deeplearning.information import sample_joint
 
-    joint = sample_joint(draw, min(level, 2))["joint"]
+    joint = sample_joint(draw, 2)["joint"]
     n = len(joint[0])
     if level == 2:
         return {"question": "information_words", "joint": joint}
@@ -483,9 +497,14 @@ def sample_mutual_information(draw: Draw, level: int) -> dict:
         if len(pairs) < 2 or not _merges_stay_dyadic(joint, "best_merge"):
             raise Reject("fewer than two mergeable pairs, or a merged cell not a power of two")
         return {"question": "best_merge", "joint": joint}
-    if n > 9 or not _merges_stay_dyadic(joint, "best_split"):
-        raise Reject("too many values of B for the split search, or a merged cell not a power of two")
-    return {"question": "best_split", "joint": joint}
+    disjoint = [(p, q) for i, p in enumerate(pairs) for q in pairs[i + 1:] if len({*p, *q}) == 4]
+    if not 2 <= len(disjoint) <= 10:
+        raise Reject("fewer than two (or more than ten) choices of two disjoint equal-probability pairs")
+    for p, q in disjoint:
+        groups = [list(p), list(q)] + [[c] for c in range(n) if c not in (*p, *q)]
+        if not _powers_of_two(merged_table(joint, groups)):
+            raise Reject("a merged cell is not a power of two")
+    return {"question": "two_merges", "joint": joint}
 
 
 def merged_table(joint, groups) -> list[list[F]]:
@@ -498,23 +517,14 @@ def _powers_of_two(table) -> bool:
 
 
 def _merges_stay_dyadic(joint, question) -> bool:
-    """Every grouping the question's reference scores keeps each merged cell a power of two."""
+    """Every merge of two equally likely values of B keeps each merged cell a power of two."""
     n = len(joint[0])
-    if question == "best_merge":
-        groupings = [[[a, b]] + [[c] for c in range(n) if c not in (a, b)]
-                     for a in range(n) for b in range(a + 1, n)]
-    else:
-        groupings = [[[b for b in range(n) if m >> b & 1], [b for b in range(n) if not m >> b & 1]]
-                     for m in range(1, 2 ** (n - 1))]
     masses = [sum((F(row[b]) for row in joint), F(0)) for b in range(n)]
-    for groups in groupings:
-        totals = [sum((masses[b] for b in g), F(0)) for g in groups]
-        if question == "best_merge" and masses[groups[0][0]] != masses[groups[0][1]]:
-            continue
-        if question == "best_split" and not _powers_of_two([totals]):
-            continue
-        if not _powers_of_two(merged_table(joint, groups)):
-            return False
+    for a in range(n):
+        for b in range(a + 1, n):
+            groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
+            if masses[a] == masses[b] and not _powers_of_two(merged_table(joint, groups)):
+                return False
     return True
 
 

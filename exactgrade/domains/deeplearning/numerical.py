@@ -516,6 +516,12 @@ def float_search_rows(templates, windows, question):
             rows.append({"format": fmt, "non_finite": bad, "cheapest": bad == 0 and not found})
             found = found or bad == 0
         return {"rows": rows}
+    if question == "last_all_finite":
+        w = windows[0]
+        fine = [n for n in range(w["low"], w["high"] + 1)
+                if all(finite(t, n, w["format"]) for t in templates)]
+        return {"rows": [{"format": w["format"], "last_all_finite": fine[-1] if fine else None,
+                          "all_finite": len(fine)}]}
     for t, w in zip(templates, windows, strict=True):
         bad = [n for n in range(w["low"], w["high"] + 1) if not finite(t, n, w["format"])]
         row = {"format": w["format"], "first_non_finite": bad[0] if bad else None}
@@ -632,8 +638,22 @@ def _search_sampler(family):
                 for fmt, template, edge in posable:
                     templates.append(template)
                     windows.append(_window(draw, fmt, edge, level, below=far and fmt == posable[-1][0]))
+        elif level == 4:  # 2-3 templates in one format on one shared window
+            fmt = draw.choice(FORMATS)
+            chosen = [k for k in draw.sample(kinds, draw.integer(2, len(kinds)))
+                      if any(f == fmt for f, _, _ in _posable(family, k))]
+            if len(chosen) < 2:
+                raise Reject("fewer than two templates posable in this format")
+            made = [_template(family, k, fmt) for k in chosen]
+            edge = min(e for _, e in made)  # the template that fails first binds
+            window = _window(draw, fmt, edge, level, below=False)
+            if draw.chance(1, 5):  # wholly past the binding edge: no n keeps every template finite
+                low = edge + draw.integer(3, 6)
+                window = {"format": fmt, "low": low, "high": low + window["high"] - window["low"]}
+            templates = [template for template, _ in made]
+            windows = [dict(window) for _ in made]
         else:
-            count = 1 if level == 2 else draw.integer(1, 2) if level == 3 else draw.integer(2, 3)
+            count = draw.integer(2, 3) if level == 2 else draw.integer(1, 2)
             for _ in range(count):
                 fmt, template, edge = draw.choice(_posable(family, draw.choice(kinds)))
                 templates.append(template)
@@ -641,7 +661,7 @@ def _search_sampler(family):
         for template, window in zip(templates, windows, strict=True):
             if not _robust_window(template, window):
                 raise Reject("a case of a window is not robust")
-        question = {2: "first", 3: "count", 4: "first", 5: "cheapest"}[level]
+        question = {2: "first", 3: "count", 4: "last_all_finite", 5: "cheapest"}[level]
         return {"templates": templates, "windows": windows, "question": question}
 
     return sample
@@ -653,6 +673,9 @@ _QUESTIONS = {
              "value.",
     "count": "For each template and its window (same position in the two lists), give how many n of the "
              "window have a non-finite outcome, and the smallest such n (None if there is none).",
+    "last_all_finite": "All the templates are posed in the same format on the same window. Give the largest "
+                       "n of the window for which every template gives a finite value (None if there is "
+                       "no such n), and how many n of the window have every template finite.",
     "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
                 "formats, each time on its own window (the list below). For every format, count the pairs "
                 "(template, n) of its windows whose outcome is non-finite, and say whether it is the "
@@ -664,6 +687,8 @@ _SHAPES = {
              "(one row per window, in order)",
     "count": '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
              "(one row per window, in order)",
+    "last_all_finite": '{"rows": [{"format": str, "last_all_finite": int or None, "all_finite": int}]}  '
+                       "(a single row)",
     "cheapest": '{"rows": [{"format": str, "non_finite": int, "cheapest": bool}, ...]}  '
                 "(one row per format, in the order the formats first appear in `windows`)",
 }
@@ -692,12 +717,18 @@ def _build_search(tags):
                      for n in range(w["low"], w["high"] + 1))
                  for t, w in zip(inputs["templates"], inputs["windows"], strict=True)]
         formats = {w["format"] for w in inputs["windows"]}
+        every = [all(robust_outcome(substituted(t, n), inputs["windows"][0]["format"]) == "finite"
+                     for t in inputs["templates"]) for n in range(inputs["windows"][0]["low"],
+                                                                  inputs["windows"][0]["high"] + 1)]
         zero = (any(clean) if inputs["question"] == "count" else
+                not any(every) if inputs["question"] == "last_all_finite" else
                 inputs["question"] == "cheapest" and any(all(c for c, w in zip(clean, inputs["windows"],
                                                                                 strict=True)
                                                              if w["format"] == f) for f in formats))
-        zero_reason = ("a window lies wholly on the finite side of its edge, so it has no non-finite n and "
-                       "its count is exactly 0" if zero else None)
+        zero_reason = (("no n of the window keeps every template finite, so that count is exactly 0"
+                        if inputs["question"] == "last_all_finite" else
+                        "a window lies wholly on the finite side of its edge, so it has no non-finite n and "
+                        "its count is exactly 0") if zero else None)
         return TaskDef(task_id, "numerical", inputs, float_search_rows, _search_prompt,
                        api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", inputs["question"]),
                        zero_reason=zero_reason, meta={"float_search": cases})
@@ -732,13 +763,15 @@ def _numerical_family(name, tags, sample_cases, level_one):
     kinds = "; ".join(description for description, _, _ in TEMPLATES[name][:2]) + ("; max + n"
                                                                                     if name == "format_limits"
                                                                                     else "")
-    levels = (f"L1: {level_one} (the category of each stated expression). L2 (derive the edge): one template "
-              f"({kinds}, ...) with an integer n, the first n of a window around the format's edge whose "
-              "value is inf, nan or 0. L3 (compose): 1-2 windows, how many n are non-finite and the first; a "
-              "quarter of the windows lie wholly below the edge (None). L4 (search): 2-3 templates, each in "
-              "its own format, the first non-finite n or None. L5 (design): two templates posed in every "
-              "format: the cheapest format in which all stay finite (None in two thirds) and every format's "
-              "count of non-finite cases.")
+    levels = (f"L1: {level_one} (the category of each stated expression). L2 (derive the edge): 2-3 "
+              f"templates ({kinds}, ...) with an integer n, each the first n of a window around the format's "
+              "edge whose value is inf, nan or 0. L3 (compose): 1-2 windows, how many n are non-finite and "
+              "the first; a "
+              "quarter of the windows lie wholly below the edge. L4 (search): 2-3 templates in one format on "
+              "one window, the largest n keeping all of them finite (None in a fifth). L5 (design): two "
+              "templates "
+              "posed in every format they fit: every format's count of non-finite cases and the cheapest "
+              "format in which all stay finite (none in about two thirds).")
     return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
                      varying_at={1: ("rows[].outcome",)},
                      branches=(Branch("a window without a non-finite n", _has_none_row, F(1, 10), (3, 4)),
@@ -747,7 +780,8 @@ def _numerical_family(name, tags, sample_cases, level_one):
 
 
 def _has_none_row(task):
-    return any(row.get("first_non_finite", 0) is None for row in task.expected["rows"])
+    return any(row.get("first_non_finite", 0) is None or row.get("last_all_finite", 0) is None
+               for row in task.expected["rows"])
 
 
 def _no_cheapest(task):
