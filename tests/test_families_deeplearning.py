@@ -87,8 +87,8 @@ def test_the_exactness_line_only_where_the_answer_is_exact():
 @pytest.mark.parametrize("family", FAMILIES)
 def test_no_answer_is_shared_by_many_instances(family, level):
     """Guessing the commonest key of a level passes at most 40% of its instances (24 consecutive
-    indices, to keep the suite fast; keys with a small answer space, such as a step or a position, vary less than rows of
-    numbers, so the bound is on the commonest key rather than on the count of distinct keys)."""
+    indices, to keep the suite fast; keys with a small answer space, such as a step or a position,
+    vary less than rows of numbers, so the bound is on the commonest key, not on distinct keys)."""
     keys = Counter(wire.encode(generated(family, level, i).expected) for i in range(24))
     assert keys.most_common(1)[0][1] <= 9, f"{family} L{level}: {keys.most_common(1)}"
 

@@ -283,6 +283,8 @@ def _network(draw: Draw, widths: list[int], batch: list[dict]) -> dict:
                     W[i] = [-w for w in row]
             activations = [[max(sum((w * v for w, v in zip(row, a, strict=True)), F(0)) + bi, F(0))
                             for row, bi in zip(W, b, strict=True)] for a in activations]
+            if any(not any(a) for a in activations):  # refused here, before any key is computed
+                raise Reject("an example has every unit of a hidden layer dead")
         layers.append(_layer(W, b, "relu" if hidden else "identity"))
     return {"layers": layers}
 
