@@ -211,7 +211,7 @@ def _info_question(task: Task) -> list[str]:
     want: Any
     if question == "code_length":
         want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
-    elif question == "huffman":
+    elif question == "shortest_code":
         want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
@@ -259,7 +259,7 @@ def _info_question(task: Task) -> list[str]:
         want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
                           "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
                          for pq in inputs["pairs"]]}
-    elif question == "jeffreys":
+    elif question == "both_directions":
         want = {"rows": [{"symmetric_bits": kl(pq["p"], pq["q"]) + kl(pq["q"], pq["p"]),
                           "entropy_gap_bits": entropy(pq["p"]) - entropy(pq["q"]),
                           "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
@@ -697,7 +697,7 @@ def _linalg_question(task: Task) -> list[str]:
                 s -= 1
             rows.append({"shift": s})
         want = {"rows": rows}
-    elif question in ("rayleigh", "radius", "count_below", "max_variance"):
+    elif question in ("unit_maximum", "radius", "count_below", "max_variance"):
         matrices = ([_covariance(inputs["points"])] if question == "max_variance" else
                     [_fractions(m) for m in inputs["matrices"]])
         values = [np.linalg.eigvalsh(np.array([[float(x) for x in row] for row in m])) for m in matrices]
@@ -713,7 +713,7 @@ def _linalg_question(task: Task) -> list[str]:
             got = [float(sympy.N(one["variance"], 30)), float(sympy.N(one["ratio"], 30))]
             trace = float(matrices[0][0][0] + matrices[0][1][1])
             wanted = [values[0][-1], values[0][-1] / trace]
-        elif question == "rayleigh":
+        elif question == "unit_maximum":
             got = [float(sympy.N(row["max"], 30)) for row in key["rows"]]
             wanted = [v[-1] for v in values]
         else:

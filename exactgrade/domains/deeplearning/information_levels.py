@@ -90,7 +90,7 @@ def info_question_rows(question, **given):
                 return {"best": None, "bits": None}
             h, i = max(fits)
             return {"best": 1 - i, "bits": h}
-        if question == "huffman":
+        if question == "shortest_code":
             return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
         if question == "coding_cost":
             return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
@@ -120,7 +120,7 @@ def info_question_rows(question, **given):
                 rows.append({"difference_bits": forward - backward,
                              "larger": "p||q" if forward > backward else "q||p"})
             return {"rows": rows}
-        if question == "jeffreys":
+        if question == "both_directions":
             rows = []
             for pair in given["pairs"]:
                 forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
@@ -213,7 +213,7 @@ _QUESTIONS = {
         "the smallest expected number of bits per outcome that a binary prefix-free code (one codeword per "
         "outcome, no codeword a prefix of another) can achieve.",
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
-    "huffman": (
+    "shortest_code": (
         "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
         "the smallest expected codeword length, in bits, over all binary prefix-free codes with one "
         "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
@@ -261,7 +261,7 @@ _QUESTIONS = {
         "'p||q' if D(p || q) > D(q || p), else 'q||p'.",
         '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per pair)',
         "bits"),
-    "jeffreys": (
+    "both_directions": (
         "For each pair (p, q) in `pairs`, give the sum of the two KL divergences D(p || q) + D(q || p), the "
         "difference of the entropies H(p) - H(q), and which KL divergence is larger: 'p||q' if "
         "D(p || q) > D(q || p), else 'q||p'. All in bits.",
@@ -415,9 +415,9 @@ def sample_entropy(draw: Draw, level: int) -> dict:
 
     for p in distributions:  # the named mistake (Shannon lengths ceil(-log2 p)) must not be optimal
         shannon = sum((x * _shannon_length(x) for x in p), F(0))
-        if shannon == info_question_rows("huffman", weights=[p])["rows"][0]["bits"]:
+        if shannon == info_question_rows("shortest_code", weights=[p])["rows"][0]["bits"]:
             raise Reject("the Shannon code is already optimal")
-    return {"question": "huffman", "weights": distributions}
+    return {"question": "shortest_code", "weights": distributions}
 
 
 def _pair(draw: Draw, low: int, high: int) -> dict:
@@ -466,7 +466,7 @@ def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
         raise Reject("drew only symmetric pairs")
 
     if level in (2, 3):
-        return {"question": "asymmetry" if level == 2 else "jeffreys",
+        return {"question": "asymmetry" if level == 2 else "both_directions",
                 "pairs": [asymmetric_pair(draw.integer(4, 8)) for _ in range(2 if level == 2 else 4)]}
     n = draw.integer(4, 5 if level == 5 else 6)
     if level == 4:

@@ -158,7 +158,7 @@ def linalg_question_rows(question, **given):
                 scored.append((total, c + 1))
             total, c = min(scored)
             return {"drop": c, "total_sq": fraction(total)}
-        if question == "rayleigh":
+        if question == "unit_maximum":
             return {"rows": [{"max": eigenvalues(matrix(m))[-1]} for m in given["matrices"]]}
         if question == "radius":
             rows = []
@@ -293,7 +293,7 @@ _QUESTIONS = {
     "essential_columns": ("For each matrix in `matrices`, give how many of its columns cannot be deleted "
                           "(on its own, the other columns kept) without lowering the rank.",
                           '{"rows": [{"essential": int}, ...]}  (one row per matrix)', "a number of columns"),
-    "rayleigh": ("For each symmetric matrix M in `matrices`, give the largest value of x^T M x over the "
+    "unit_maximum": ("For each symmetric matrix M in `matrices`, give the largest value of x^T M x over the "
                  "vectors x with x^T x = 1, exactly (it may be irrational).",
                  '{"rows": [{"max": exact value}, ...]}  (one row per matrix)', "dimensionless"),
     "radius": ("For each symmetric matrix M in `matrices`, give the largest |lambda| over the eigenvalues "
@@ -477,7 +477,7 @@ def sample_eigenvalues(draw: Draw, level: int) -> dict:
     from exactgrade.domains.deeplearning.linalg import symmetric_with_radical_eigenvalues
 
     matrices = [symmetric_with_radical_eigenvalues(draw, draw.integer(2, 4)) for _ in range(3)]
-    name = {2: "rayleigh", 3: "radius", 4: "shift", 5: "count_below"}[level]
+    name = {2: "unit_maximum", 3: "radius", 4: "shift", 5: "count_below"}[level]
     extra = {"thresholds": [draw.integer(-3, 4) + F(1, 2) for _ in matrices]} if level == 5 else {}
     return {"question": name, "matrices": matrices, **extra}
 
