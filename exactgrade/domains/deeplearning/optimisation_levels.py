@@ -175,9 +175,10 @@ def opt_question_rows(question, **given):
 
 _QUESTIONS = {
     "stability": (
-        "SGD as in the conventions runs on f with the given momentum, nesterov flag and weight decay. Give "
-        "the supremum of the learning rates lr > 0 for which the iterates converge from every starting "
-        "point (to the minimiser of f(w) + weight_decay/2 * ||w||**2).",
+        "SGD as in the conventions runs on f with the given curvatures, momentum, nesterov flag and weight "
+        "decay (the centre c and the starting point are not given: the answer holds for every c and every "
+        "start). Give the supremum of the learning rates lr > 0 for which the iterates converge from every "
+        "starting point (to the minimiser of f(w) + weight_decay/2 * ||w||**2).",
         '{"lr_limit": Fraction}', "learning rate (parameter units per gradient unit)", QUADRATIC + SGD_RULE),
     "final": (
         "Run `steps` steps of SGD as in the conventions from w0 with the learning rate `lr`. Give f(w) after "
