@@ -17,7 +17,19 @@ Pairs are drawn from eight kinds, half of them correct by exactgrade's rules (ex
 1e-9, an int needs an int). The agreement columns show where the graders' policies differ; they
 are not a test of either. Tensors are left out: math-verify has no tensor answers.
 
-    python benchmarks/bench_compare.py [--pairs 10000] [--seed 0]
+Symbolic pairs (issue 20) are a second table in the same run: expressions in symbols (p, m
+positive integers; x without assumptions, as math-verify's parser makes it), each correct answer
+an identity-preserving rewrite (expanded, factored, partial fractions, trigonometric and
+hyperbolic identities, logarithm and exponential laws) and each wrong one a mutation (a changed
+constant or exponent, a flipped sign, a dropped term), plus math-verify's own false passes
+(issues #14 and #41) and the two true equalities exactgrade refused before issue 20. Here
+math-verify gets the pairs pre-parsed (the same sympy objects; for the issue pairs, its own
+parse() of the LaTeX, done outside the timed region): timed work = verify(gold, answer) only.
+exactgrade's timed work is still wire.decode of both + compare (in-process objects for the two
+factorial pairs, whose 5,700-digit integers the wire refuses). Every label is the mathematical
+truth on the symbols' domain, so an agreement short of the pair count is a mislabel.
+
+    python benchmarks/bench_compare.py [--pairs 10000] [--symbolic-pairs 2000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ class Pair:
     policy: Policy
     gold_latex: str  # what math-verify gets
     answer_latex: str
+    parsed: tuple[Any, Any] | None = None  # symbolic pairs: math-verify gets these sympy objects
 
 
 def decimal_text(x: float) -> str:
@@ -145,50 +158,136 @@ def categorical_pair(rng: random.Random, correct: bool) -> Pair:
     return pair("categorical", correct, word, answer, Exact())
 
 
+# -- symbolic pairs (issue 20) ----------------------------------------------------------------------
+
+P, M = sympy.symbols("p m", positive=True, integer=True)
+X = sympy.Symbol("x")
+
+
+def symbolic_pair(kind: str, correct: bool, reference: Any, answer: Any) -> Pair:
+    return Pair(kind, correct, reference, answer, Exact(), "", "", (reference, answer))
+
+
+def rational_pair(rng: random.Random, correct: bool) -> Pair:
+    a, b, c = rng.randint(2, 9), rng.randint(1, 9), rng.randint(2, 9)
+    shape = rng.randrange(4)
+    if shape == 0:  # a pipeline bubble fraction, rewritten
+        key = a * (P - 1) / (M + P - 1)
+        answer = a - a * M / (M + P - 1) if correct else a * (P - 1) / (M + P)
+    elif shape == 1:
+        key = (a * X + b) / c
+        answer = sympy.expand(key) if correct else (a * X + b + 1) / c
+    elif shape == 2:  # partial fractions
+        key = 1 / (X * (X + a))
+        answer = sympy.apart(key, X) if correct else 1 / X - 1 / (X + a)
+    else:
+        key = (X + a) ** 3 * (P + b)
+        answer = sympy.expand(key) if correct else sympy.expand(key) + X * P
+    return symbolic_pair("symbolic rational", correct, key, answer)
+
+
+def elementary_pair(rng: random.Random, correct: bool) -> Pair:
+    a, b = rng.randint(2, 9), rng.randint(1, 9)
+    shape = rng.randrange(6)
+    if shape == 0:
+        key, right, wrong = a * sympy.tan(X) ** 2 + a, a * sympy.sec(X) ** 2, a * sympy.sec(X) ** 2 - a
+    elif shape == 1:
+        s, c = sympy.sin(X), sympy.cos(X)
+        key, right, wrong = a * sympy.sin(2 * X), 2 * a * s * c, a * s * c
+    elif shape == 2:
+        key, right, wrong = a * sympy.cosh(X) ** 2, a * sympy.sinh(X) ** 2 + a, a * sympy.sinh(X) ** 2 - a
+    elif shape == 3:
+        key, right = sympy.exp(a * X + b), sympy.exp(b) * sympy.exp(X) ** a
+        wrong = sympy.exp(b) * sympy.exp(X) ** (a + 1)
+    elif shape == 4:
+        key = sympy.log(P**a * M)
+        right, wrong = a * sympy.log(P) + sympy.log(M), a * sympy.log(P) - sympy.log(M)
+    else:
+        key = sympy.asinh(b * X)
+        right = sympy.log(b * X + sympy.sqrt(b**2 * X**2 + 1))
+        wrong = sympy.log(b * X + sympy.sqrt(b**2 * X**2 - 1))
+    return symbolic_pair("symbolic elementary", correct, key, right if correct else wrong)
+
+
+# (gold LaTeX, answer LaTeX, the truth): math-verify's issue #14 and #41 false passes, and the two
+# true equalities (x+2)/7 = x/7 + 2/7 and tan(y)**2 + 1 = sec(y)**2 that exactgrade refused before.
+ISSUE_PAIRS = [
+    (r"$1-\frac{1}{e}$", r"$1+\frac{1}{e}$", False),
+    (r"$\frac{1}{2^{99}}$", r"$\frac{1}{2^{98}}$", False),
+    (r"$\frac{1}{2004!}$", r"$\frac{1}{2006!}$", False),
+    (r"$4$", r"$4\sqrt{2}$", False),
+    (r"$\frac{x+2}{7}$", r"$\frac{x}{7}+\frac{2}{7}$", True),
+    (r"$\tan(y)^2+1$", r"$\sec(y)^2$", True),
+]
+
+
+def issue_pairs(count: int) -> list[Pair]:
+    from math_verify import parse
+
+    parsed = [(parse(gold)[0], parse(answer)[0], truth) for gold, answer, truth in ISSUE_PAIRS]
+    return [symbolic_pair("math-verify issues", truth, gold, answer)
+            for gold, answer, truth in (parsed[i % len(parsed)] for i in range(count))]
+
+
+def make_symbolic_pairs(count: int, seed: int) -> list[Pair]:
+    rng = random.Random(seed)
+    issues = count // 10
+    makers = [rational_pair, elementary_pair]
+    rest = count - issues
+    return ([makers[i % 2](rng, (i // 2) % 2 == 0) for i in range(rest)] + issue_pairs(issues))
+
+
+def _wire_or_value(value: Any) -> tuple[bool, Any]:
+    try:
+        return True, wire.encode(value)
+    except wire.WireError:
+        return False, value
+
+
 def grade_exactgrade(pairs: list[Pair]) -> list[tuple[float, bool]]:
     """(seconds, ok) per pair: decode both wire strings, then compare."""
     results = []
     for p in pairs:
-        reference, answer = wire.encode(p.reference), wire.encode(p.answer)  # what a row/the sandbox hold
+        # what a row/the sandbox hold (a value the wire refuses is compared in-process)
+        (ref_wire, reference), (ans_wire, answer) = _wire_or_value(p.reference), _wire_or_value(p.answer)
         started = time.perf_counter()
-        ok = compare(wire.decode(reference), wire.decode(answer), p.policy).ok
+        ok = compare(wire.decode(reference) if ref_wire else reference,
+                     wire.decode(answer) if ans_wire else answer, p.policy).ok
         results.append((time.perf_counter() - started, ok))
     return results
 
 
 def grade_math_verify(pairs: list[Pair]) -> list[tuple[float, bool]]:
-    """(seconds, ok) per pair: parse both LaTeX strings, then verify."""
+    """(seconds, ok) per pair: parse both LaTeX strings, then verify (verify only if pre-parsed)."""
     from math_verify import parse, verify
 
     results = []
     for p in pairs:
-        started = time.perf_counter()
-        ok = bool(verify(parse(p.gold_latex), parse(p.answer_latex)))
+        if p.parsed is not None:
+            gold, answer = p.parsed
+            started = time.perf_counter()
+            ok = bool(verify(gold, answer))
+        else:
+            started = time.perf_counter()
+            ok = bool(verify(parse(p.gold_latex), parse(p.answer_latex)))
         results.append((time.perf_counter() - started, ok))
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--chunk", type=int, default=200, help="pairs per interleaved chunk")
-    args = parser.parse_args()
-
-    pairs = make_pairs(args.pairs, args.seed)
-    warmup = make_pairs(50, args.seed + 1)
-    grade_exactgrade(warmup)
-    grade_math_verify(warmup)
-
-    # Interleave the graders chunk by chunk so that load from other jobs on the machine falls on
-    # both alike.
+def run(pairs: list[Pair], chunk: int) -> tuple[list[tuple[float, bool]], list[tuple[float, bool]]]:
+    """Both graders on the same pairs, interleaved chunk by chunk so that load from other jobs on
+    the machine falls on both alike."""
     eg_results: list[tuple[float, bool]] = []
     mv_results: list[tuple[float, bool]] = []
-    for start in range(0, len(pairs), args.chunk):
-        chunk = pairs[start:start + args.chunk]
-        eg_results += grade_exactgrade(chunk)
-        mv_results += grade_math_verify(chunk)
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start:start + chunk]
+        eg_results += grade_exactgrade(part)
+        mv_results += grade_math_verify(part)
+    return eg_results, mv_results
 
+
+def report(title: str, pairs: list[Pair], eg_results: list[tuple[float, bool]],
+           mv_results: list[tuple[float, bool]]) -> None:
     rows: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0.0])
     for p, (eg_s, eg_ok), (mv_s, mv_ok) in zip(pairs, eg_results, mv_results, strict=True):
         row = rows[p.kind]
@@ -197,8 +296,7 @@ def main() -> None:
         row[2] += mv_ok == p.correct
         row[3] += eg_s
         row[4] += mv_s
-    print(f"{len(pairs)} pairs (seed {args.seed}), half correct by exactgrade's rules; agreement = "
-          f"verdicts matching that label\n")
+    print(f"\n{title}\n")
     print(f"{'kind':<22}{'pairs':>6}{'exactgrade':>12}{'math-verify':>13}{'exactgrade':>14}{'math-verify':>13}")
     print(f"{'':<22}{'':>6}{'agrees':>12}{'agrees':>13}{'pairs/s':>14}{'pairs/s':>13}")
     for kind, (n, eg_agree, mv_agree, eg_s, mv_s) in rows.items():
@@ -209,6 +307,28 @@ def main() -> None:
     print(f"\nexactgrade  : {eg_total:8.2f} s  {eg_rate:10.0f} pairs/s")
     print(f"math-verify : {mv_total:8.2f} s  {mv_rate:10.0f} pairs/s")
     print(f"ratio       : exactgrade grades {eg_rate / mv_rate:.1f}x as many pairs per second as math-verify")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=10_000)
+    parser.add_argument("--symbolic-pairs", type=int, default=2_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk", type=int, default=200, help="pairs per interleaved chunk")
+    args = parser.parse_args()
+
+    pairs = make_pairs(args.pairs, args.seed)
+    symbolic = make_symbolic_pairs(args.symbolic_pairs, args.seed)
+    warmup = make_pairs(50, args.seed + 1) + make_symbolic_pairs(20, args.seed + 1)
+    grade_exactgrade(warmup)
+    grade_math_verify(warmup)
+
+    if pairs:
+        report(f"{len(pairs)} pairs (seed {args.seed}), half correct by exactgrade's rules; agreement = "
+               f"verdicts matching that label", pairs, *run(pairs, args.chunk))
+    if symbolic:
+        report(f"{len(symbolic)} symbolic pairs (seed {args.seed}), math-verify given them pre-parsed; "
+               f"agreement = verdicts matching the mathematical truth", symbolic, *run(symbolic, args.chunk))
 
 
 if __name__ == "__main__":

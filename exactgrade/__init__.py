@@ -8,8 +8,9 @@ verdict (exactgrade.compare) -> reward.
 
 from exactgrade.compare import compare
 from exactgrade.family import Family, GenerationError, families, generate
+from exactgrade.lookup import get_task
 from exactgrade.policy import AllClose, Exact, Policy, RelTol
-from exactgrade.task import Task, TaskDef, get_task, tasks
+from exactgrade.task import Task, TaskDef, tasks
 from exactgrade.values import TensorValue
 from exactgrade.verdict import Verdict
 

@@ -1,7 +1,9 @@
 """Certain decisions about exact real numbers: equality and tolerance tests.
 
 Exact values are int, Fraction and sympy expressions built from Integer/Rational, pi, E with
-Add, Mul, Pow, log and exp. Rationals are decided with Fraction arithmetic. Anything irrational is
+Add, Mul, Pow, log, exp, the trigonometric and hyperbolic functions and their reciprocals and
+inverses (wire.FUNCTIONS), and, for evaluation at a point (exactgrade._symbolic), symbols bound
+to exact rationals. Rationals are decided with Fraction arithmetic. Anything irrational is
 evaluated with interval arithmetic (mpmath's iv context, outward rounding) at rising precision
 until the interval decides the question; an interval is a proof, a rounded float is not. Only an
 equality whose difference is tiny relative to the values (at 256 bits and above) goes to sympy,
@@ -44,6 +46,10 @@ class OutOfTime(Undecidable):
     """The deadline passed before the question was settled."""
 
 
+class Undefined(Undecidable):
+    """The value is not a real number (a logarithm of a negative number, a division by zero, ...)."""
+
+
 class _NeedMorePrecision(Exception):
     """An interval straddles a point where an operation is undefined; retry at higher precision."""
 
@@ -51,11 +57,12 @@ class _NeedMorePrecision(Exception):
 _local = threading.local()
 
 
-def _context(prec: int, deadline: float = math.inf) -> Any:
+def _context(prec: int, deadline: float = math.inf, point: dict[str, Fraction] | None = None) -> Any:
     """A per-thread mpmath interval context (the global mpmath.iv is shared mutable state).
 
-    The deadline of the evaluation about to run is kept with it: _sympy_interval checks it at
-    every node.
+    The deadline of the evaluation about to run is kept with it (_sympy_interval checks it at
+    every node), and so is the point: the exact value of each symbol by name (none: no symbol
+    has a value).
     """
     ctx = getattr(_local, "ctx", None)
     if ctx is None:
@@ -64,6 +71,7 @@ def _context(prec: int, deadline: float = math.inf) -> Any:
         ctx = _local.ctx = MPIntervalContext()
     ctx.prec = prec
     _local.deadline = deadline
+    _local.point = point or {}
     return ctx
 
 
@@ -96,9 +104,7 @@ def _interval(x: object, ctx: Any) -> Any:
     """An interval enclosing the exact value of x at ctx's precision."""
     q = as_fraction(x)
     if q is not None:
-        if q.denominator == 1:
-            return ctx.mpf(q.numerator)
-        return ctx.mpf(q.numerator) / ctx.mpf(q.denominator)
+        return _rational_interval(q.numerator, q.denominator, ctx)
     if not is_sympy(x):
         raise Undecidable(f"cannot evaluate a value of type {type(x).__name__}")
     return _sympy_interval(x, ctx)
@@ -109,63 +115,267 @@ def _sympy_interval(expr: Any, ctx: Any) -> Any:
         raise OutOfTime(f"stopped at {ctx.prec} bits")
     sympy = _sympy()
     if expr.is_Rational:
-        return _interval(as_fraction(expr), ctx)
+        return _rational_interval(int(expr.p), int(expr.q), ctx)
     if expr is sympy.pi:
         return ctx.pi
     if expr is sympy.E:
         return ctx.e
+    if expr.is_Symbol:
+        value = _local.point.get(expr.name) if type(expr) is sympy.Symbol else None
+        if value is None:
+            raise Undecidable(f"the symbol {str(expr.name)[:40]} has no value here (a value with free "
+                              f"symbols is compared as a function, under Exact() only)")
+        return _interval(value, ctx)
     if expr.is_Add:
-        total = ctx.mpf(0)
-        for arg in expr.args:
+        first, *rest = expr.args
+        total = _sympy_interval(first, ctx)
+        for arg in rest:
             total = total + _sympy_interval(arg, ctx)
         return total
     if expr.is_Mul:
-        product = ctx.mpf(1)
-        for arg in expr.args:
+        first, *rest = expr.args
+        product = _sympy_interval(first, ctx)
+        for arg in rest:
             product = product * _sympy_interval(arg, ctx)
         return product
     if expr.is_Pow:
         return _power(expr.base, expr.exp, ctx)
-    if isinstance(expr, sympy.exp):
-        return _exp(_sympy_interval(expr.args[0], ctx), ctx)
-    if isinstance(expr, sympy.log) and len(expr.args) == 1:
-        return _log(_sympy_interval(expr.args[0], ctx), ctx)
-    raise Undecidable(f"unsupported sympy node {type(expr).__name__} (only rationals, pi, E, +, *, **, "
-                      f"log and exp are evaluated)")
+    function = _FUNCTIONS.get(type(expr).__name__) if len(expr.args) == 1 else None
+    if function is not None and isinstance(expr, sympy.Function):
+        return function(_sympy_interval(expr.args[0], ctx), ctx)
+    raise Undecidable(f"unsupported sympy node {type(expr).__name__} (only rationals, pi, E, symbols, +, *, "
+                      f"**, exp, log and the trigonometric and hyperbolic functions and their inverses "
+                      f"are evaluated; non-analytic functions such as Abs, sign, floor and Piecewise "
+                      f"are refused)")
+
+
+MAX_POINT_EXPONENT = 1 << 24  # an exponent's exact value at a point, beyond which a power is refused
 
 
 def _power(base: Any, exponent: Any, ctx: Any) -> Any:
     b = _sympy_interval(base, ctx)
-    if exponent.is_Integer:
-        n = int(exponent)
-        if n < 0 and b.a == 0 and b.b == 0:
-            raise Undecidable("division by zero")
-        if n < 0 and b.a <= 0 <= b.b:
-            raise _NeedMorePrecision
-        return b ** n if n >= 0 else 1 / (b ** (-n))
+    q = _exact_value(exponent, 0) if not exponent.is_Rational else as_fraction(exponent)
+    if q is not None and max(abs(q.numerator), q.denominator) > MAX_POINT_EXPONENT:
+        raise Undecidable(f"an exponent is larger than {MAX_POINT_EXPONENT} here")
+    if q is not None and q.denominator == 1:
+        n = q.numerator
+        if n < 0:
+            return _reciprocal(b ** (-n), ctx)
+        return b ** n
     # A non-integer power is real only for a positive base (sympy's principal root of a negative
     # number is complex).
-    if b.b < 0:
-        raise Undecidable("a non-integer power of a negative number is not a real number")
-    if b.a <= 0:
+    low, high = _signs(b)
+    if high < 0:
+        raise Undefined("a non-integer power of a negative number is not a real number")
+    if low <= 0:
         raise _NeedMorePrecision
-    if exponent == _sympy().Rational(1, 2):
+    if q == Fraction(1, 2):
         return ctx.sqrt(b)
-    return _exp(_sympy_interval(exponent, ctx) * ctx.log(b), ctx)
+    e = _interval(q, ctx) if q is not None else _sympy_interval(exponent, ctx)
+    return _exp(e * ctx.log(b), ctx)
+
+
+def _exact_value(expr: Any, depth: int) -> Fraction | None:
+    """The exact rational value of expr at the current point, if it is a rational function of the
+    symbols with rational coefficients and small integer powers (else None). Exponents only."""
+    if depth > 8:
+        return None
+    if expr.is_Rational:
+        return as_fraction(expr)
+    if expr.is_Symbol:
+        return _local.point.get(expr.name)
+    if expr.is_Add or expr.is_Mul:
+        values = [_exact_value(arg, depth + 1) for arg in expr.args[:16]]
+        if len(expr.args) > 16 or any(v is None for v in values):
+            return None
+        return sum(values, Fraction(0)) if expr.is_Add else math.prod(values, start=Fraction(1))
+    return None
+
+
+def _rational_interval(p: int, q: int, ctx: Any) -> Any:
+    """The interval of p/q at ctx's precision, rounded outward (exact when p/q is a float there)."""
+    from mpmath.libmp import from_rational, round_ceiling, round_floor
+
+    prec = ctx.prec
+    return ctx.make_mpf((from_rational(p, q, prec, round_floor), from_rational(p, q, prec, round_ceiling)))
+
+
+def _signs(x: Any) -> tuple[int, int]:
+    """The signs (-1, 0, 1) of an interval's two ends, read from its mpf tuples (no conversion)."""
+    from mpmath.libmp import mpf_sign
+
+    low, high = x._mpi_
+    return mpf_sign(low), mpf_sign(high)
+
+
+def _larger_than(x: Any, bound: int) -> bool:
+    """Whether either end of x exceeds bound in magnitude."""
+    from mpmath.libmp import from_int, mpf_abs, mpf_cmp
+
+    limit = from_int(bound)
+    return any(mpf_cmp(mpf_abs(end), limit) > 0 for end in x._mpi_)
 
 
 def _exp(x: Any, ctx: Any) -> Any:
-    if abs(x.a) > _MAX_EXP_ARGUMENT or abs(x.b) > _MAX_EXP_ARGUMENT:
+    if _larger_than(x, _MAX_EXP_ARGUMENT):
         raise Undecidable("an exponential is too large to evaluate")
     return ctx.exp(x)
 
 
 def _log(x: Any, ctx: Any) -> Any:
-    if x.b <= 0:
-        raise Undecidable("the logarithm of a non-positive number is not a real number")
-    if x.a <= 0:
+    low, high = _signs(x)
+    if high <= 0:
+        raise Undefined("the logarithm of a non-positive number is not a real number")
+    if low <= 0:
         raise _NeedMorePrecision
     return ctx.log(x)
+
+
+# Trigonometric arguments beyond this are refused: mpmath reduces them modulo pi with as many
+# extra bits as the argument has, so sin(10**10**6) would take minutes.
+_MAX_TRIG_ARGUMENT = 1 << 256
+
+
+def _reciprocal(x: Any, ctx: Any) -> Any:
+    low, high = _signs(x)
+    if low == 0 and high == 0:
+        raise Undefined("division by zero")
+    if low <= 0 <= high:
+        raise _NeedMorePrecision
+    return 1 / x
+
+
+def _cos_sin(x: Any, ctx: Any) -> tuple[Any, Any]:
+    from mpmath.libmp.libmpi import mpi_cos_sin
+
+    if _larger_than(x, _MAX_TRIG_ARGUMENT):
+        raise Undecidable("the argument of a trigonometric function is too large to evaluate")
+    c, s = mpi_cos_sin(x._mpi_, ctx.prec)
+    return ctx.make_mpf(c), ctx.make_mpf(s)
+
+
+def _cosh_sinh(x: Any, ctx: Any) -> tuple[Any, Any]:
+    e = _exp(x, ctx)
+    inverse = 1 / e
+    return (e + inverse) / 2, (e - inverse) / 2
+
+
+def _atan(x: Any, ctx: Any) -> Any:
+    from mpmath.libmp.libmpi import mpi_atan
+
+    return ctx.make_mpf(mpi_atan(x._mpi_, ctx.prec))
+
+
+def _within(x: Any, low: int, high: int, ctx: Any) -> None:
+    """Undefined unless x can lie in [low, high]; more precision while it sticks out."""
+    if x.b < low or x.a > high:
+        raise Undefined("an inverse function's argument is outside its real domain")
+    if x.a < low or x.b > high:
+        raise _NeedMorePrecision
+
+
+def _nonnegative(x: Any, ctx: Any) -> Any:
+    """x, known to be >= 0 mathematically, with a lower end rounded below 0 clipped to 0."""
+    return x if x.a >= 0 else ctx.mpf([0, max(x.b, 0)])
+
+
+def _asin(x: Any, ctx: Any) -> Any:
+    _within(x, -1, 1, ctx)
+    return 2 * _atan(x / (1 + ctx.sqrt(_nonnegative(1 - x ** 2, ctx))), ctx)
+
+
+def _acosh(x: Any, ctx: Any) -> Any:
+    if x.b < 1:
+        raise Undefined("acosh of a number below 1 is not a real number")
+    if x.a < 1:
+        raise _NeedMorePrecision
+    return ctx.log(x + ctx.sqrt(_nonnegative(x ** 2 - 1, ctx)))
+
+
+def _asinh(x: Any, ctx: Any) -> Any:
+    if x.b < 0:  # odd: log(|x| + sqrt(x**2 + 1)) has no cancellation
+        return -_asinh(-x, ctx)
+    return ctx.log(x + ctx.sqrt(x ** 2 + 1))
+
+
+def _atanh(x: Any, ctx: Any) -> Any:
+    if x.b <= -1 or x.a >= 1:
+        raise Undefined("atanh outside (-1, 1) is not a real number")
+    if x.a <= -1 or x.b >= 1:
+        raise _NeedMorePrecision
+    return ctx.log((1 + x) / (1 - x)) / 2
+
+
+def _acot(x: Any, ctx: Any) -> Any:
+    if x.a == 0 and x.b == 0:
+        return ctx.pi / 2  # sympy's acot(0)
+    return _atan(_reciprocal(x, ctx), ctx)
+
+
+def _tanh(x: Any, ctx: Any) -> Any:
+    if x.b < 0:
+        return -_tanh(-x, ctx)
+    return 1 - 2 / (_exp(2 * x, ctx) + 1)
+
+
+def _sin(x: Any, ctx: Any) -> Any:
+    return _cos_sin(x, ctx)[1]
+
+
+def _cos(x: Any, ctx: Any) -> Any:
+    return _cos_sin(x, ctx)[0]
+
+
+def _tan(x: Any, ctx: Any) -> Any:
+    c, s = _cos_sin(x, ctx)
+    return s * _reciprocal(c, ctx)
+
+
+def _cot(x: Any, ctx: Any) -> Any:
+    c, s = _cos_sin(x, ctx)
+    return c * _reciprocal(s, ctx)
+
+
+def _sinh(x: Any, ctx: Any) -> Any:
+    return _cosh_sinh(x, ctx)[1]
+
+
+def _cosh(x: Any, ctx: Any) -> Any:
+    return _cosh_sinh(x, ctx)[0]
+
+
+def _acos(x: Any, ctx: Any) -> Any:
+    return ctx.pi / 2 - _asin(x, ctx)
+
+
+_FUNCTIONS: dict[str, Any] = {
+    "exp": _exp,
+    "log": _log,
+    "sin": _sin,
+    "cos": _cos,
+    "tan": _tan,
+    "cot": _cot,
+    "sec": lambda x, ctx: _reciprocal(_cos(x, ctx), ctx),
+    "csc": lambda x, ctx: _reciprocal(_sin(x, ctx), ctx),
+    "asin": _asin,
+    "acos": _acos,
+    "atan": _atan,
+    "acot": _acot,
+    "asec": lambda x, ctx: _acos(_reciprocal(x, ctx), ctx),
+    "acsc": lambda x, ctx: _asin(_reciprocal(x, ctx), ctx),
+    "sinh": _sinh,
+    "cosh": _cosh,
+    "tanh": _tanh,
+    "coth": lambda x, ctx: _reciprocal(_tanh(x, ctx), ctx),
+    "sech": lambda x, ctx: _reciprocal(_cosh(x, ctx), ctx),
+    "csch": lambda x, ctx: _reciprocal(_sinh(x, ctx), ctx),
+    "asinh": _asinh,
+    "acosh": _acosh,
+    "atanh": _atanh,
+    "acoth": lambda x, ctx: _atanh(_reciprocal(x, ctx), ctx),
+    "asech": lambda x, ctx: _acosh(_reciprocal(x, ctx), ctx),
+    "acsch": lambda x, ctx: _asinh(_reciprocal(x, ctx), ctx),
+}
 
 
 def _refinements(build: Any, deadline: float) -> Any:

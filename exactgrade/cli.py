@@ -14,7 +14,7 @@ from typing import NoReturn
 COMMANDS: dict[str, str] = {
     "demo": "exactgrade.demo",
     "verify": "exactgrade.verify",
-    "build": "exactgrade.dataset",
+    "build": "exactgrade.build",
     "doctor": "exactgrade.sandbox.doctor",
     "policy-server": "exactgrade.scripted.server",
     "calibrate": "exactgrade.calibrate",

@@ -9,6 +9,10 @@ not its kind, or decides with a Verdict. The order is the rule book:
   2. containers recurse (lists element-wise, dicts key-wise; the first difference wins);
   3. tensors: dtype family, then shape, then values;
   4. non-finite floats equal only the same non-finite category;
+  4b. a sympy value with free symbols (either side): Exact() only, the answer's symbols among the
+     reference's (same name, same assumptions), then equality as functions on the reference's
+     domain (exactgrade._symbolic: exact for rational functions, else random points; its
+     docstring states the false-pass bound);
   5. an int reference requires an exact integer answer (an integral Fraction or sympy value is
      an ordinary exact value);
   6. exact vs exact: exact equality under Exact, tolerance rule otherwise (decided exactly);
@@ -24,11 +28,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from exactgrade import _real
+from exactgrade import _real, _symbolic
 from exactgrade.policy import AllClose, Exact, Policy, RelTol
 from exactgrade.values import TensorValue, dtype_family
 from exactgrade.verdict import PathPart, Verdict, render_path
@@ -43,6 +47,14 @@ OUT_OF_TIME = "could not decide in time"
 class _Context:
     policy: Policy
     deadline: float  # time.monotonic() by which every irrational question must be settled
+    reference: Any = None  # the whole reference: its symbols are the allowed ones in every leaf
+    symbols: list[dict[str, _symbolic.Domain]] = field(default_factory=list)  # computed once, on demand
+
+    def reference_symbols(self) -> dict[str, _symbolic.Domain]:
+        """Every symbol of the whole reference, by name (ValueError for one the wire cannot carry)."""
+        if not self.symbols:
+            self.symbols.append(_symbolic.symbols_of_value(self.reference))
+        return self.symbols[0]
 
 
 Comparer = Callable[[Any, Any, _Context, Path], "Verdict | None"]
@@ -56,15 +68,18 @@ def compare(expected: Any, actual: Any, policy: Policy | None = None, *,
     time_limit bounds the irrational work of the whole call, across all elements: interval
     refinement (the deadline is checked at every node evaluated, so it is overrun by at most one
     interval operation) and the rare sympy equality proof (in a worker process of the call's
-    own, killed at the deadline; starting a worker when none is idle is not counted). Rational
-    and tensor work is linear in the size of the values and is not cut short.
+    own, killed at the deadline; starting a worker when none is idle is not counted), and the
+    decision for values with free symbols (exact rational-function arithmetic and evaluation at
+    random points, checked at every polynomial product and every node evaluated). Rational and
+    tensor work is linear in the size of the values and is not cut short.
     """
     if policy is None:
         policy = Exact()
     if not isinstance(policy, Exact | RelTol | AllClose):
         return Verdict(False, f"value: not a policy: {type(policy).__name__}")
     try:
-        return _compare(expected, actual, _Context(policy, time.monotonic() + time_limit), ())
+        context = _Context(policy, time.monotonic() + time_limit, expected)
+        return _compare(expected, actual, context, ())
     except RecursionError:
         return Verdict(False, "value: internal error: values nested too deeply to compare")
     except Exception as error:  # a comparer bug must not crash the grader
@@ -137,6 +152,8 @@ def _show_sympy(node: Any, room: list[int]) -> str:
     if node.is_Rational:
         p, q = int(node.p), int(node.q)
         text = _show(p) if q == 1 else f"{_show(p)}/{_show(q)}"
+    elif node.is_Symbol:
+        text = str(node.name)[:40]
     elif node.is_Atom:
         text = {"Pi": "pi", "Exp1": "E"}.get(type(node).__name__, type(node).__name__)
     elif node.is_Add:
@@ -291,6 +308,32 @@ def _compare_nonfinite(expected: Any, actual: Any, context: _Context, path: Path
     return _mismatch(expected, actual, path, "a non-finite float only equals the same non-finite float")
 
 
+def _compare_symbolic(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
+    try:
+        here = _symbolic.symbols(expected) if _real.is_sympy(expected) else {}
+        answer = _symbolic.symbols(actual) if _real.is_sympy(actual) else {}
+        if not here and not answer:
+            return None
+        reference = context.reference_symbols()
+    except ValueError as error:
+        return _mismatch(expected, actual, path, str(error))
+    if not isinstance(context.policy, Exact):
+        return _mismatch(expected, actual, path, f"a value with free symbols is graded under Exact() only "
+                                                  f"(policy {context.policy.describe()})")
+    if not _is_exact(expected) or not _is_exact(actual):
+        return _mismatch(expected, actual, path, "an expression in symbols only equals an exact value")
+    wrong_symbol = _symbolic.check_symbols(reference, answer)
+    if wrong_symbol is not None:
+        return _mismatch(expected, actual, path, wrong_symbol)
+    try:
+        decision = _symbolic.decide(expected, actual, reference, context.deadline)
+    except _real.OutOfTime as error:
+        return _mismatch(expected, actual, path, f"{OUT_OF_TIME}: {error}")
+    except _real.Undecidable as error:
+        return _mismatch(expected, actual, path, f"could not decide equality: {error}")
+    return _pass(path) if decision.equal else _mismatch(expected, actual, path, decision.reason)
+
+
 def _compare_integer_reference(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
     # The rule is about the int kind (counts, indices, sizes). A Fraction or sympy reference that
     # happens to be integral is an exact value like any other.
@@ -347,6 +390,7 @@ _COMPARERS: tuple[Comparer, ...] = (
     _compare_dicts,
     _compare_tensors,
     _compare_nonfinite,
+    _compare_symbolic,
     _compare_integer_reference,
     _compare_exact,
     _compare_exact_to_float,

@@ -1,4 +1,5 @@
-"""The shipped Hugging Face datasets: `python -m exactgrade build --out DIR`, and their loader.
+"""The shipped Hugging Face datasets: their rows, cards and canonical build (the `build` command,
+exactgrade.build, writes them), and their loader.
 
 One dataset per domain, at ``DIR/<domain>/``: ``train.jsonl`` (one task per line, columns
 COLUMNS, the last three wire-encoded because Arrow has no exact types) and ``README.md`` (the
@@ -9,22 +10,18 @@ The built datasets ship inside the package at ``exactgrade/data/<domain>/``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exactgrade.cli_args import writable_dir
 from exactgrade.policy import Policy, policy_from_value, policy_to_value
-from exactgrade.task import DOMAINS, TORCH_INSTALL_HINT, Task
+from exactgrade.task import DOMAINS, Task
 
 if TYPE_CHECKING:
     import datasets
-
-HELP = "build the Hugging Face datasets (one per domain, with dataset cards) into a directory"
 
 COLUMNS = ("task_id", "category", "prompt", "api_description", "inputs", "expected_output", "policy")
 GENERATED_COLUMNS = (*COLUMNS, "family", "level", "seed", "index")
@@ -73,23 +70,6 @@ class DatasetRowError(ValueError):
 
 
 # ---------------------------------------------------------------------------- build
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Materialise every task (running its reference solution) and write one Hugging Face "
-        "dataset per domain to OUT/<domain>/: train.jsonl (columns " + ", ".join(COLUMNS) + ") and "
-        "a README.md dataset card. The output is byte-for-byte reproducible. "
-        "`--out exactgrade/data` refreshes the datasets shipped in the package."
-    )
-    parser.add_argument("--out", required=True, type=writable_dir, metavar="DIR",
-                        help="output directory (created if missing)")
-    parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
-                        help="build only this domain (repeatable; default: all)")
-    from exactgrade.verify import add_generation_arguments
-
-    add_generation_arguments(parser, "write N generated tasks per family per level (with columns family, "
-                                     "level, seed, index) instead of the canonical tasks")
 
 
 def task_row(task: Task) -> dict[str, str]:
@@ -223,12 +203,16 @@ def dataset_card(domain: str, tasks: list[Task], environment: Mapping[str, str])
     return "\n".join(header + [""] + body) + "\n"
 
 
-def build_domain(domain: str, out: Path) -> list[Task]:
-    """Write ``out/<domain>/train.jsonl`` and ``README.md``; return the tasks written."""
-    from exactgrade.task import domain_module, tasks
+def build_domain(domain: str, out: Path, progress: Callable[[], None] = lambda: None) -> list[Task]:
+    """Write ``out/<domain>/train.jsonl`` and ``README.md``; return the tasks written
+    (``progress`` is called once per task materialised)."""
+    from exactgrade.task import domain_module, materialise, task_defs
 
     module = domain_module(domain)
-    built = tasks(domain)
+    built = []
+    for definition in task_defs(domain):
+        built.append(materialise(definition, domain, module.PROFILE))
+        progress()
     environment = dict(module.environment()) if hasattr(module, "environment") else {}
     target = out / domain
     target.mkdir(parents=True, exist_ok=True)
@@ -237,34 +221,6 @@ def build_domain(domain: str, out: Path) -> list[Task]:
     card = dataset_card(domain, built, environment)
     (target / "README.md").write_text(card, encoding="utf-8", newline="\n")
     return built
-
-
-def run(args: argparse.Namespace) -> int:
-    from exactgrade.task import domain_module
-
-    status = 0
-    for domain in args.domain or list(DOMAINS):
-        try:
-            if domain_module(domain).PROFILE == "torch":
-                import torch  # noqa: F401
-        except ImportError as error:
-            hint = f"; install it with: {TORCH_INSTALL_HINT}" if "torch" in str(error) else ""
-            print(f"{domain}: NOT BUILT: {error}{hint}")
-            status = 1
-            continue
-        if args.generated is not None:
-            from exactgrade.dataset_generated import build_generated_domain
-
-            module = domain_module(domain)
-            environment = dict(module.environment()) if hasattr(module, "environment") else {}
-            built = build_generated_domain(domain, args.out, args.generated, args.seed, args.levels,
-                                           environment)
-        else:
-            built = build_domain(domain, args.out)
-        counts = Counter(t.category for t in built)
-        print(f"{domain}: wrote {len(built)} rows to {args.out / domain} "
-              f"({', '.join(f'{c} {n}' for c, n in counts.items())})")
-    return status
 
 
 # ---------------------------------------------------------------------------- drift across CPUs

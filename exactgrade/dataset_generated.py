@@ -13,19 +13,26 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from exactgrade.dataset import ENVIRONMENT_NAMES, GENERATED_COLUMNS, hub_header, jsonl_text, task_row
 from exactgrade.task import Task
 
 
-def generated_tasks(domain: str, count: int, seed: int, levels: Sequence[int]) -> list[Task]:
-    """``count`` tasks per family per level of the stream ``seed``, ordered family, level, index."""
+def generated_tasks(domain: str, count: int, seed: int, levels: Sequence[int],
+                    progress: Callable[[], None] = lambda: None) -> list[Task]:
+    """``count`` tasks per family per level of the stream ``seed``, ordered family, level, index
+    (``progress`` is called once per task)."""
     from exactgrade.family import families, generate
 
-    return [generate(domain, seed=seed, index=index, level=level, family=name)
-            for name in families(domain) for level in levels for index in range(count)]
+    built = []
+    for name in families(domain):
+        for level in levels:
+            for index in range(count):
+                built.append(generate(domain, seed=seed, index=index, level=level, family=name))
+                progress()
+    return built
 
 
 def generated_row(task: Task) -> dict[str, str | int]:
@@ -35,9 +42,10 @@ def generated_row(task: Task) -> dict[str, str | int]:
 
 
 def build_generated_domain(domain: str, out: Path, count: int, seed: int, levels: Sequence[int],
-                           environment: Mapping[str, str]) -> list[Task]:
+                           environment: Mapping[str, str], progress: Callable[[], None] = lambda: None,
+                           ) -> list[Task]:
     """Write ``out/<domain>/train.jsonl`` and ``README.md`` for a generated stream."""
-    built = generated_tasks(domain, count, seed, levels)
+    built = generated_tasks(domain, count, seed, levels, progress)
     target = out / domain
     target.mkdir(parents=True, exist_ok=True)
     rows = jsonl_text((generated_row(t) for t in built), GENERATED_COLUMNS)

@@ -35,6 +35,7 @@ from exactgrade.cli_args import (
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from rich.table import Table
 
 HELP = "Run vf-eval on the three environments against the scripted policies (or a real model)."
 
@@ -223,6 +224,8 @@ def vf_eval_command(env: str, model: str, base_url: str, out_dir: Path, run_dir:
 
 def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: str,
           api_key_var: str | None, extra_env: dict[str, str]) -> RunResult:
+    from exactgrade.console import Progress
+
     out_dir = args.out / _safe(label)
     run_dir = out_dir / env
     if run_dir.exists():
@@ -239,23 +242,19 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
     log_path = out_dir / f"{env}.vf-eval.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with log_path.open("w") as log:
+    with log_path.open("w") as log, Progress(f"[{label}] {env}", expected) as bar:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, **extra_env})
-        shown = -1
         try:
             while proc.poll() is None:
-                done = _count_lines(run_dir / "traces.jsonl")
-                if sys.stderr.isatty() or done != shown:  # a log file gets one line per finished rollout
-                    _progress(label, env, done, expected, started)
-                    shown = done
+                bar.update(_count_lines(run_dir / "traces.jsonl"))
                 time.sleep(0.5)
         except KeyboardInterrupt:
             _stop(proc)
             raise
+        done = _count_lines(run_dir / "traces.jsonl")
+        bar.update(done)
     seconds = time.monotonic() - started
-    done = _count_lines(run_dir / "traces.jsonl")
-    _progress(label, env, done, expected, started, final=True)
     if proc.returncode != 0 or done == 0:
         tail = log_path.read_text()[-3000:]
         raise RuntimeError(f"vf-eval {env} ({label}) exited {proc.returncode} with {done} traces; "
@@ -347,36 +346,42 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def _progress(label: str, env: str, done: int, total: int, started: float, final: bool = False) -> None:
-    width = 30
-    filled = int(width * done / total) if total else width
-    line = (f"\r[{label}] {env:<17} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{time.monotonic() - started:6.1f}s")
-    print(line, end="\n" if final or not sys.stderr.isatty() else "", file=sys.stderr, flush=True)
-
-
 def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
 
 
 def _print_table(results: list[RunResult]) -> None:
-    print(f"\n{'policy/model':<12} {'environment':<17} {'category':<14} {'passed':>10} {'wrong':>6} "
-          f"{'flagged':>8}")
+    """One row per environment and category, a TOTAL row per run (with its time and directory),
+    and the adversarial runs' rows per attack."""
+    from exactgrade.console import print_table
+
+    print()
+    print_table(results_table(results))
+
+
+def results_table(results: list[RunResult]) -> Table:
+    """The demo's table of results (exactgrade.console draws it for a terminal or a log)."""
+    from exactgrade.console import table
+
+    grid = table(["policy/model", "environment", "category", "passed", "wrong", "flagged", "time", "run"],
+                 numeric={"passed", "wrong", "flagged", "time"})
     for result in results:
         rows = sorted(result.by_category.items())
         total = Tally()
         for category, tally in rows:
-            print(f"{result.label:<12} {result.env:<17} {category:<14} "
-                  f"{tally.passed:>4}/{tally.rollouts:<5} {tally.wrong:>6} {tally.flagged:>8}")
+            grid.add_row(result.label, result.env, category, f"{tally.passed}/{tally.rollouts}",
+                         str(tally.wrong), str(tally.flagged), "", "")
             total.rollouts += tally.rollouts
             total.passed += tally.passed
             total.wrong += tally.wrong
             total.flagged += tally.flagged
-        print(f"{result.label:<12} {result.env:<17} {'TOTAL':<14} {total.passed:>4}/{total.rollouts:<5} "
-              f"{total.wrong:>6} {total.flagged:>8}   ({result.seconds:.0f}s, {result.run_dir})")
+        grid.add_row(result.label, result.env, "TOTAL", f"{total.passed}/{total.rollouts}", str(total.wrong),
+                     str(total.flagged), f"{result.seconds:.0f}s", result.run_dir)
         for attack, tally in sorted(result.by_attack.items()):
-            print(f"{'':<12} {'':<17} attack {attack:<18} passed {tally.passed}/{tally.rollouts}, "
-                  f"flagged {tally.flagged}")
+            grid.add_row("", "", f"attack {attack}", f"{tally.passed}/{tally.rollouts}", "",
+                         str(tally.flagged), "", "")
+        grid.add_section()
+    return grid
 
 
 def _verdicts(results: list[RunResult]) -> list[str]:

@@ -28,7 +28,7 @@ ID_PREFIX = {"deeplearning": "dl", "scaling": "sc", "pytorch": "pt"}
 
 
 class UnknownTask(KeyError):
-    """Raised by get_task for an id no domain defines."""
+    """Raised by get_task (exactgrade.lookup) for an id no domain defines."""
 
 
 @dataclass(frozen=True)
@@ -194,23 +194,10 @@ def tasks(domain: str | None = None) -> list[Task]:
     return [_materialise(d, t.id) for d in domains for t in task_defs(d)]
 
 
-def get_task(task_id: str) -> Task:
-    """The task with this id: canonical (``dl-000``, ``sc-012``, ``pt-044`` ...) or generated
-    (``sc-matmul_roofline-L3-s0-i17``, rebuilt from the id alone)."""
-    from exactgrade.family import get_generated
-
-    if not isinstance(task_id, str):
-        raise UnknownTask(f"a task id is a str, got {type(task_id).__name__}")
-    try:
-        generated = get_generated(task_id)
-    except ValueError as error:
-        raise UnknownTask(f"no task {task_id!r}: {error}") from None
-    if generated is not None:
-        return generated
+def canonical_task(task_id: str) -> Task | None:
+    """The canonical task with this id (``dl-000``, ``sc-012``, ``pt-044`` ...), or None."""
     prefix = task_id.split("-", 1)[0]
     for domain, id_prefix in ID_PREFIX.items():
-        if prefix == id_prefix:
-            if any(t.id == task_id for t in task_defs(domain)):
-                return _materialise(domain, task_id)
-    raise UnknownTask(f"no task {task_id!r}; ids look like dl-000, sc-000, pt-000 (canonical) "
-                      "or sc-<family>-L<level>-s<seed>-i<index> (generated)")
+        if prefix == id_prefix and any(t.id == task_id for t in task_defs(domain)):
+            return _materialise(domain, task_id)
+    return None

@@ -1,6 +1,7 @@
 """The kinds of value a graded answer can hold, and the tensor value object.
 
-Exact: int (never bool), fractions.Fraction, sympy exact expressions (no Float atoms).
+Exact: int (never bool), fractions.Fraction, sympy exact expressions (no Float atoms), which may
+contain the free symbols a task declares (exactgrade._symbolic).
 Approximate: float (including nan/inf). Categorical: str, bool, None.
 Tensors: TensorValue. Containers: list and str-keyed dict of the above.
 

@@ -39,6 +39,10 @@ HELP = ("re-check every task's answer key: two fresh-process runs, wire round tr
         "unexplained zero, self-comparison, and the domain's own checks")
 
 DEFAULT_TASK_TIMEOUT = 120.0
+START_TIMEOUT = 600.0
+"""Seconds a fresh process may take to start (interpreter, imports, torch) before it says it is
+ready: generous, as a loaded machine may need it, and never counted against a task's timeout."""
+READY = '{"ready": true}'
 FRESH_HASH_SEEDS = ("1", "2")
 TIMED_OUT = "timed out"
 _WORKER = "from exactgrade.verify import _worker_main; _worker_main()"
@@ -59,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-timeout", type=positive_seconds, default=DEFAULT_TASK_TIMEOUT,
                         metavar="SECONDS",
                         help="kill a fresh run whose task takes longer than this "
-                             f"(default {DEFAULT_TASK_TIMEOUT:g}; the first task includes start-up)")
+                             f"(default {DEFAULT_TASK_TIMEOUT:g}; a process's start-up is not counted)")
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser, generated_help: str) -> None:
@@ -280,6 +284,11 @@ def _worker_main() -> None:
     # printf included) goes to stderr, so it cannot corrupt the replies.
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    if request["profile"] == "torch":  # its import is start-up, not the first task's time
+        with contextlib.suppress(ImportError):  # a missing torch is reported per task by preload
+            import torch  # noqa: F401
+    out.write(READY + "\n")
+    out.flush()
     for task_id, program, inputs_text in request["jobs"]:
         reply: dict[str, str] = {"id": task_id}
         try:
@@ -320,7 +329,8 @@ def run_fresh(jobs: Sequence[tuple[str, str, str]], profile: str, hash_seed: str
     ``on_done`` as each task finishes.
 
     One process runs all jobs; if a task exceeds ``task_timeout`` or kills the process, that
-    task fails and a new process carries on with the rest.
+    task fails and a new process carries on with the rest. A process's start-up is not counted
+    in a task's time: the clock starts when it says it is ready (within START_TIMEOUT).
     """
     results: dict[str, FreshOutcome] = {}
 
@@ -344,7 +354,11 @@ def run_fresh(jobs: Sequence[tuple[str, str, str]], profile: str, hash_seed: str
             except BrokenPipeError:
                 pass
             done = 0
-            for task_id, _, _ in remaining:
+            failed_start = _start_failure(process, lines, stderr)
+            if failed_start is not None:  # the first task takes it, so the run always moves on
+                finish(remaining[0][0], failed_start)
+                done = 1
+            for task_id, _, _ in remaining if failed_start is None else ():
                 done += 1
                 try:
                     line = lines.get(timeout=task_timeout)
@@ -353,11 +367,7 @@ def run_fresh(jobs: Sequence[tuple[str, str, str]], profile: str, hash_seed: str
                     finish(task_id, FreshOutcome(error=f"{TIMED_OUT} after {task_timeout:g} s"))
                     break
                 if line is None:
-                    process.wait()
-                    stderr.seek(0)
-                    tail = stderr.read()[-500:].strip()
-                    finish(task_id, FreshOutcome(
-                        error=f"the process died (exit status {process.returncode}): {tail or 'no stderr'}"))
+                    finish(task_id, _death(process, stderr))
                     break
                 try:
                     reply = json.loads(line)
@@ -370,6 +380,29 @@ def run_fresh(jobs: Sequence[tuple[str, str, str]], profile: str, hash_seed: str
             process.wait()
             reader.join()
     return results
+
+
+def _start_failure(process: subprocess.Popen[str], lines: queue.Queue[str | None],
+                   stderr: Any) -> FreshOutcome | None:
+    """None once the fresh process says it is ready, else why it did not."""
+    try:
+        line = lines.get(timeout=START_TIMEOUT)
+    except queue.Empty:
+        process.kill()
+        return FreshOutcome(error=f"the process did not start within {START_TIMEOUT:g} s")
+    if line is None:
+        return _death(process, stderr)
+    if line.strip() != READY:
+        process.kill()
+        return FreshOutcome(error=f"unreadable start {line[:80]!r}")
+    return None
+
+
+def _death(process: subprocess.Popen[str], stderr: Any) -> FreshOutcome:
+    process.wait()
+    stderr.seek(0)
+    tail = stderr.read()[-500:].strip()
+    return FreshOutcome(error=f"the process died (exit status {process.returncode}): {tail or 'no stderr'}")
 
 
 def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
@@ -551,8 +584,7 @@ def format_report(report: DomainReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from exactgrade.console import Progress
     from exactgrade.family import families
     from exactgrade.task import domain_module
 
@@ -568,20 +600,14 @@ def run(args: argparse.Namespace) -> int:
             reports.append(DomainReport(domain, (), (), not_verified=f"cannot load {DOMAINS[domain]}: "
                                                                        f"{type(error).__name__}: {error}"))
     runs_per_task = 4 if generated else 3
-    with tqdm(total=runs_per_task * sum(sizes.values()), desc="verify", unit="run", file=sys.stderr) as bar:
-        lock = threading.Lock()
-
-        def advance() -> None:
-            with lock:
-                bar.update(1)
-
+    with Progress("verify", runs_per_task * sum(sizes.values())) as bar:
         for domain in sizes:
-            bar.set_description(f"verify {domain}")
+            bar.update(description=f"verify {domain}")
             if generated:
                 reports.append(verify_generated(domain, args.generated, args.seed, args.levels,
-                                                task_timeout=args.task_timeout, progress=advance))
+                                                task_timeout=args.task_timeout, progress=bar.advance))
             else:
-                reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=advance))
+                reports.append(verify_domain(domain, task_timeout=args.task_timeout, progress=bar.advance))
     reports.sort(key=lambda r: domains.index(r.domain))
     for report in reports:
         for line in format_report(report):

@@ -14,15 +14,25 @@ ValueError with a one-line reason), whatever the input.
     {"$frac": "-7/4"}                      Fraction, in lowest terms, denominator >= 1
     {"$sym": node}                         sympy expression; node is ["Integer", n] | ["Rational", p, q]
                                            | ["pi"] | ["E"] | ["Add", node...] | ["Mul", node...]
-                                           | ["Pow", base, exp] | ["log", node] | ["exp", node]
+                                           | ["Pow", base, exp] | [F, node] for F in FUNCTIONS
+                                           | ["Symbol", name, assumption...]
     {"$tensor": {"dtype": d, "shape": [..], "data": [..]}}   TensorValue (flat row-major data)
 
 Sympy whitelist: exactly what exact answers in this project are made of (rationals, pi, e, sums,
-products, powers incl. roots, log, exp). No Symbol (answers are numbers), no Float (inexact).
+products, powers incl. roots, log, exp, the trigonometric and hyperbolic functions, their
+reciprocals and inverses) and the free symbols a task declares. No Float (inexact), and no
+non-analytic function (Abs, sign, floor, Piecewise, ...: refused with a reason saying so).
+A symbol is its name (an identifier of at most MAX_NAME_CHARS characters) and its domain, spelled
+one way only: "integer" and/or one sign among negative, nonnegative, nonpositive, positive, or
+"real" alone, or nothing (a sympy Symbol without assumptions); any other sympy assumption is
+refused. One expression holds at most MAX_SYMBOLS names, each with one domain.
 Nodes are rebuilt as sent, without evaluation (so decoding does no arithmetic: `Pow(10, 10000)`
 stays a power); integer sizes, node count and rational exponents are capped, and so are tensor
 dimensions (at most 64, each below 2**63). encode() refuses every value that decode() would refuse
 to rebuild (the byte size of the text is left to the caller, who may pass a larger max_bytes).
+Every value has one spelling: a tag is a tag only as the single key of its object, and nowhere is
+a decoded plain dict read again as a tag (an escaped `{"$$float": "nan"}` inside tensor data is
+refused, not taken for a float).
 
 This module imports only the standard library, `.values` (relatively: the sandbox ships wire.py
 and values.py as a standalone package), sympy lazily and torch only if already imported.
@@ -48,6 +58,8 @@ MAX_STR_CHARS = 1 << 16
 MAX_ELEMENTS = 1 << 20  # values of any kind, tensor elements included
 MAX_SYMPY_NODES = 1000
 MAX_EXPONENT = 10_000  # |p| and q of a rational exponent: bounds the work of evaluating a power
+MAX_SYMBOLS = 16  # distinct symbol names in one sympy expression
+MAX_NAME_CHARS = 32
 MAX_DIMS = 64  # tensor dimensions, each below 2**63 (torch's own bound): the element count is cheap
 _INT_LIMIT = 10**MAX_INT_DIGITS  # an int has more than MAX_INT_DIGITS digits iff abs(n) >= this
 
@@ -65,6 +77,14 @@ _KEY_END = re.compile(r"[ \t\n\r]*:")
 _NESTING_STEP = {"[": 1, "{": 1, "]": -1, "}": -1, ",": 0}
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _TAGS = ("$float", "$frac", "$sym", "$tensor")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+SIGNS = ("negative", "nonnegative", "nonpositive", "positive")
+FUNCTIONS = ("exp", "log", "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot",
+             "asec", "acsc", "sinh", "cosh", "tanh", "coth", "sech", "csch", "asinh", "acosh", "atanh",
+             "acoth", "asech", "acsch")
+# Named in the refusal: they are not analytic (no identity test by evaluation at points holds).
+NON_ANALYTIC = frozenset({"Abs", "sign", "floor", "ceiling", "frac", "Piecewise", "Min", "Max",
+                           "Heaviside", "DiracDelta", "Mod", "re", "im", "arg", "conjugate"})
 
 
 class WireError(ValueError):
@@ -119,8 +139,7 @@ def _to_json(x: Any, depth: int, counter: list[int]) -> Any:
         return _tensor_to_json(_from_torch(x), counter)
     sympy = sys.modules.get("sympy")
     if sympy is not None and isinstance(x, sympy.Basic):
-        nodes = [0]
-        return {"$sym": _sympy_to_json(x, sympy, depth + 2, nodes)}
+        return {"$sym": _sympy_to_json(x, sympy, depth + 2, _SympyState())}
     raise WireError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
 
 
@@ -157,15 +176,19 @@ def _from_torch(tensor: Any) -> TensorValue:
         raise WireError(f"cannot encode torch tensor: {str(error)[:200]}") from None
 
 
-def _sympy_to_json(node: Any, sympy: Any, depth: int, nodes: list[int]) -> list[Any]:
-    nodes[0] += 1
-    if nodes[0] > MAX_SYMPY_NODES:
+def _sympy_to_json(node: Any, sympy: Any, depth: int, state: _SympyState) -> list[Any]:
+    state.nodes += 1
+    if state.nodes > MAX_SYMPY_NODES:
         raise WireError(f"sympy expression has more than {MAX_SYMPY_NODES} nodes")
     if depth > MAX_DEPTH:
         raise WireError(f"sympy expression nested deeper than {MAX_DEPTH} levels")
     name = _sympy_names(sympy).get(type(node))
     if name is None:
-        raise WireError(f"sympy node {type(node).__name__} is not allowed in the wire format")
+        raise WireError(_not_allowed(type(node).__name__, type(node).__name__))
+    if name == "Symbol":
+        tokens = symbol_domain(node)
+        state.add_symbol(node.name, tokens)
+        return ["Symbol", node.name, *tokens]
     if name == "Integer":
         _check_int(int(node.p))
         return ["Integer", int(node.p)]
@@ -178,7 +201,7 @@ def _sympy_to_json(node: Any, sympy: Any, depth: int, nodes: list[int]) -> list[
     _check_arity(name, len(node.args))  # an unevaluated log(2, 3) exists; decode refuses it
     if name == "Pow":
         _check_exponent(node.exp)
-    return [name, *(_sympy_to_json(arg, sympy, depth + 1, nodes) for arg in node.args)]
+    return [name, *(_sympy_to_json(arg, sympy, depth + 1, state) for arg in node.args)]
 
 
 _SYMPY_NAMES: dict[type, str] = {}
@@ -192,9 +215,45 @@ def _sympy_names(sympy: Any) -> dict[type, str]:
             sympy.Integer: "Integer", numbers.Zero: "Integer", numbers.One: "Integer",
             numbers.NegativeOne: "Integer", sympy.Rational: "Rational", numbers.Half: "Rational",
             numbers.Pi: "pi", numbers.Exp1: "E", sympy.Add: "Add", sympy.Mul: "Mul", sympy.Pow: "Pow",
-            sympy.log: "log", sympy.exp: "exp",
+            sympy.Symbol: "Symbol",
         })
+        _SYMPY_NAMES.update({getattr(sympy, name): name for name in FUNCTIONS})
     return _SYMPY_NAMES
+
+
+def _not_allowed(name: str, shown: str) -> str:
+    if name in NON_ANALYTIC:
+        return (f"sympy node {shown} is not allowed: a non-analytic function (Abs, sign, floor, "
+                f"ceiling, Piecewise, Min, Max, ...) has no wire form; write the expression that holds "
+                f"on the declared domain")
+    return f"sympy node {shown} is not allowed in the wire format"
+
+
+def symbol_domain(symbol: Any) -> tuple[str, ...]:
+    """The wire spelling of a sympy Symbol's assumptions: () | ("real",) | ("integer",) |
+    (sign,) | ("integer", sign). WireError for a name or an assumption the wire cannot carry."""
+    import sympy
+
+    if type(symbol) is not sympy.Symbol:  # Dummy, Wild, subclasses: not one name, one meaning
+        raise WireError(f"sympy node {type(symbol).__name__} is not allowed: only sympy.Symbol")
+    name = symbol.name
+    _check_name(name)
+    integer = symbol.is_integer is True
+    sign = next((s for s in ("positive", "negative", "nonnegative", "nonpositive")
+                 if getattr(symbol, f"is_{s}") is True), None)
+    tokens: tuple[str, ...] = (("integer",) if integer else ()) + ((sign,) if sign else ())
+    if not tokens and symbol.is_real is True:
+        tokens = ("real",)
+    if sympy.Symbol(name, **dict.fromkeys(tokens, True)) != symbol:
+        raise WireError(f"symbol {name} has assumptions the wire cannot carry (only integer, real, "
+                        f"positive, negative, nonnegative, nonpositive)")
+    return tokens
+
+
+def _check_name(name: Any) -> None:
+    if type(name) is not str or len(name) > MAX_NAME_CHARS or _NAME.fullmatch(name) is None:
+        raise WireError(f"a symbol name must be an identifier of at most {MAX_NAME_CHARS} characters, "
+                        f"got {str(name)[:40]!r}")
 
 
 def _check_int(n: int) -> None:
@@ -407,29 +466,69 @@ def _decode_tensor(body: Any) -> TensorValue:
 
 
 def _float_element(v: Any) -> float:
+    # A {"$float": ...} element was already decoded to a float by the object hook; a dict here is
+    # the escaped plain dict {"$$float": ...}, which is not a number (one spelling per value).
     if type(v) is float:
         return v
-    if type(v) is dict and len(v) == 1 and "$float" in v:
-        return _decode_float(v["$float"])
     raise WireError("float tensor data must be floats (non-finite ones tagged with $float)")
+
+
+class _SympyState:
+    """Per-expression bounds while decoding: nodes so far, and each symbol name's domain."""
+
+    __slots__ = ("nodes", "symbols")
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.symbols: dict[str, tuple[str, ...]] = {}
+
+    def add_symbol(self, name: str, tokens: tuple[str, ...]) -> None:
+        known = self.symbols.setdefault(name, tokens)
+        if known != tokens:
+            raise WireError(f"symbol {name} appears with two sets of assumptions")
+        if len(self.symbols) > MAX_SYMBOLS:
+            raise WireError(f"sympy expression has more than {MAX_SYMBOLS} symbols")
 
 
 def _decode_sympy(body: Any) -> Any:
     import sympy
 
-    return _build_sympy(body, sympy, [0])
+    return _build_sympy(body, sympy, _SympyState())
 
 
-def _build_sympy(node: Any, sympy: Any, nodes: list[int]) -> Any:
-    nodes[0] += 1
-    if nodes[0] > MAX_SYMPY_NODES:
+def _build_symbol(args: list[Any], sympy: Any, state: _SympyState) -> Any:
+    if not args:
+        raise WireError('a Symbol node is ["Symbol", name, assumption...]')
+    name, tokens = args[0], tuple(args[1:])
+    _check_name(name)
+    if not _canonical_domain(tokens):
+        shown = str(list(tokens))[:80]
+        raise WireError(f"symbol {name} has assumptions {shown}; expected none, real, integer, a sign "
+                        f"or integer and a sign, in that order (signs: {', '.join(SIGNS)})")
+    state.add_symbol(name, tokens)
+    return sympy.Symbol(name, **dict.fromkeys(tokens, True))
+
+
+def _canonical_domain(tokens: tuple[Any, ...]) -> bool:
+    if tokens in ((), ("real",), ("integer",)):
+        return True
+    if len(tokens) == 1:
+        return tokens[0] in SIGNS
+    return len(tokens) == 2 and tokens[0] == "integer" and tokens[1] in SIGNS
+
+
+def _build_sympy(node: Any, sympy: Any, state: _SympyState) -> Any:
+    state.nodes += 1
+    if state.nodes > MAX_SYMPY_NODES:
         raise WireError(f"sympy expression has more than {MAX_SYMPY_NODES} nodes")
     if type(node) is not list or not node or type(node[0]) is not str:
         raise WireError('a $sym node must be a list ["Name", ...]')
     name, args = node[0], node[1:]
+    if name == "Symbol":
+        return _build_symbol(args, sympy, state)
     builder = _SYMPY_BUILDERS.get(name)
     if builder is None:
-        raise WireError(f"sympy node {name[:40]!r} is not allowed")
+        raise WireError(_not_allowed(name, repr(name[:40])))
     _check_arity(name, len(args))
     build = builder[1]
     if name in ("Integer", "Rational"):
@@ -440,7 +539,7 @@ def _build_sympy(node: Any, sympy: Any, nodes: list[int]) -> Any:
         if name == "Rational" and (args[1] < 2 or math.gcd(args[0], args[1]) != 1):
             raise WireError("Rational must be in lowest terms with denominator >= 2")
         return build(sympy, *args)
-    built = [_build_sympy(arg, sympy, nodes) for arg in args]
+    built = [_build_sympy(arg, sympy, state) for arg in args]
     if name == "Pow":
         _check_exponent(built[1])
     try:
@@ -461,9 +560,9 @@ _SYMPY_BUILDERS: dict[str, tuple[int | None, Callable[..., Any]]] = {
     "Add": (None, lambda sympy, *args: sympy.Add(*args, evaluate=False)),
     "Mul": (None, lambda sympy, *args: sympy.Mul(*args, evaluate=False)),
     "Pow": (2, lambda sympy, base, exponent: sympy.Pow(base, exponent, evaluate=False)),
-    "log": (1, lambda sympy, x: sympy.log(x, evaluate=False)),
-    "exp": (1, lambda sympy, x: sympy.exp(x, evaluate=False)),
 }
+for _function in FUNCTIONS:
+    _SYMPY_BUILDERS[_function] = (1, lambda sympy, x, _f=_function: getattr(sympy, _f)(x, evaluate=False))
 
 
 _TAG_DECODERS: dict[str, Callable[[Any], Any]] = {

@@ -7,10 +7,13 @@ its slot (a live holder is someone else's sandbox that reuses the uid).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,11 @@ from exactgrade.sandbox import cgroups, uids
 from exactgrade.sandbox.runtime import default_state_dir
 
 STOP_GRACE = 5.0
-"""verifiers' SubprocessRuntime SIGKILLs a background server's group this long after SIGTERM."""
+"""verifiers' SubprocessRuntime SIGKILLs a background server's group this long after SIGTERM. How
+fast a server stops is the machine's speed: measure it in a benchmark; tests wait HANG_GUARD."""
+HANG_GUARD = 600.0
+"""Seconds a test waits for what must happen (a process to stop, a worker to appear), so a broken
+build fails instead of hanging: far beyond any loaded machine, never a speed requirement."""
 
 
 def leftovers(sandbox_uids: set[int]) -> dict[int, list[str]]:
@@ -97,12 +104,12 @@ def tool_server(launcher: int) -> tuple[int, int] | None:
     return None
 
 
-def stop_like_verifiers(server: int) -> int | None:
-    """SIGTERM the server's process group; SIGKILL it if still there after the grace period,
-    as verifiers does. Returns the server's own exit code, or None when it had to be killed.
+def stop_like_verifiers(server: int, grace: float = STOP_GRACE) -> int | None:
+    """SIGTERM the server's process group; SIGKILL it if still there after `grace` seconds, as
+    verifiers does. Returns the server's own exit code, or None when it had to be killed.
     `server` must be a child of this process or of a process that reaps it."""
     os.killpg(os.getpgid(server), signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE
+    deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         try:
             pid, status = os.waitpid(server, os.WNOHANG)
@@ -117,7 +124,7 @@ def stop_like_verifiers(server: int) -> int | None:
     return None
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0) -> Any:
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = HANG_GUARD) -> Any:
     """The first truthy value of condition(), polled until timeout (then AssertionError)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -126,3 +133,39 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0) ->
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+HOG_SHARES = 32768
+"""cpu.shares of the hogs' group: split over the CPUs the hogs run on, 16 times a sandbox group's on
+each, so a sandbox gets at most about 1/17 of a CPU a hog runs on (the scheduler's arithmetic, not
+the CPU's speed)."""
+
+
+@contextlib.contextmanager
+def cpu_hogs(seconds: float) -> Iterator[list[int]]:
+    """Starve the host for real: one busy loop per CPU, pinned, niced to -5, in a cpu cgroup of
+    HOG_SHARES outside every sandbox's, for at most `seconds` (each loop also stops itself then, so
+    none outlives a killed test). Killed on exit; yields their pids."""
+    group = Path(f"/sys/fs/cgroup/cpu/eg-hogs-{os.getpid()}")
+    if cgroups.version() == 1:
+        group.mkdir(exist_ok=True)
+        (group / "cpu.shares").write_text(str(HOG_SHARES))
+    procs = []
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+    try:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            def enter(cpu: int = cpu) -> None:
+                if cgroups.version() == 1:
+                    (group / "cgroup.procs").write_text("0")
+                os.sched_setaffinity(0, {cpu})
+                os.nice(-5)
+
+            procs.append(subprocess.Popen([sys.executable, "-c", loop], preexec_fn=enter))
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+        if group.exists():
+            group.rmdir()

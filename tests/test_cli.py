@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sandbox_leftovers import HANG_GUARD
 
 from exactgrade import cli_args
 from exactgrade.cli import COMMANDS
@@ -219,11 +220,11 @@ def test_ctrl_c_ends_the_demo_with_one_line_and_nothing_left_running(tmp_path: P
     first = proc.stderr.readline()  # the policy server is up: the demo is inside its run
     assert first.startswith("policy server (reference"), first
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=HANG_GUARD)
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == "python -m exactgrade demo: interrupted", err
-    deadline = time.monotonic() + 10  # children still exiting are reaped by init
+    deadline = time.monotonic() + HANG_GUARD  # children still exiting are reaped by init
     while time.monotonic() < deadline and _alive_in_group(proc.pid):
         time.sleep(0.2)
     assert not _alive_in_group(proc.pid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction as F
 
@@ -180,7 +181,8 @@ CASES = [
     ("int-subclass-answer", 1, type("Sneaky", (int,), {"__eq__": lambda s, o: True})(2), None, False,
      "unsupported type Sneaky"),
     ("float-subclass-reference", type("F", (float,), {})(1.0), 1.0, None, False, "unsupported type F"),
-    ("symbol-answer", 1, sympy.Symbol("x"), None, False, "unsupported sympy node Symbol"),
+    ("symbol-answer", 1, sympy.Symbol("x"), None, False,
+     "the answer has the symbol x, which the reference does not have (its symbols: none)"),
     ("complex-sympy-answer", 1, sympy.I, None, False, "unsupported sympy node ImaginaryUnit"),
 ]
 
@@ -360,3 +362,160 @@ def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
     assert not verdict.ok
     assert "could not decide in time" in verdict.reason, verdict.reason
     assert compare(list(range(2, 12)), pairs[:10], time_limit=60).ok
+
+
+# -- values with free symbols (issue 20) ------------------------------------------------------------
+
+X, Y = sympy.symbols("x y")  # no assumptions: graded over the reals
+RX = sympy.Symbol("x", real=True)
+P, Q = sympy.symbols("p q", positive=True, integer=True)  # Q: positive integers too
+PR = sympy.Symbol("p", positive=True)  # positive reals
+K = sympy.Symbol("k", integer=True)
+
+
+def uneval(function, *args):
+    return function(*args, evaluate=False)
+
+
+def root(x):
+    return sympy.Pow(x, sympy.Rational(1, 2), evaluate=False)
+
+
+# (id, expected, actual, ok, fragment of the reason when not ok); all under Exact()
+SYMBOLIC_CASES = [
+    # rational functions: exact canonical form over QQ(symbols)
+    ("expanded-linear", (X + 2) / 7, X / 7 + sympy.Rational(2, 7), True, ""),
+    ("partial-fractions", 1 / (X * (X + 1)), 1 / X - 1 / (X + 1), True, ""),
+    ("factored-vs-expanded", (X + Y) ** 3, sympy.expand((X + Y) ** 3), True, ""),
+    ("cancelled-factor", (X**2 - 1) / (X - 1), X + 1, True, ""),
+    ("bubble", (P - 1) / (Q + P - 1), 1 - Q / (P + Q - 1), True, ""),
+    ("constant-answer", uneval(sympy.Add, X, -X) + 3, 3, True, ""),
+    ("dropped-factor", X * (X + 1) / 2, X / 2, False, "they differ at x="),
+    ("changed-exponent", X**3 + 1, X**2 + 1, False, "they differ at x="),
+    ("flipped-sign", X - Y, Y - X, False, "they differ at"),
+    ("swapped-symbols", X / Y, Y / X, False, "they differ at"),
+    ("off-by-one", (P - 1) / (Q + P - 1), (P - 1) / (Q + P), False, "they differ at p="),
+    ("rational-answer-to-symbolic-key", X + 1, F(1), False, "they differ at x="),
+    # elementary functions: random points, intervals
+    ("tan-sec", sympy.tan(Y) ** 2 + 1, sympy.sec(Y) ** 2, True, ""),
+    ("sin-cos", uneval(sympy.Add, sympy.sin(X) ** 2, sympy.cos(X) ** 2), 1, True, ""),
+    ("cosh-sinh", sympy.cosh(X) ** 2, sympy.sinh(X) ** 2 + 1, True, ""),
+    ("double-angle", sympy.sin(2 * X), 2 * sympy.sin(X) * sympy.cos(X), True, ""),
+    ("exp-product", sympy.exp(X + Y), sympy.exp(X) * sympy.exp(Y), True, ""),
+    ("log-product", sympy.log(PR * 3), sympy.log(PR) + sympy.log(3), True, ""),
+    ("atan-reciprocal", sympy.atan(PR) + sympy.atan(1 / PR), sympy.pi / 2, True, ""),
+    ("asinh-log", sympy.asinh(X), sympy.log(X + sympy.sqrt(X**2 + 1)), True, ""),
+    ("tanh-exp", sympy.tanh(X), (sympy.exp(2 * X) - 1) / (sympy.exp(2 * X) + 1), True, ""),
+    ("acot-is-atan-of-reciprocal", sympy.acot(X), sympy.atan(1 / X), True, ""),
+    ("integer-power-too-large-to-expand", sympy.Pow(X + 1, 4096, evaluate=False),
+     sympy.Pow(sympy.Pow(X + 1, 64, evaluate=False), 64, evaluate=False), True, ""),
+    ("hidden-zero-with-a-symbol", X, uneval(sympy.Add, X, HIDDEN_ZERO), True, ""),
+    ("wrong-trig-identity", sympy.tan(Y) ** 2 + 1, sympy.sec(Y) ** 2 + 1, False, "they differ at y="),
+    ("sin-vs-cos", sympy.sin(X), sympy.cos(X), False, "they differ at x="),
+    ("acot-is-not-pi-over-2-minus-atan", sympy.acot(X) + sympy.atan(X), sympy.pi / 2, False,
+     "they differ at x=-"),
+    ("answer-not-real-where-key-is", sympy.log(X**2), 2 * sympy.log(X), False,
+     "but the answer is not a real number there"),
+    ("tiny-difference", sympy.exp(X), sympy.exp(X) + sympy.Rational(1, 2**100), False, "they differ at x="),
+    ("huge-off-by-one", 2**P - 1, 2**P, False, "they differ at p="),
+    ("tiny-halved", 2 ** (-P), 2 ** (-P - 1), False, "they differ at p="),
+    ("huge-identity", 2 ** (P + 1) - 2, 2 * (2**P - 1), True, ""),
+    # assumptions matter
+    ("root-of-square-positive", PR, root(PR**2), True, ""),
+    ("root-of-square-real", RX, root(RX**2), False, "they differ at x=-"),
+    ("sin-pi-k-integer", uneval(sympy.sin, sympy.pi * K), 0, True, ""),
+    ("sin-pi-x-real", uneval(sympy.sin, sympy.pi * RX), 0, False, "they differ at x="),
+    ("minus-one-power-integer", sympy.Pow(-1, K), uneval(sympy.cos, sympy.pi * K), True, ""),
+    # symbols and assumptions of the answer
+    ("other-symbol", X + 1, Y + 1, False,
+     "the answer has the symbol y, which the reference does not have (its symbols: x)"),
+    ("same-name-other-assumptions", P + 1, PR + 1, False,
+     "the answer's symbol p has assumptions (positive) other than the reference's (integer positive)"),
+    ("plain-vs-real", X, RX, False, "the answer's symbol x has assumptions (real) other than"),
+    ("symbol-in-answer-to-number", F(1, 2), X / 2, False,
+     "which the reference does not have (its symbols: none)"),
+    ("float-answer", X, 1.5, False, "an expression in symbols only equals an exact value"),
+    ("non-analytic-answer", RX, sympy.Abs(RX), False, "Abs is not an analytic function"),
+    ("piecewise-answer", RX, sympy.Piecewise((RX, RX > 0), (-RX, True)), False, "not an analytic function"),
+    ("floor-answer", X, sympy.floor(X), False, "floor is not an analytic function"),
+    ("unsupported-function", X, sympy.gamma(X), False, "unsupported sympy node gamma"),
+    # the elementary functions of constants: intervals, and the prover for identities
+    ("constant-trig-identity", sympy.tan(1) ** 2 + 1, sympy.sec(1) ** 2, True, ""),
+    ("constant-inverse", sympy.asin(sympy.Rational(1, 2)), sympy.pi / 6, True, ""),
+    ("constant-sin-cos", sympy.sin(1), sympy.cos(1), False, "exact values differ"),
+    ("constant-acosh", sympy.acosh(2), sympy.log(2 + sympy.sqrt(3)), True, ""),
+    ("constant-out-of-domain", 1, uneval(sympy.asin, 2), False, "outside its real domain"),
+    ("constant-trig-argument-too-large", sympy.sin(2**300), 0, False, "too large to evaluate"),
+    # math-verify's false passes (its issues #14 and #41) and the pairs it refused
+    ("mv14-e", 1 - 1 / sympy.E, 1 + 1 / sympy.E, False, "exact values differ"),
+    ("mv14-powers", sympy.Rational(1, 2**99), sympy.Rational(1, 2**98), False, "exact values differ"),
+    ("mv14-factorials", 1 / sympy.factorial(2004), 1 / sympy.factorial(2006), False, "exact values differ"),
+    ("mv41-root", 4, 4 * sympy.sqrt(2), False, "exact values differ"),
+]
+
+
+@pytest.mark.parametrize(("expected", "actual", "ok", "fragment"),
+                         [case[1:] for case in SYMBOLIC_CASES], ids=[case[0] for case in SYMBOLIC_CASES])
+def test_symbolic_table(expected: object, actual: object, ok: bool, fragment: str) -> None:
+    verdict = compare(expected, actual, Exact())
+    assert type(verdict) is Verdict and verdict.ok is ok, verdict.reason
+    assert fragment in verdict.reason, verdict.reason
+
+
+def test_symbolic_case_ids_are_unique() -> None:
+    assert len({case[0] for case in SYMBOLIC_CASES}) == len(SYMBOLIC_CASES)
+
+
+@pytest.mark.parametrize("policy", [RTOL, CLOSE], ids=["reltol", "allclose"])
+def test_symbols_are_graded_under_exact_only(policy: object) -> None:
+    verdict = compare(X + 1, X + 1, policy)
+    assert not verdict.ok
+    assert "a value with free symbols is graded under Exact() only" in verdict.reason
+
+
+def test_the_reference_symbols_are_those_of_the_whole_reference() -> None:
+    """A leaf whose key is a constant still allows the symbols the rest of the key has."""
+    key = {"rows": [{"share": X / (X + 1), "total": 1}]}
+    total = sympy.sin(X) ** 2 + sympy.cos(X) ** 2
+    assert compare(key, {"rows": [{"share": 1 - 1 / (X + 1), "total": total}]}).ok
+    verdict = compare(key, {"rows": [{"share": X / (X + 1), "total": uneval(sympy.Add, 1, Y, -Y)}]})
+    assert not verdict.ok and verdict.path == ("rows", 0, "total")
+    assert "the answer has the symbol y" in verdict.reason
+
+
+def test_a_reference_symbol_with_two_domains_is_refused() -> None:
+    verdict = compare([X, RX], [X, RX])
+    assert not verdict.ok
+    assert "symbol x appears in the reference with two sets of assumptions" in verdict.reason
+
+
+def test_a_decoded_hostile_expression_is_decided_or_refused_in_time() -> None:
+    """The wire's worst symbolic shapes: a chain of functions as deep as the wire allows, 1000 nodes of
+    them, a power too large to expand with huge coefficients. Each is decided (a difference at a
+    point) or refused with a reason; none raises."""
+    from exactgrade import wire
+
+    chain: list = ["Symbol", "x"]
+    for index in range(60):
+        chain = [("sin", "cosh", "atan", "exp")[index % 4], chain]
+    wide = ["Add", *([("tan", "asinh", "sech")[i % 3], ["Symbol", "x"]] for i in range(499))]
+    expansions = ["Pow", ["Pow", ["Add", ["Symbol", "x"], ["Integer", 10**999]], ["Integer", 64]],
+                  ["Integer", 64]]
+    for tree in (chain, wide, expansions):
+        answer = wire.decode(f'{{"$sym":{json.dumps(tree)}}}')
+        verdict = compare(X, answer)
+        assert not verdict.ok
+        assert "they differ at x=" in verdict.reason or "could not decide" in verdict.reason, verdict.reason
+
+
+# x times LOGS_NEXT_TO_ONE (not exactly x): every point needs 40,000 logarithms at 256 bits, which no
+# machine finishes inside 1 s (see LOGS_NEXT_TO_ONE above).
+def test_the_time_limit_holds_for_symbolic_answers() -> None:
+    verdict = compare(X, sympy.Mul(X, LOGS_NEXT_TO_ONE, evaluate=False), time_limit=1)
+    assert not verdict.ok
+    assert "could not decide in time: stopped at 256 bits" in verdict.reason, verdict.reason
+
+
+def test_documented_limit_a_difference_below_the_agreement_precision_passes() -> None:
+    """The stated false-pass bound excludes differences below 2**-192 relative: this one passes."""
+    assert compare(sympy.exp(X), sympy.exp(X) + sympy.Rational(1, 2**300)).ok

@@ -70,7 +70,11 @@ def test_prompt_names_result_and_every_input(task_id):
     assert "`result`" in task.prompt and '{"rows":' in task.prompt
     for name in task.inputs:
         assert f"`{name}`" in task.prompt
-    assert "never accepted" in task.api_description and "float" in task.api_description
+    if task.category == "numerical":  # categorical answers: no exactness rules for numbers
+        assert "strings must match exactly" in task.api_description
+        assert "Every number must be exact" not in task.prompt
+    else:
+        assert "never accepted" in task.api_description and "float" in task.api_description
     assert "Units:" in task.prompt
 
 
@@ -234,9 +238,10 @@ def _schedule_warmup_off_by_one(peak_lr, min_lr, warmup_steps, decay_steps, step
      "meta['batch'] differs from inputs['batch']"),
     (lambda: broken("dl-000", category="vision"), "unknown category 'vision'"),
     # a category's check cannot be skipped by leaving meta out
-    (lambda: broken("dl-017", meta={}), "this optimisation task needs meta['optimiser']"),
-    (lambda: broken("dl-013", meta={}), "this backprop task needs meta['gradients_at' or 'forward']"),
-    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['float_cases']"),
+    (lambda: broken("dl-017", meta={}), "this optimisation task needs meta['optimiser' or 'opt_question']"),
+    (lambda: broken("dl-013", meta={}),
+     "this backprop task needs meta['gradients_at' or 'forward' or 'mlp_question']"),
+    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['float_cases' or 'float_search']"),
 ])
 def test_check_catches(make, reason):
     problems = check(make())

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import threading
 from pathlib import Path
 
 import deeplearning_env
@@ -15,6 +14,7 @@ import pytest
 import pytorch_env
 import scaling_env
 import verifiers.v1 as vf
+from sandbox_leftovers import wait_for
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.graph import MessageNode
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask
@@ -202,54 +202,58 @@ def test_tools_share_one_persistent_sandbox_with_inputs_preloaded() -> None:
     assert state.tool_calls == 3 and state.sandbox_error is None and state.sandbox_seconds > 0
 
 
-def _kill_the_zygote_soon() -> str:
-    """Model code that lets the host kill the sandbox's zygote while it sleeps: a harness death."""
-    from exactgrade.sandbox import backends
+def _kill_the_zygote(state: SandboxState) -> None:
+    """The host kills the sandbox's zygote between two calls, and its sandbox goes with it: a
+    harness death. Waited for, not timed: the next call finds the sandbox gone on any machine."""
+    from exactgrade.sandbox import backends, uids
 
-    def kill() -> None:
-        for zygote in list(backends._zygotes.values()):
-            os.kill(zygote.process.pid, signal.SIGKILL)
+    for zygote in list(backends._zygotes.values()):
+        os.kill(zygote.process.pid, signal.SIGKILL)
+        zygote.process.wait()
+    assert state.sandbox_uid is not None
+    wait_for(lambda: not uids.processes_of(state.sandbox_uid), "the sandbox to go with its zygote")
 
-    threading.Timer(1.0, kill).start()
-    return "import time\nresult = {'rows': [1]}\ntime.sleep(20)"
 
-
-# (the model's code, which state field the call leaves set, a word of it, a word of the reward's verdict)
+# (the model's code, what the host does after it, which state field the next call leaves set, a word
+# of it, a word of the reward's verdict)
 OUTCOMES = [
-    ("import os\nresult = {'rows': [1]}\nos._exit(0)", "model_fault", "the sandbox worker exited",
+    ("import os\nresult = {'rows': [1]}\nos._exit(0)", None, "model_fault", "the sandbox worker exited",
      "reason"),
-    ("result = {'rows': [1]}\nx = bytearray(2 << 30)", "model_fault", "ran out of memory", "reason"),
+    ("result = {'rows': [1]}\nx = bytearray(2 << 30)", None, "model_fault", "ran out of memory", "reason"),
     ("import _eginside.worker as w\n"
      "w.Worker.encode_result = lambda self: {'ok': True, 'wire': '{\"$frac\": 1}'}",
-     "model_fault", "read-back refused", "reason"),
-    ("class Sly:\n    def __eq__(self, o):\n        return True\nresult = {'rows': [Sly()]}", "result_error",
-     "cannot encode", "reason"),
-    (_kill_the_zygote_soon, "sandbox_error", "zygote died", "scoring_error"),
+     None, "model_fault", "read-back refused", "reason"),
+    ("class Sly:\n    def __eq__(self, o):\n        return True\nresult = {'rows': [Sly()]}", None,
+     "result_error", "cannot encode", "reason"),
+    ("result = {'rows': [1]}", _kill_the_zygote, "sandbox_error", "zygote died", "scoring_error"),
 ]
 
 
-@pytest.mark.parametrize(("code", "field", "word", "verdict"), OUTCOMES,
+@pytest.mark.parametrize(("code", "host", "field", "word", "verdict"), OUTCOMES,
                          ids=["exit", "memory", "forged read-back", "ungradeable", "zygote killed"])
-def test_deaths_the_model_causes_and_the_harness_causes_are_told_apart(dataset_dir: Path, code, field: str,
-                                                                       word: str, verdict: str) -> None:
+def test_deaths_the_model_causes_and_the_harness_causes_are_told_apart(dataset_dir: Path, code: str, host,
+                                                                       field: str, word: str,
+                                                                       verdict: str) -> None:
     """The real tool server and sandbox, then the real reward: the model's deaths score 0 with their
     reason (`ok: true`); the harness's raise HarnessFailure (verifiers marks them `ok: false`)."""
-    code = code() if callable(code) else code
 
     async def scenario() -> tuple[str, SandboxState]:
         server = ToolServer()
         state = SandboxState(inputs_wire=wire.encode({}), profile="python")
-        output = await server.call(state, "execute_code", code)
+        await server.call(state, "execute_code", code)
+        if host is not None:
+            host(state)
         after = await server.call(state, "execute_code", "print('still here')")
         await server.toolset.close()
-        return output + after, state
+        return after, state
 
-    output, state = asyncio.run(scenario())
+    after, state = asyncio.run(scenario())
     fields = {"model_fault": state.model_fault, "result_error": state.result_error,
               "sandbox_error": state.sandbox_error}
     assert {name for name, value in fields.items() if value is not None} == {field}, fields
     assert word in fields[field]
-    assert ("the sandbox is gone" in output) == (field != "result_error")
+    # the call after the death tells the model it has no sandbox ("died" or "is gone")
+    assert after.startswith("error: the sandbox ") == (field != "result_error"), after
     task = load("scaling", dataset_dir)[0]
     trace = trace_for(task, state, [("execute_code", json.dumps({"code": code}))] * 2)
     if verdict == "scoring_error":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sandbox_leftovers import (
+    HANG_GUARD,
     alive,
     children,
     held_uids,
@@ -63,7 +64,7 @@ def busy_worker(vf_eval: subprocess.Popen, out: Path, done: int, seen: set[int])
         seen.update(held)
         return found if held and children(found[1]) and len(episodes(out)) >= done else None
 
-    return wait_for(ready, "a worker holding sandboxes", 400)
+    return wait_for(ready, "a worker holding sandboxes")
 
 
 @pytest.mark.parametrize("backend", ["landlock", "namespaces"])
@@ -77,13 +78,14 @@ def test_sigterm_to_the_tool_server_mid_eval_leaves_nothing(reference_url: str, 
         supervisor, worker = busy_worker(vf_eval, tmp_path, 0, seen)
         zygotes = children(worker)
         seen |= held_uids(worker)
-        assert stop_like_verifiers(supervisor) is not None, "not stopped within verifiers' grace period"
+        # stopping, not its speed, is tested (a benchmark measures it against verifiers' STOP_GRACE)
+        assert stop_like_verifiers(supervisor, grace=HANG_GUARD) is not None, "not stopped after SIGTERM"
         assert not alive(worker)
         assert leftovers(seen) == {}
-        wait_for(lambda: not any(alive(z) for z in zygotes), "the zygotes to exit", 30)
+        wait_for(lambda: not any(alive(z) for z in zygotes), "the zygotes to exit")
         # The rest of the eval only retries a server that is gone: stop it rather than wait it out.
         vf_eval.terminate()
-        vf_eval.wait(120)
+        vf_eval.wait(HANG_GUARD)
     finally:
         if vf_eval.poll() is None:
             vf_eval.kill()
@@ -97,7 +99,7 @@ def test_a_crashed_tool_server_costs_only_the_rollouts_in_flight(reference_url: 
         seen: set[int] = set()
         _, worker = busy_worker(vf_eval, tmp_path, 2, seen)
         os.kill(worker, signal.SIGKILL)
-        assert vf_eval.wait(400) == 0
+        assert vf_eval.wait(HANG_GUARD) == 0
     finally:
         if vf_eval.poll() is None:
             vf_eval.kill()

@@ -9,13 +9,16 @@ import math
 from fractions import Fraction
 
 import pytest
+import sympy
 
 from exactgrade.compare import compare
 from exactgrade.domains.deeplearning.common import EXACTNESS as DEEPLEARNING_TEXT
 from exactgrade.domains.pytorch.common import API_DESCRIPTION as PYTORCH_TEXT
 from exactgrade.policy import AllClose, Exact, RelTol
 from exactgrade.sandbox import ResultNotEncodable, Sandbox, backends
+from exactgrade.task import TaskDef, materialise
 from exactgrade.values import TensorValue
+from exactgrade.verify import round_trip_problem
 
 ALLCLOSE = AllClose(rtol=1e-5, atol=1e-7)
 REL = RelTol(1e-9)
@@ -107,11 +110,11 @@ TORCH_ONLY = [
 ]
 
 
-def _sandbox(profile: str):
+def _sandbox(profile: str, inputs: dict | None = None):
     found = backends.probe()
     if all(found.unavailable(b) is not None for b in ("namespaces", "landlock")):
         pytest.skip(f"no isolating backend here (namespaces: {found.namespaces}; landlock: {found.landlock})")
-    return Sandbox(profile=profile)
+    return Sandbox(inputs, profile=profile)
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +174,72 @@ def test_the_prompts_tell_the_truth_about_numpy(torch_sandbox, python_sandbox) -
     assert "numpy is not installed" in DEEPLEARNING_TEXT
     assert torch_sandbox.execute_code("import numpy\nprint(numpy.zeros(2).sum())") == "0.0\n"
     assert "No module named 'numpy'" in python_sandbox.execute_code("import numpy")
+
+
+# -- answers with free symbols (issue 20): symbols are declared as inputs, preloaded by name --------
+
+P, M = sympy.symbols("p m", positive=True, integer=True)
+BUBBLE = (P - 1) / (M + P - 1)
+
+
+def bubble_fraction(p, m):
+    return (p - 1) / (m + p - 1)
+
+
+SYMBOLIC_TASK = TaskDef(
+    id="sc-symbolic-example", category="pipeline", inputs={"p": P, "m": M}, reference=bubble_fraction,
+    render=lambda inputs: ("The symbols p and m are preloaded as sympy Symbols (positive integers; "
+                           "sympy.symbols('p m', positive=True, integer=True) makes the same ones). "
+                           "Set `result` to the bubble fraction as a sympy expression in p and m."),
+    api_description="", policy=Exact())
+
+# (code that leaves `result`, passes?, a word of the reason)
+SYMBOLIC = [
+    ("result = (p - 1) / (p + m - 1)", True, "passed"),
+    ("result = 1 - m / (p + m - 1)", True, "passed"),
+    ("import sympy\nq, n = sympy.symbols('p m', positive=True, integer=True)\nresult = (q - 1) / (q + n - 1)",
+     True, "passed"),
+    ("import sympy\nq, n = sympy.symbols('p m', integer=True, positive=True)\nresult = (q - 1) / (q + n - 1)",
+     True, "passed"),
+    ("result = (p - 1) / (p + m)", False, "they differ at"),
+    ("result = p / (p + m - 1)", False, "they differ at"),
+    ("import sympy\nq = sympy.Symbol('p', positive=True)\nresult = (q - 1) / (q + m - 1)", False,
+     "the answer's symbol p has assumptions (positive) other than the reference's (integer positive)"),
+    ("import sympy\nq = sympy.Symbol('p')\nresult = (q - 1) / (q + m - 1)", False,
+     "the answer's symbol p has assumptions (no assumptions)"),
+    ("import sympy\nk = sympy.Symbol('k', positive=True, integer=True)\nresult = (k - 1) / (k + m - 1)",
+     False,
+     "the answer has the symbol k, which the reference does not have (its symbols: m, p)"),
+    ("import sympy\nresult = sympy.Abs(p - 1) / (p + m - 1)", True, "passed"),  # sympy drops Abs: p >= 1
+    ("import sympy\nx = sympy.Symbol('x', real=True)\nresult = sympy.Abs(x)", False,
+     "sympy node Abs is not allowed: a non-analytic function"),
+    ("import sympy\nresult = sympy.floor(p / m)", False, "sympy node floor is not allowed: a non-analytic"),
+    ("import sympy\nresult = sympy.Piecewise((p, p > m), (m, True))", False,
+     "sympy node Piecewise is not allowed: a non-analytic"),
+    ("result = (p - 1.0) / (p + m - 1)", False, "sympy node Float is not allowed"),
+    ("import sympy\nresult = sympy.Dummy('p')", False, "sympy node Dummy is not allowed"),
+]
+
+
+@pytest.fixture(scope="module")
+def symbolic_sandbox():
+    with _sandbox("python", {"p": P, "m": M}) as sb:
+        yield sb
+
+
+@pytest.mark.parametrize(("code", "ok", "reason"), SYMBOLIC,
+                         ids=[row[0].splitlines()[-1][:60] for row in SYMBOLIC])
+def test_symbolic_answers_read_back(symbolic_sandbox, code, ok, reason) -> None:
+    passed, why = _grade(symbolic_sandbox, code, BUBBLE, Exact())
+    assert passed is ok, why
+    assert reason in why
+
+
+def test_a_task_declares_its_symbols_as_inputs(symbolic_sandbox) -> None:
+    """The reference gets the declared Symbols as arguments; its key is a sympy expression in them;
+    the reference program run in the sandbox (symbols preloaded by name) reproduces it."""
+    task = materialise(SYMBOLIC_TASK, "scaling", "python")
+    assert task.expected == BUBBLE
+    assert round_trip_problem(task.expected) is None
+    symbolic_sandbox.execute_code(task.program)
+    assert compare(task.expected, symbolic_sandbox.result(), task.policy).ok

@@ -161,9 +161,12 @@ def test_kernel_surface_is_reduced(sandbox):
     code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
             "print('unshare', libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))\n"
             "print('ptrace', libc.ptrace(0, 0, 0, 0), os.strerror(ctypes.get_errno()))\n"
+            "try:\n    os.sched_setaffinity(0, {0})\n"
+            "except OSError as e:\n    print('setaffinity', e.strerror)\n"
             "print(open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\n")
     out = sandbox.execute_code(code)
-    assert out == "unshare -1 Operation not permitted\nptrace -1 Operation not permitted\n1\n"
+    assert out == ("unshare -1 Operation not permitted\nptrace -1 Operation not permitted\n"
+                   "setaffinity Operation not permitted\n1\n")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

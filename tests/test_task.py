@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from exactgrade import wire
+from exactgrade import get_task, wire
 from exactgrade.policy import Exact
 from exactgrade.task import (
     DOMAINS,
@@ -15,7 +15,6 @@ from exactgrade.task import (
     Task,
     TaskDef,
     UnknownTask,
-    get_task,
     materialise,
     preload,
     run_program,

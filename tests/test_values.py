@@ -7,6 +7,7 @@ import math
 from fractions import Fraction
 
 import pytest
+import sympy
 import torch
 
 from exactgrade import TensorValue
@@ -105,6 +106,11 @@ TYPED_EQUAL_CASES = [
     ({"a": [Fraction(1, 2)]}, {"a": [Fraction(2, 4)]}, True),
     (TensorValue("float32", (1,), (1.0,)), TensorValue("float64", (1,), (1.0,)), False),
     (TensorValue("int64", (2, 1), (1, 2)), TensorValue("int64", (1, 2), (1, 2)), False),
+    # symbols: the same name and domain, however the assumptions were spelled (sympy's own equality)
+    (sympy.Symbol("p", positive=True), sympy.Symbol("p", positive=True, real=True), True),
+    (sympy.Symbol("p", positive=True), sympy.Symbol("p"), False),
+    (sympy.Symbol("p", positive=True), sympy.Symbol("q", positive=True), False),
+    (sympy.Symbol("x") + 1, 1 + sympy.Symbol("x"), True),
 ]
 
 

@@ -7,13 +7,17 @@ verify runs them in-process and in two fresh processes exactly as it runs the re
 from __future__ import annotations
 
 import math
+import queue
 import subprocess
 import sys
+import tempfile
+import threading
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
-from exactgrade import wire
+from exactgrade import verify, wire
 from exactgrade.policy import Exact, RelTol
 from exactgrade.task import TaskDef
 from exactgrade.values import TensorValue
@@ -303,3 +307,33 @@ def test_pytorch_without_torch_is_not_verified_and_says_how_to_install():
     assert "pytorch: NOT VERIFIED: torch is not installed" in done.stdout
     assert "pip install torch==2.13.0" in done.stdout
     assert "pytorch: 0/45 passed" in done.stdout
+
+
+def _start(code: str) -> tuple[subprocess.Popen[str], queue.Queue[str | None], Any]:
+    stderr = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=stderr, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=verify._pump, args=(process.stdout, lines), daemon=True).start()
+    return process, lines, stderr
+
+
+# (what the fresh process does before its first reply, why it did not start; None: it started)
+STARTS = [
+    (f"print({verify.READY!r}, flush=True)", None),
+    ("import sys\nprint('oops', file=sys.stderr)\nsys.exit(4)", "the process died (exit status 4): oops"),
+    ("print('hello', flush=True)", "unreadable start 'hello\\n'"),
+    ("import time\ntime.sleep(10**6)", "the process did not start within 0.5 s"),  # cannot start in time
+]
+
+
+@pytest.mark.parametrize(("code", "why"), STARTS, ids=["ready", "died", "garbage", "never ready"])
+def test_a_fresh_process_that_does_not_start_is_told_apart_from_a_slow_task(monkeypatch, code, why):
+    monkeypatch.setattr(verify, "START_TIMEOUT", 0.5)
+    process, lines, stderr = _start(code)
+    try:
+        outcome = verify._start_failure(process, lines, stderr)
+    finally:
+        process.kill()
+        process.wait()
+        stderr.close()
+    assert (None if outcome is None else outcome.error) == why

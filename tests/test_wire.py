@@ -16,6 +16,9 @@ import torch
 
 from exactgrade import TensorValue, wire
 
+P, M = sympy.symbols("p m", positive=True, integer=True)
+Y = sympy.Symbol("y", real=True)
+
 # (id, value, canonical text)
 ROUND_TRIPS = [
     ("none", None, "null"),
@@ -42,6 +45,21 @@ ROUND_TRIPS = [
     ("sympy-constants", sympy.pi + sympy.E, '{"$sym":["Add",["E"],["pi"]]}'),
     ("sympy-exp", sympy.exp(sympy.Rational(1, 3)), '{"$sym":["exp",["Rational",1,3]]}'),
     ("sympy-unevaluated", sympy.Mul(2, 3, evaluate=False), '{"$sym":["Mul",["Integer",2],["Integer",3]]}'),
+    ("sympy-symbols", (P - 1) / (M + P - 1),
+     '{"$sym":["Mul",["Pow",["Add",["Integer",-1],["Symbol","m","integer","positive"],'
+     '["Symbol","p","integer","positive"]],["Integer",-1]],["Add",["Integer",-1],'
+     '["Symbol","p","integer","positive"]]]}'),
+    ("sympy-symbol-no-assumptions", sympy.Symbol("x"), '{"$sym":["Symbol","x"]}'),
+    ("sympy-symbol-real", sympy.Symbol("x_1", real=True), '{"$sym":["Symbol","x_1","real"]}'),
+    ("sympy-symbol-integer", sympy.Symbol("k", integer=True), '{"$sym":["Symbol","k","integer"]}'),
+    ("sympy-symbol-nonpositive", sympy.Symbol("t", nonpositive=True),
+     '{"$sym":["Symbol","t","nonpositive"]}'),
+    ("sympy-symbol-nonnegative-integer", sympy.Symbol("n", integer=True, nonnegative=True),
+     '{"$sym":["Symbol","n","integer","nonnegative"]}'),
+    ("sympy-trig", sympy.tan(Y) ** 2 + 1,
+     '{"$sym":["Add",["Integer",1],["Pow",["tan",["Symbol","y","real"]],["Integer",2]]]}'),
+    ("sympy-reciprocal-trig", sympy.sec(sympy.Rational(1, 3)), '{"$sym":["sec",["Rational",1,3]]}'),
+    ("sympy-inverse-hyperbolic", sympy.acosh(P), '{"$sym":["acosh",["Symbol","p","integer","positive"]]}'),
     ("tensor", TensorValue("float32", (2, 2), (1.0, math.nan, -0.0, math.inf)),
      '{"$tensor":{"data":[1.0,{"$float":"nan"},-0.0,{"$float":"inf"}],"dtype":"float32","shape":[2,2]}}'),
     ("int-tensor", TensorValue("int8", (3,), (-128, 0, 127)),
@@ -131,8 +149,23 @@ ENCODE_REJECTS = [
     ("complex", 1j, "complex"),
     ("object", object(), "object"),
     ("sympy-float", sympy.Float(1.5), "sympy node Float is not allowed"),
-    ("sympy-symbol", sympy.Symbol("x") + 1, "is not allowed"),
-    ("sympy-sin", sympy.sin(1), "sympy node sin is not allowed"),
+    ("sympy-dummy", sympy.Dummy("x") + 1, "sympy node Dummy is not allowed"),
+    ("sympy-symbol-zero", sympy.Symbol("x", zero=True), "symbol x has assumptions the wire cannot carry"),
+    ("sympy-symbol-prime", sympy.Symbol("q", prime=True), "symbol q has assumptions the wire cannot carry"),
+    ("sympy-symbol-complex-nonzero", sympy.Symbol("z", nonzero=True), "cannot carry"),
+    ("sympy-symbol-noncommutative", sympy.Symbol("a", commutative=False), "cannot carry"),
+    ("sympy-symbol-name-not-identifier", sympy.Symbol("x y"), "must be an identifier"),
+    ("sympy-symbol-name-too-long", sympy.Symbol("x" * 33), "at most 32 characters"),
+    ("sympy-symbol-two-domains", sympy.Add(sympy.Symbol("x"), sympy.Symbol("x", real=True)),
+     "symbol x appears with two sets of assumptions"),
+    ("sympy-too-many-symbols", sympy.Add(*sympy.symbols("s0:17")), "more than 16 symbols"),
+    ("sympy-abs", sympy.Abs(sympy.Symbol("x")), "sympy node Abs is not allowed: a non-analytic function"),
+    ("sympy-floor", sympy.floor(sympy.Symbol("x")), "sympy node floor is not allowed: a non-analytic"),
+    ("sympy-sign", sympy.sign(sympy.Symbol("x")), "sympy node sign is not allowed: a non-analytic"),
+    ("sympy-piecewise", sympy.Piecewise((1, sympy.Symbol("x") > 0), (0, True)),
+     "sympy node Piecewise is not allowed: a non-analytic"),
+    ("sympy-unlisted-function", sympy.gamma(sympy.Symbol("x")),
+     "sympy node gamma is not allowed in the wire"),
     ("sympy-imaginary", sympy.I, "ImaginaryUnit"),
     ("sympy-subclass", SneakyAdd(sympy.pi, 1), "SneakyAdd"),
     ("non-str-key", {1: 2}, "dict keys must be str"),
@@ -207,7 +240,49 @@ DECODE_REJECTS = [
     ("tensor-shape-float", _tensor("float32", [1.0], [1.0]), "non-negative ints"),
     ("tensor-nested-data", _tensor("float32", [1], [[1.0]]), "float tensor data must be floats"),
     ("tensor-missing-key", json.dumps({"$tensor": {"dtype": "float32", "data": []}}), '"dtype": ...'),
-    ("sympy-symbol", _sym(["Symbol", "x"]), "sympy node 'Symbol' is not allowed"),
+    ("sympy-symbol-unsorted-assumptions", _sym(["Symbol", "x", "positive", "integer"]),
+     "symbol x has assumptions ['positive', 'integer']; expected"),
+    ("sympy-symbol-real-and-sign", _sym(["Symbol", "x", "positive", "real"]), "expected none, real"),
+    ("sympy-symbol-integer-real", _sym(["Symbol", "x", "integer", "real"]), "expected none, real"),
+    ("sympy-symbol-repeated-assumption", _sym(["Symbol", "x", "integer", "integer"]), "expected none"),
+    ("sympy-symbol-unknown-assumption", _sym(["Symbol", "x", "prime"]), "expected none, real"),
+    ("sympy-symbol-assumption-not-string", _sym(["Symbol", "x", True]), "expected none, real"),
+    ("sympy-symbol-two-signs", _sym(["Symbol", "x", "negative", "positive"]), "expected none, real"),
+    ("sympy-symbol-no-name", _sym(["Symbol"]), '["Symbol", name, assumption...]'),
+    ("sympy-symbol-name-not-string", _sym(["Symbol", 1]), "must be an identifier"),
+    ("sympy-symbol-name-code", _sym(["Symbol", "__import__('os')"]), "must be an identifier"),
+    ("sympy-symbol-name-underscore", _sym(["Symbol", "_x"]), "must be an identifier"),
+    ("sympy-symbol-name-too-long", _sym(["Symbol", "x" * 33]), "at most 32 characters"),
+    ("sympy-symbol-two-domains", _sym(["Add", ["Symbol", "x"], ["Symbol", "x", "real"]]),
+     "symbol x appears with two sets of assumptions"),
+    ("sympy-too-many-symbols", _sym(["Add"] + [["Symbol", f"s{i}"] for i in range(17)]),
+     "more than 16 symbols"),
+    ("sympy-abs", _sym(["Abs", ["Symbol", "x"]]), "sympy node 'Abs' is not allowed: a non-analytic function"),
+    ("sympy-piecewise", _sym(["Piecewise", ["Symbol", "x"]]), "'Piecewise' is not allowed: a non-analytic"),
+    ("sympy-function-arity", _sym(["sin", ["Integer", 1], ["Integer", 2]]), "sin takes 1 arguments, got 2"),
+    ("sympy-function-no-argument", _sym(["tan"]), "tan takes 1 arguments, got 0"),
+    # one spelling per value: an escaped "$$float" is a plain dict, never a float, wherever it is
+    ("tensor-escaped-float-tag", _tensor("float32", [1], [{"$$float": "nan"}]),
+     "float tensor data must be floats"),
+    ("tensor-escaped-float-tag-inf", _tensor("float64", [2], [1.0, {"$$float": "inf"}]),
+     "float tensor data must be floats"),
+    ("tensor-fraction-in-float", _tensor("float32", [1], [{"$frac": "1/2"}]),
+     "float tensor data must be floats"),
+    ("tensor-escaped-frac-in-int", _tensor("int64", [1], [{"$$frac": "1/1"}]),
+     "int64 tensor data must be ints"),
+    ("tensor-tagged-body", json.dumps({"$tensor": {"$$dtype": "float32", "shape": [0], "data": []}}),
+     '"dtype": ...'),
+    ("tensor-body-is-a-tag", json.dumps({"$tensor": {"$float": "nan"}}), '"dtype": ...'),
+    ("tensor-dtype-is-a-tag", json.dumps({"$tensor": {"dtype": {"$sym": ["pi"]}, "shape": [0], "data": []}}),
+     "unknown tensor dtype"),
+    ("tensor-shape-has-a-tag", _tensor("bool", [{"$frac": "1/1"}], [True]), "non-negative ints"),
+    ("frac-body-is-escaped-dict", json.dumps({"$frac": {"$$frac": "1/2"}}), '"n/d"'),
+    ("float-body-is-a-tag", json.dumps({"$float": {"$float": "nan"}}), '"nan", "inf" or "-inf"'),
+    ("sympy-node-is-a-tag", json.dumps({"$sym": {"$sym": ["pi"]}}), "a $sym node must be a list"),
+    ("sympy-argument-is-a-tag", _sym(["Add", {"$sym": ["pi"]}, ["E"]]), "a $sym node must be a list"),
+    ("sympy-argument-is-escaped-dict", _sym(["Add", {"$$sym": ["pi"]}, ["E"]]), "a $sym node must be a list"),
+    ("sympy-integer-is-a-tag", _sym(["Integer", {"$frac": "2/1"}]), "must be JSON integers"),
+    ("sympy-symbol-name-is-a-tag", _sym(["Symbol", {"$$x": 1}]), "must be an identifier"),
     ("sympy-float", _sym(["Float", "1.5"]), "sympy node 'Float' is not allowed"),
     ("sympy-function-call", _sym(["__import__", "os"]), "is not allowed"),
     ("sympy-string-payload", _sym("log(2)"), 'a $sym node must be a list'),
@@ -252,6 +327,20 @@ def test_decode_rejects(payload: str, fragment: str) -> None:
     message = str(error.value)
     assert fragment in message
     assert "\n" not in message and len(message) < 300
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ('{"$$float":"nan"}', {"$float": "nan"}),
+    ('[{"$$float":"nan"}]', [{"$float": "nan"}]),
+    ('{"a":{"$$tensor":{"data":[true],"dtype":"bool","shape":[]}}}',
+     {"a": {"$tensor": {"dtype": "bool", "shape": [], "data": [True]}}}),
+    ('{"$$sym":["pi"]}', {"$sym": ["pi"]}),
+], ids=["top-level", "in-a-list", "tensor-lookalike", "sym-lookalike"])
+def test_an_escaped_tag_is_a_plain_dict_outside_tagged_bodies(text: str, value: object, typed_equal) -> None:
+    """Issue 22 item 1: `$$tag` is the escape of a plain key; it decodes as that dict, and only there
+    (inside a tagged body it is refused: see DECODE_REJECTS)."""
+    assert typed_equal(wire.decode(text), value)
+    assert wire.encode(value) == text
 
 
 def test_escapes_make_a_long_literal_short_enough() -> None:

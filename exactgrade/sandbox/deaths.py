@@ -18,9 +18,9 @@ The evidence, read in this order:
 5. landlock / unsafe backends: the worker is the jail, so nothing but its own code or the zygote's
    end (2) kills it while the host holds it     -> model
 
-Timeouts and protocol violations after model code ran are the model's too (sandbox.py says so
-where it detects them); a host overloaded enough to miss a deadline is the one case this gets
-wrong, and a CPU bound per sandbox keeps neighbours from causing it.
+Timeouts, protocol violations and a blown disk budget after model code ran are the model's too
+(sandbox.py says so where it detects them). A call limit is charged in the sandbox's own time,
+not the host's (calltime.py): a call the host starved until the wall-clock cap is the harness's.
 """
 
 from __future__ import annotations

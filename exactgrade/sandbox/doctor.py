@@ -11,6 +11,10 @@ import sys
 
 HELP = "report the sandbox backend in use on this machine and what it guarantees"
 
+CALL_LIMIT = ("call limit in the sandbox's own time: wall time minus the time the host kept it from a CPU "
+              "(cgroup PSI 'full' less its own quota throttling), enforced by the host killing the sandbox "
+              "however the reply is trickled; a call the host starves to wall_factor x call_timeout of wall "
+              "time is a harness failure (flagged), not a wrong answer; RLIMIT_CPU per process")
 GUARANTEES = {
     "namespaces": [
         "own mount namespace: only the system view (/usr/bin, /usr/sbin, /usr/libexec, /usr/lib*, "
@@ -27,9 +31,10 @@ GUARANTEES = {
         "oom_score_adj 1000: a host-wide OOM kills sandbox processes first (its floor is raised only where "
         "root has CAP_SYS_RESOURCE; without it model code can set it back to 0, never lower)",
         "memory, process and CPU limits via a per-sandbox cgroup: 1 CPU during a call, 1% of one between "
-        "calls; the three tmpfs (/work, /tmp, /dev/shm) share one budget of the memory limit",
-        "wall-clock limit per call enforced by the host killing the sandbox, however the reply is trickled; "
-        "RLIMIT_CPU per process",
+        "calls",
+        "disk: the three tmpfs (/work, /tmp, /dev/shm) share one budget of disk_bytes and max_files inodes "
+        "(also charged to the memory cgroup); a full tmpfs ends the sandbox as the model's fault",
+        CALL_LIMIT,
         "cleanup: the cgroup (or the uid) is killed and the pid namespace collapses on close()",
     ],
     "landlock": [
@@ -43,10 +48,16 @@ GUARANTEES = {
         "oom_score_adj 1000 with its floor raised (the sandbox cannot lower it)",
         "memory, process and CPU limits via a per-sandbox cgroup; without one only if asked for "
         "(use_cgroups=False): RLIMIT_AS/RLIMIT_NPROC, no CPU bound",
+        "disk: the work dir is on the host disk; RLIMIT_FSIZE caps each file and the host walks the work dir "
+        "(and the deleted files the sandbox holds open or mapped) at most every 50 ms while a call runs and "
+        "after it: over disk_bytes or max_files the sandbox is killed as the model's fault and its work dir "
+        "deleted. NOT exact: it can overshoot by what it writes between two walks (tens of MiB measured, "
+        "see BENCHMARKS.md)",
+        CALL_LIMIT + "; without a cgroup: the worker's own run-queue delay, as long as no other process "
+        "of the sandbox used CPU",
         "NOT guaranteed: no pid namespace (host pids can be probed with kill(pid, 0): EPERM vs ESRCH; "
-        "/proc itself is denied except cpuinfo); the work dir is on the host disk (RLIMIT_FSIZE caps each "
-        "file, not the total); processes started by model code that outlive a crashed host are only reaped "
-        "when their uid slot is reused, unless cgroups are available",
+        "/proc itself is denied except cpuinfo); processes started by model code that outlive a crashed "
+        "host are only reaped when their uid slot is reused, unless cgroups are available",
     ],
     "unsafe": [
         "NOTHING: the code can read host files, use the network and signal host processes of its uid",
@@ -105,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     cgroup_text = (f"per-sandbox v{cgroups.version()} memory + pids + cpu" if found.cgroups is None
                    else f"NO: {found.cgroups}")
     print(f"cgroups:    {cgroup_text}")
+    psi = cgroups.psi_reason()
+    print(f"call clock: {'own time (PSI cpu.pressure per sandbox)' if psi is None else 'wall time: ' + psi}")
     for backend in ("namespaces", "landlock"):
         reason = found.unavailable(backend)
         print(f"backend {backend:<10} {'available' if reason is None else 'unavailable: ' + reason}")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from exactgrade import wire
-from exactgrade.sandbox import backends, cgroups, deaths, uids, workdirs
+from exactgrade.sandbox import backends, calltime, cgroups, deaths, disk, uids, workdirs
 from exactgrade.sandbox.errors import Death, NoResult, ResultNotEncodable, SandboxDied, SandboxUnavailable
 from exactgrade.sandbox.runtime import default_state_dir, ensure_runtime
 
@@ -41,23 +41,31 @@ _MIN_BYTES_PER_READ = 1024
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes)."""
+    """Resource limits of one sandbox (defaults from the issue: 30 s per call, 1 GiB, 64 processes).
 
-    call_timeout: float = 30.0  # wall clock per call, enforced by the host killing the sandbox
-    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without); also the one tmpfs budget
+    call_timeout is charged in the sandbox's own time (calltime.py): a call the host starves runs
+    on until call_timeout * wall_factor of wall time, then dies as the harness's failure."""
+
+    call_timeout: float = 30.0  # the sandbox's own time per call: wall time minus what the host took
+    memory_bytes: int = 1 << 30  # memory cgroup (RLIMIT_AS without)
     max_processes: int = 64  # pids cgroup (RLIMIT_NPROC of the sandbox's own uid without cgroups)
     cpu_seconds: int = 600  # RLIMIT_CPU of each process of the sandbox
     cpus: float = 1.0  # CFS quota of the sandbox's cpu cgroup, in CPUs (no bound without cgroups)
     max_output: int = 16 * 1024  # bytes of stdout+stderr returned per call
     max_result_bytes: int = 1 << 20  # encoded size of `result`
-    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE
+    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE (at most disk_bytes)
     max_code_bytes: int = 1 << 20  # size of one code/command string
+    wall_factor: float = 4.0  # wall-clock cap per call, in call_timeouts: past it the host starved it
+    disk_bytes: int = 1 << 30  # all the sandbox may hold in files (disk.py): tmpfs, or host work dir
+    max_files: int = 10_000  # files, dirs and links it may hold (tmpfs inodes, or counted)
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             if type(value) not in (int, float) or value <= 0:
                 raise ValueError(f"Limits.{name}={value!r} must be a positive number")
+        if self.wall_factor < 1:
+            raise ValueError(f"Limits.wall_factor={self.wall_factor!r} must be at least 1")
 
 
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -157,6 +165,9 @@ class Sandbox:
         self._cgroup: cgroups.SandboxCgroup | None = None
         self._use_cgroups = use_cgroups
         self._workdir: Path | None = None
+        self._clock: calltime.Clock = calltime.Clock()
+        self._disk: disk.DiskBudget | None = None
+        self.last_call: calltime.CallTime | None = None  # how long the last call took, and whose time
         self._request_fd = self._reply_fd = self._status_fd = -1
         self._buffer = bytearray()  # reply bytes read but not yet consumed
         self._max_line = max(self.limits.max_result_bytes, 6 * self.limits.max_output) + 4096
@@ -170,6 +181,8 @@ class Sandbox:
             self._zygote = zygote = backends.zygote_for(self.backend, profile, runtime)
             self._start_worker(zygote, state)
             self._call({"op": "init", "inputs": inputs_text})
+            if self.backend == "namespaces" and self._disk is not None:
+                self._disk.hold_tmpfs(self._pids())
         except BaseException:
             self.close()
             raise
@@ -246,8 +259,10 @@ class Sandbox:
             "mode": self.backend, "uid": self.uid, "gid": self.uid, "profile": self.profile,
             "workdir": workdir, "env": env, "cgroup": self._cgroup is not None,
             "cpu_seconds": int(self.limits.cpu_seconds), "memory_bytes": self.limits.memory_bytes,
-            "max_processes": self.limits.max_processes, "max_file_bytes": self.limits.max_file_bytes,
-            "tmpfs_bytes": self.limits.memory_bytes, "max_output": self.limits.max_output,
+            "max_processes": self.limits.max_processes,
+            "max_file_bytes": min(self.limits.max_file_bytes, self.limits.disk_bytes),
+            "tmpfs_bytes": self.limits.disk_bytes, "tmpfs_inodes": self.limits.max_files,
+            "max_output": self.limits.max_output,
             "max_reply": self.limits.max_result_bytes,
             "read_paths": [paths["prefix"], paths["site"], paths["lib"]]
             + (backends.system_view().landlock_paths() if self.backend == "landlock" else []),
@@ -258,13 +273,29 @@ class Sandbox:
         self._request_fd, self._reply_fd, self._status_fd = request_w, reply_r, status_r
         child_fds = [request_r, reply_w, status_w] + (self._cgroup.procs_fds() if self._cgroup else [])
         try:
-            zygote.fork(spec, child_fds)
+            pid = zygote.fork(spec, child_fds)
         finally:
             for fd in child_fds:
                 os.close(fd)
+        if self._cgroup is not None and self._cgroup.cpu_waits() is not None:
+            self._clock = calltime.CgroupClock(self._cgroup)
+        elif self.backend != "namespaces":  # no cgroup, or no PSI for it; the zygote's pids are the host's
+            self._clock = calltime.WorkerClock(pid, self.uid)
+        self._disk = disk.DiskBudget(self._workdir, self.limits.disk_bytes, self.limits.max_files,
+                                     spec["max_file_bytes"])
         os.set_blocking(self._request_fd, False)
         os.set_blocking(self._reply_fd, False)
         os.set_blocking(self._status_fd, False)
+
+    def _pids(self) -> set[int]:
+        return self._cgroup.pids() if self._cgroup is not None else set(uids.processes_of(self.uid))
+
+    def _check_disk(self, deep: bool) -> None:
+        """End the sandbox (its own fault) if it holds more on disk than its budget."""
+        found = self._disk.over(self._pids, deep) if self._disk is not None else None
+        if found is not None:
+            self._die(f"the sandbox wrote more than its disk budget ({self.limits.disk_bytes} bytes, "
+                      f"{self.limits.max_files} files) and was killed", found)
 
     def _teardown(self) -> None:
         # Kill first, close the pipes after: a call blocked in another thread then wakes on EOF.
@@ -274,6 +305,8 @@ class Sandbox:
             if fd >= 0:
                 os.close(fd)
         self._request_fd = self._reply_fd = self._status_fd = -1
+        if self._disk is not None:
+            self._disk.close()
         if self._workdir is not None:
             try:
                 workdirs.remove_tree(self._workdir)
@@ -315,7 +348,6 @@ class Sandbox:
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         if self._death is not None:
             raise SandboxDied(self._death)
-        deadline = time.monotonic() + self.limits.call_timeout
         if self._buffer or self._readable(0):  # between calls the channel must be silent
             try:
                 stray = self._buffer or os.read(self._reply_fd, 1)
@@ -330,22 +362,43 @@ class Sandbox:
         line = json.dumps({"id": request_id, **request}) + "\n"
         if self._cgroup is not None:
             self._cgroup.limit_cpu(self.limits.cpus)
-        self._send(line.encode("utf-8", "surrogatepass"), deadline)
-        line = self._read_line(deadline, request["op"])
+        budget = calltime.Budget(self._clock, self.limits.call_timeout, self.limits.wall_factor)
+        self._send(line.encode("utf-8", "surrogatepass"), budget, request["op"])
+        line = self._read_line(budget, request["op"])
+        self.last_call = budget.time()
         if self._cgroup is not None:  # between calls processes left running get almost no CPU: 60
             self._cgroup.limit_cpu(cgroups.IDLE_CPUS)  # busy loops must not slow other sandboxes
+        self._check_disk(deep=request["op"] in ("exec", "bash"))
         return self._check_reply(line, request_id)
 
     def _readable(self, timeout: float) -> bool:
         return _wait_for(self._reply_fd, select.POLLIN, timeout)
 
-    def _send(self, data: bytes, deadline: float) -> None:
+    def _wait(self, fd: int, event: int, budget: calltime.Budget, op: str, what: str) -> bool:
+        """Wait for `event` on fd within the call's budget, polling the disk budget meanwhile; dies
+        when either is spent."""
+        while True:
+            remaining = budget.remaining()
+            if remaining <= 0:
+                self._time_out(budget, op, what)
+            if _wait_for(fd, event, min(remaining, disk.POLL)):
+                return True
+            self.last_call = budget.time()
+            self._check_disk(deep=False)
+
+    def _time_out(self, budget: calltime.Budget, op: str, what: str) -> NoReturn:
+        self.last_call = budget.time()
+        evidence = budget.evidence() + deaths.pids_evidence(self._cgroup)
+        limit = f"{self.limits.call_timeout:g} s"
+        if budget.spent() == "harness":  # starved: whatever model code ran, this is not its failure
+            self._end(Death(f"{op} was starved by the host: it got less than {limit} of its own time "
+                            f"in {budget.cap:g} s of wall time; the sandbox was killed", "harness", evidence))
+        self._die(f"{op} timed out after {limit}{what}; the sandbox was killed", evidence)
+
+    def _send(self, data: bytes, budget: calltime.Budget, op: str) -> None:
         view = memoryview(data)
         while view:
-            if not _wait_for(self._request_fd, select.POLLOUT, deadline - time.monotonic()):
-                limit = f"{self.limits.call_timeout:g} s"
-                self._die(f"timed out after {limit} sending a request; the sandbox was killed",
-                          f"the worker read no request for {limit}")
+            self._wait(self._request_fd, select.POLLOUT, budget, op, " sending a request")
             try:
                 view = view[os.write(self._request_fd, view):]
             except BlockingIOError:
@@ -353,8 +406,8 @@ class Sandbox:
             except OSError:  # EPIPE: the worker is gone; EBADF: closed by close() in another thread
                 self._end(self._exit_death())
 
-    def _read_line(self, deadline: float, op: str) -> bytes:
-        """One reply line, within the call's deadline however the bytes arrive (a reply trickled one
+    def _read_line(self, budget: calltime.Budget, op: str) -> bytes:
+        """One reply line, within the call's budget however the bytes arrive (a reply trickled one
         byte per read must not hold the call, or the thread serving it, past its limit)."""
         buffer = self._buffer
         searched = reads = 0
@@ -367,11 +420,7 @@ class Sandbox:
                           _FORGED)
             if len(buffer) > self._max_line:
                 self._die(f"protocol violation: reply longer than {self._max_line} bytes", _FORGED)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._readable(remaining):
-                self._die(f"{op} timed out after {self.limits.call_timeout:g} s; the sandbox was killed",
-                          f"no reply within the call limit of {self.limits.call_timeout:g} s"
-                          + deaths.pids_evidence(self._cgroup))
+            self._wait(self._reply_fd, select.POLLIN, budget, op, "")
             try:
                 chunk = os.read(self._reply_fd, 1 << 16)
             except BlockingIOError:

@@ -83,8 +83,9 @@ def find_task(catalog: list[CatalogEntry], user_text: str) -> CatalogEntry | Non
 def generated_entry(task_id: str) -> CatalogEntry | None:
     """A generated task as a catalogue entry."""
     from exactgrade.family import parse_generated_id
+    from exactgrade.lookup import get_task
     from exactgrade.scripted.policies import script_index
-    from exactgrade.task import UnknownTask, get_task
+    from exactgrade.task import UnknownTask
 
     if parse_generated_id(task_id) is None:
         return None

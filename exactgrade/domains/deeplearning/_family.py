@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from exactgrade.family import Draw, Family, Reject
+from exactgrade.family import Branch, Draw, Family, Reject, constant_fields
 from exactgrade.task import Task, TaskDef
 
 MAX_KEY_DIGITS = 40
@@ -21,15 +21,46 @@ MAX_EXPR_NODES = 160
 """A key sympy expression with more nodes than this is rejected (compare stays fast)."""
 
 
-def dl_family(name: str, build: Callable[[str, Mapping[str, Any]], TaskDef],
-              sample: Callable[[Draw, int], Mapping[str, Any]], levels: str,
-              reject: Callable[[Task], str | None] | None = None) -> Family:
-    """A Family whose instances also pass the key-size and declared-zero rules."""
+Builder = Callable[[str, Mapping[str, Any]], TaskDef]
+
+
+def dl_family(name: str, build: Builder, sample: Callable[[Draw, int], Mapping[str, Any]], levels: str,
+              reject: Callable[[Task], str | None] | None = None, *,
+              upper: Mapping[int, Builder] | None = None, varying: tuple[str, ...] = (),
+              varying_at: Mapping[int, tuple[str, ...]] | None = None,
+              constant: Mapping[str, str] | None = None, branches: tuple[Branch, ...] = ()) -> Family:
+    """A Family whose instances also pass the key-size and declared-zero rules. ``upper`` maps a
+    level 2..5 to the builder of that level's own question (a level not in it asks level 1's);
+    ``varying_at`` holds the varying fields of one level's own key shape (Family.varying holds
+    those of every level)."""
+    per_level = dict(varying_at or {})
 
     def reject_instance(task: Task) -> str | None:
-        return key_size_problem(task) or zero_problem(task) or (reject(task) if reject else None)
+        return (key_size_problem(task) or zero_problem(task)
+                or constant_fields(task.expected, per_level.get(task.level or 1, ()))
+                or (reject(task) if reject else None))
 
-    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance)
+    table = dict(upper or {})
+
+    def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
+        return table.get(level, build)(task_id, inputs)
+
+    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance,
+                  build_level=build_level if table else None, varying=varying,
+                  constant=dict(constant or {}), branches=branches)
+
+
+def answer_field(task: Task, key: str, missing: Any = ...) -> Any:
+    """The value of ``key`` in the first row of a task's key (``missing`` when there is none)."""
+    rows = task.expected.get("rows") if isinstance(task.expected, dict) else None
+    if not rows or not isinstance(rows[0], dict):
+        return missing
+    return rows[0].get(key, missing)
+
+
+def single_row(shape: str) -> str:
+    """An answer shape in the key's {"rows": [...]} form (a one-row answer is wrapped)."""
+    return shape if shape.startswith('{"rows"') else '{"rows": [' + shape + "]}  (a single row)"
 
 
 def key_size_problem(task: Task) -> str | None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from fractions import Fraction as F
 
 from exactgrade import rational
-from exactgrade.domains.deeplearning._family import dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import answer_field, dl_family, nonzero_dyadic, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Draw
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -85,6 +85,116 @@ def mlp_gradient_rows(network, batch, wrt):
         for j, g in enumerate(upstream):
             total[f"x[{j}]"] = total.get(f"x[{j}]", Fraction(0)) + g
     return {"rows": [{"param": name, "grad": total[name] / len(batch)} for name in wrt]}
+
+
+def mlp_question_rows(network, batch, question, **given):
+    def answer(network, batch, question, **given):
+        from fractions import Fraction
+
+        lr, candidates, wrt = given.get("lr"), given.get("candidates"), given.get("wrt")
+        direction, param, steps = given.get("direction"), given.get("param"), given.get("steps")
+
+        def forward(layers, x):
+            a, pre, acts = [Fraction(v) for v in x], [], []
+            acts.append(a)
+            for layer in layers:
+                z = [sum((Fraction(w) * v for w, v in zip(row, a, strict=True)), Fraction(0)) + Fraction(b)
+                     for row, b in zip(layer["W"], layer["b"], strict=True)]
+                pre.append(z)
+                a = [max(v, Fraction(0)) for v in z] if layer["activation"] == "relu" else z
+                acts.append(a)
+            return pre, acts
+
+        def loss(layers):
+            total = Fraction(0)
+            for e in batch:
+                y = forward(layers, e["x"])[1][-1]
+                pairs = zip(y, e["t"], strict=True)
+                total += sum(((yi - Fraction(t)) ** 2 for yi, t in pairs), Fraction(0)) / 2
+            return total / len(batch)
+
+        def grads(layers):
+            total = {}
+            for e in batch:
+                pre, acts = forward(layers, e["x"])
+                up = [y - Fraction(t) for y, t in zip(acts[-1], e["t"], strict=True)]
+                for k in range(len(layers), 0, -1):
+                    layer, z = layers[k - 1], pre[k - 1]
+                    delta = [g if v > 0 else Fraction(0) for g, v in zip(up, z, strict=True)] \
+                        if layer["activation"] == "relu" else up
+                    for i, d in enumerate(delta):
+                        total[f"b{k}[{i}]"] = total.get(f"b{k}[{i}]", Fraction(0)) + d / len(batch)
+                        for j, v in enumerate(acts[k - 1]):
+                            name = f"W{k}[{i}][{j}]"
+                            total[name] = total.get(name, Fraction(0)) + d * v / len(batch)
+                    up = [sum((Fraction(layer["W"][i][j]) * delta[i] for i in range(len(delta))), Fraction(0))
+                          for j in range(len(acts[k - 1]))]
+            return total
+
+        def moved(layers, step, g):
+            return [{"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
+                           for i, row in enumerate(layer["W"])],
+                     "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
+                     "activation": layer["activation"]} for k, layer in enumerate(layers, start=1)]
+
+        def shifted(layers, name, h):
+            new = [{"W": [list(r) for r in layer["W"]], "b": list(layer["b"]),
+                    "activation": layer["activation"]}
+                   for layer in layers]
+            kind, rest = name[0], name[1:]
+            head, tail = rest.split("[", 1)
+            k, idx = int(head), [int(i) for i in tail.rstrip("]").split("][")]
+            if kind == "W":
+                new[k - 1]["W"][idx[0]][idx[1]] = Fraction(new[k - 1]["W"][idx[0]][idx[1]]) + h
+            else:
+                new[k - 1]["b"][idx[0]] = Fraction(new[k - 1]["b"][idx[0]]) + h
+            return new
+
+        layers = network["layers"]
+        if question == "active":
+            rows = []
+            for e in batch:
+                pre, acts = forward(layers, e["x"])
+                active = sum(1 for z in pre[:-1] for v in z if v > 0)
+                pairs = zip(acts[-1], e["t"], strict=True)
+                own = sum(((y - Fraction(t)) ** 2 for y, t in pairs), Fraction(0)) / 2
+                rows.append({"active_units": active, "output": acts[-1], "loss": own})
+            return {"rows": rows}
+        if question == "step_loss":
+            return {"loss_after": loss(moved(layers, Fraction(lr), grads(layers)))}
+        if question == "best_lr":
+            g = grads(layers)
+            scored = [(loss(moved(layers, Fraction(c), g)), Fraction(c)) for c in candidates]
+            best = min(scored)
+            return {"lr": best[1], "loss_after": best[0]}
+        if question == "best_bias":
+            last = layers[-1]
+            residual = [Fraction(0)] * len(last["b"])
+            for e in batch:
+                y = forward(layers, e["x"])[1][-1]
+                residual = [r + (yi - Fraction(t)) / len(batch)
+                            for r, yi, t in zip(residual, y, e["t"], strict=True)]
+            b = [Fraction(bi) - r for bi, r in zip(last["b"], residual, strict=True)]
+            better = [*layers[:-1], {"W": last["W"], "b": b, "activation": last["activation"]}]
+            return {"b": b, "loss": loss(better)}
+        g = grads(layers)
+        if question == "directional":
+            return {"derivative": sum((g[name] * Fraction(d) for name, d in direction.items()), Fraction(0))}
+        if question == "step_grad":
+            after = grads(moved(layers, Fraction(lr), g))
+            return {"rows": [{"param": name, "grad": after[name]} for name in wrt]}
+        if question == "largest":
+            best = max(wrt, key=lambda name: (abs(g[name]), -wrt.index(name)))
+            return {"param": best, "grad": g[best]}
+        # "fd_step": the largest h = 2**-k (k = 0..steps) whose symmetric difference is exact
+        for k in range(steps + 1):
+            h = Fraction(1, 2**k)
+            if (loss(shifted(layers, param, h)) - loss(shifted(layers, param, -h))) / (2 * h) == g[param]:
+                return {"h": h}
+        return {"h": None}
+
+    out = answer(network, batch, question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
 
 
 def _network_text(inputs):
@@ -151,17 +261,31 @@ def _odd_multiple(draw: Draw, bits: int, bound: int = 1) -> F:
     return F(2 * draw.integer(-half, half - 1) + 1, 2**bits)
 
 
-def _network(draw: Draw, widths: list[int]) -> dict:
+def _network(draw: Draw, widths: list[int], batch: list[dict]) -> dict:
     """Affine layers between the given widths: ReLU on the hidden ones, identity on the last.
 
     Weights are multiples of 1/4 and inputs of 1/2, and layer k's biases are odd multiples of
     2**-(4k): W @ a is then a multiple of a coarser power of two than the bias, so no
-    pre-activation is exactly 0 and no output equals its target (a multiple of 1/4)."""
+    pre-activation is exactly 0 and no output equals its target (a multiple of 1/4). A hidden
+    unit whose W @ a is negative on most examples has its row negated (W @ a becomes -W @ a),
+    so every unit is active on at least half of the batch and dead ReLUs are rare by
+    construction (the "dead" gradient variant kills one on purpose afterwards)."""
     layers = []
+    activations = [[F(v) for v in e["x"]] for e in batch]
     for k, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         W = [[nonzero_dyadic(draw, -2, 2, 2) for _ in range(fan_in)] for _ in range(fan_out)]
         b = [_odd_multiple(draw, 4 * (k + 1)) for _ in range(fan_out)]
-        layers.append(_layer(W, b, "identity" if k == len(widths) - 2 else "relu"))
+        hidden = k < len(widths) - 2
+        if hidden:
+            for i, row in enumerate(W):
+                dots = [sum((w * v for w, v in zip(row, a, strict=True)), F(0)) + b[i] for a in activations]
+                if 2 * sum(1 for z in dots if z > 0) < len(dots):
+                    W[i] = [-w for w in row]
+            activations = [[max(sum((w * v for w, v in zip(row, a, strict=True)), F(0)) + bi, F(0))
+                            for row, bi in zip(W, b, strict=True)] for a in activations]
+            if any(not any(a) for a in activations):  # refused here, before any key is computed
+                raise Reject("an example has every unit of a hidden layer dead")
+        layers.append(_layer(W, b, "relu" if hidden else "identity"))
     return {"layers": layers}
 
 
@@ -183,7 +307,7 @@ def sample_forward(draw: Draw, level: int) -> dict:
     widths = _widths(draw, level)
     low, high = _SIZES[level][3]
     batch = _batch(draw, draw.integer(low + 1, high + 1), widths[0], widths[-1])
-    return {"network": _network(draw, widths), "batch": batch}
+    return {"network": _network(draw, widths, batch), "batch": batch}
 
 
 GRADIENT_VARIANTS = ("plain", "dead", "input", "batch", "deep", "multi", "identical")
@@ -194,10 +318,10 @@ def sample_gradient(draw: Draw, level: int) -> dict:
     (all of them when there are fewer), always the dead unit's or both identical units'."""
     variant = draw.choice(GRADIENT_VARIANTS)
     widths = _widths(draw, level, deep=variant == "deep", multi=variant == "multi")
-    network = _network(draw, widths)
     low, high = _SIZES[level][3]
     size = 1 if variant == "input" else draw.integer(max(low, 2 if variant == "batch" else 1), max(high, 2))
     batch = _batch(draw, size, widths[0], widths[-1])
+    network = _network(draw, widths, batch)
     first = network["layers"][0]
     must = []
     if variant == "dead":  # push unit i of layer 1 below zero on every example
@@ -216,10 +340,144 @@ def sample_gradient(draw: Draw, level: int) -> dict:
         wrt = [f"x[{j}]" for j in range(widths[0])]
     else:
         names = _all_names(network)
-        count = min(len(names), 4 + 2 * level)
+        count = min(len(names), max(4 + 2 * level, 2 * len(must) + 1))
         chosen = set(must) | set(draw.sample([n for n in names if n not in must], max(0, count - len(must))))
         wrt = [n for n in names if n in chosen]
     return {"network": network, "batch": batch, "wrt": wrt}
+
+
+# ---------------------------------------------------------------------------- levels 2-5
+
+STEP = ("One gradient-descent step with learning rate lr replaces every weight and bias p (all layers) by "
+        "p - lr * dL/dp, with L the batch-mean loss and the gradient taken at the current weights. ")
+_QUESTIONS = {
+    "active": ("For every example of `batch`, give how many hidden units (ReLU units of every layer but the "
+               "last) have a positive pre-activation, the network output, and the example's loss.",
+               '{"rows": [{"active_units": int, "output": [Fraction, ...], "loss": Fraction}, ...]}  '
+               "(one row per example, in batch order)"),
+    "step_loss": (STEP + "Give the batch-mean loss after one such step with the learning rate `lr`.",
+                  '{"loss_after": Fraction}'),
+    "best_lr": (STEP + "Of the learning rates in `candidates`, which one gives the lowest batch-mean loss "
+                       "after "
+                "one step (each candidate tried from the same starting weights)? On a tie, the smallest "
+                "learning rate. Give it and that loss.", '{"lr": Fraction, "loss_after": Fraction}'),
+    "best_bias": ("Keep every weight and every bias fixed except the last layer's biases. Give the "
+                  "last-layer "
+                  "bias vector that minimises the batch-mean loss, and that minimum loss.",
+                  '{"b": [Fraction, ...], "loss": Fraction}'),
+    "directional": ("Moving the parameters along the direction `direction` (a dict from parameter name to "
+                    "its component; parameters not named do not move), at what rate does the batch-mean loss "
+                    "change at the current weights? That is d/ds L(theta + s * direction) at s = 0.",
+                    '{"derivative": Fraction}'),
+    "step_grad": (STEP + "After one step with the learning rate `lr`, give the gradient of the batch-mean "
+                         "loss "
+                  "with respect to each name in `wrt`, at the new weights.",
+                  '{"rows": [{"param": name, "grad": Fraction}, ...]}  '
+                  "(one row per name in `wrt`, in order)"),
+    "largest": ("Of the parameters named in `wrt`, which has the gradient of largest absolute value (the "
+                "gradient of the batch-mean loss at the current weights)? On a tie, the one listed first. "
+                "Give its name and its gradient.", '{"param": name, "grad": Fraction}'),
+    "fd_step": ("A gradient check estimates dL/dp for the parameter `param` by the symmetric difference "
+                "(L(p + h) - L(p - h)) / (2 h), every other parameter fixed, L the batch-mean loss. Of the "
+                "steps h = 2**-k for k = 0, 1, ..., `steps`, give the largest h for which this estimate "
+                "equals "
+                "the exact derivative dL/dp at the current weights exactly, or None if none does.",
+                '{"h": Fraction or None}'),
+}
+_GIVEN = {"lr": "learning rate", "candidates": "list of candidate learning rates",
+          "wrt": "list of names 'W<k>[i][j]' or "
+                 "'b<k>[i]'", "direction": "dict from parameter name to Fraction",
+          "param": "the parameter name", "steps": "the largest k tried"}
+
+
+def _question_prompt(inputs):
+    question, shape = _QUESTIONS[inputs["question"]]
+    given = {k: (description, inputs[k]) for k, description in _GIVEN.items() if k in inputs}
+    return prompt(question, {**_network_text(inputs), **given,
+                             "question": ("the question asked, as a word", inputs["question"])},
+                  single_row(shape),
+                  "the network's own units; loss in squared output units; learning rates and steps in "
+                  "parameter units per gradient unit" if inputs["question"] in ("step_loss", "best_lr")
+                  else "the network's own units")
+
+
+_CANDIDATE_RATES = tuple(F(k, 64) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64))
+
+
+def sample_forward_question(draw: Draw, level: int) -> dict:
+    base = sample_forward(draw, level)
+    question = {2: "active", 3: "step_loss", 4: "best_lr", 5: "best_bias"}[level]
+    extra: dict = {}
+    if question == "step_loss":
+        extra = {"lr": draw.choice(_CANDIDATE_RATES[:8])}
+    if question == "best_lr":
+        extra = {"candidates": sorted(draw.sample(_CANDIDATE_RATES, draw.integer(4, 6)))}
+    return {**base, "question": question, **extra}
+
+
+def sample_gradient_question(draw: Draw, level: int) -> dict:
+    base = sample_gradient(draw, level)
+    if any(name.startswith("x[") for name in base["wrt"]):
+        base["wrt"] = _all_names(base["network"])[:4 + 2 * level]
+    question = {2: "directional", 3: "step_grad", 4: "largest", 5: "fd_step"}[level]
+    names = _all_names(base["network"])
+    if question == "directional":
+        chosen = draw.sample(names, min(len(names), draw.integer(3, 6)))
+        return {"network": base["network"], "batch": base["batch"], "question": question,
+                "direction": {n: nonzero_dyadic(draw, -2, 2, 1) for n in names if n in chosen}}
+    if question == "step_grad":
+        return {**base, "question": question, "lr": draw.choice(_CANDIDATE_RATES[:6])}
+    if question == "largest":
+        return {**base, "question": question}
+    network, batch = base["network"], base["batch"]
+    param = draw.choice([n for n in names if not n[1:].startswith(f"{len(network['layers'])}[")])
+    if _exact_at_unit_step(network, batch, param) and draw.chance(2, 3):
+        raise Reject("the largest step is exact (kept in a third of the draws, so it stays a minority)")
+    return {"network": network, "batch": batch, "question": question, "param": param,
+            "steps": draw.integer(2, 8)}
+
+
+def _exact_at_unit_step(network, batch, param):
+    up = rational.piecewise.perturb(network, batch, param, F(1))[0]
+    down = rational.piecewise.perturb(network, batch, param, F(-1))[0]
+    exact = rational.gradients(network, batch)[param]
+    return (rational.loss(up, batch) - rational.loss(down, batch)) / 2 == exact
+
+
+def _question_builder(task_id, inputs):
+    meta = {"network": inputs["network"], "batch": inputs["batch"], "mlp_question": inputs["question"]}
+    return TaskDef(task_id, "backprop", inputs, mlp_question_rows, _question_prompt, _API, POLICY,
+                   tags=("forward" if inputs["question"] in ("active", "step_loss", "best_lr", "best_bias")
+                         else "gradient", inputs["question"]), meta=meta)
+
+
+def _too_many_zero_gradients(task):
+    """Half or more of the asked gradients exactly zero (dead units answer a constant)."""
+    rows = task.expected.get("rows", []) if isinstance(task.expected, dict) else []
+    grads = [row["grad"] for row in rows if "grad" in row]
+    if grads and 2 * sum(1 for g in grads if g == 0) >= len(grads):
+        return f"{sum(1 for g in grads if g == 0)} of {len(grads)} gradients are exactly zero"
+    return None
+
+
+def _collapsed_output(task):
+    """An example whose output equals the last layer's bias (every unit feeding it dead)."""
+    layers = task.inputs["network"]["layers"]
+    bias = [F(b) for b in layers[-1]["b"]]
+    for example in task.inputs["batch"]:
+        net = rational.piecewise.layers(task.inputs["network"])
+        trace = rational.forward(net, [F(v) for v in example["x"]])
+        if list(trace.output) == bias or all(v <= 0 for v in trace.pre[-2] if len(layers) > 1):
+            return "an example's output is the last layer's bias (every hidden unit of the last layer dead)"
+    return None
+
+
+def _fd_edges(task):
+    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") is None
+
+
+def _fd_first(task):
+    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") == 1
 
 
 # ---------------------------------------------------------------------------- builders
@@ -310,13 +568,38 @@ def build_gradient(task_id, inputs):
                    tags=("gradient", *([flavour] if flavour else [])), zero_reason=zero_reason, meta=meta)
 
 
-MLP_FORWARD = dl_family("mlp_forward", build_forward, sample_forward,
-                        "hidden width 2-3 -> 4-6 and 1 -> 3 hidden layers with the level; batch 2 -> 5; "
-                        "outputs 1 -> 3")
+def _by_level(first, upper):
+    def sample(draw: Draw, level: int) -> dict:
+        return first(draw, level) if level == 1 else upper(draw, level)
+
+    return sample
+
+
+_UPPER = {level: _question_builder for level in (2, 3, 4, 5)}
+
+MLP_FORWARD = dl_family(
+    "mlp_forward", build_forward, _by_level(sample_forward, sample_forward_question),
+    "L1: every pre-activation, output and loss of a stated forward pass. L2: how many hidden units are "
+    "active "
+    "per example, the outputs and the batch loss. L3 (compose): the batch loss after one gradient-descent "
+    "step "
+    "(forward, backward, update, forward). L4 (search): the best of 4-6 learning rates for one step, ties to "
+    "the smallest. L5 (design): the last-layer bias that minimises the loss with the rest fixed, and that "
+    "loss. "
+    "Networks grow from 2-3 hidden units to three hidden layers; no example's output is the last bias.",
+    reject=_collapsed_output, upper=_UPPER)
 MLP_GRADIENT = dl_family(
-    "mlp_gradient", build_gradient, sample_gradient,
-    "variants plain/dead unit/input gradient/batch mean/deep/multi-output/identical units; hidden width "
-    "2-3 -> 4-6, 1 -> 3 hidden layers, batch up to 4, 4+2*level gradients asked")
+    "mlp_gradient", build_gradient, _by_level(sample_gradient, sample_gradient_question),
+    "L1: the gradients of named parameters (variants plain/dead unit/input/batch/deep/multi-output/identical "
+    "units). L2: the directional derivative of the loss along a stated direction. L3 (compose): the "
+    "gradients "
+    "after one gradient-descent step. L4 (search): the parameter of largest |gradient|, ties to the first "
+    "listed. L5 (design a gradient check): the largest step 2**-k whose symmetric difference is exact (the "
+    "loss is piecewise quadratic: a step across a ReLU kink is not). Fewer than half of the asked gradients "
+    "are ever exactly zero.",
+    reject=_too_many_zero_gradients, upper=_UPPER,
+    branches=(Branch("no gradient-check step is exact", _fd_edges, F(1, 20), (5,)),
+              Branch("the largest step is exact", _fd_first, F(1, 20), (5,))))
 
 FAMILIES = (MLP_FORWARD, MLP_GRADIENT)
 

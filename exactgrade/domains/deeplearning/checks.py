@@ -24,11 +24,11 @@ from exactgrade.verdict import render_path
 
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
-    "information": ("distributions", "joint", "labels"),
-    "backprop": ("gradients_at", "forward"),
-    "numerical": ("float_cases",),
-    "linalg": ("linalg",),
-    "optimisation": ("optimiser",),
+    "information": ("distributions", "joint", "labels", "info_question"),
+    "backprop": ("gradients_at", "forward", "mlp_question"),
+    "numerical": ("float_cases", "float_search"),
+    "linalg": ("linalg", "linalg_question"),
+    "optimisation": ("optimiser", "opt_question"),
 }
 
 
@@ -45,9 +45,12 @@ def check(task: Task) -> list[str]:
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
-        ("kl_asymmetry", _kl_asymmetry), ("gradients_at", _gradients), ("equal_gradients", _equal_gradients),
-        ("forward", _forward),
-        ("float_cases", _float_cases), ("linalg", _linalg), ("optimiser", _optimiser),
+        ("kl_asymmetry", _kl_asymmetry), ("info_question", _info_question), ("gradients_at", _gradients),
+        ("equal_gradients", _equal_gradients),
+        ("forward", _forward), ("mlp_question", _mlp_question),
+        ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
+        ("linalg_question", _linalg_question),
+        ("optimiser", _optimiser), ("opt_question", _opt_question),
     ]
     for key, run in checks:  # key None: always runs
         if key is None or key in meta:
@@ -169,6 +172,172 @@ def _kl_asymmetry(task: Task) -> list[str]:
     return []
 
 
+def _optimal_code_length(p: Any) -> Fraction:
+    """The least expected length over complete prefix codes, by brute force: lengths assigned in
+    nondecreasing order to the probabilities sorted in decreasing order (an optimal code has that
+    form), every vector of lengths below len(p) whose Kraft sum is exactly 1."""
+    probabilities = sorted((Fraction(x) for x in p if x != 0), reverse=True)
+    n = len(probabilities)
+    if n == 1:
+        return Fraction(0)
+    best: list[Fraction] = []
+
+    def extend(lengths: list[int], kraft: Fraction) -> None:
+        if len(lengths) == n:
+            if kraft == 1:
+                cost = sum((q * k for q, k in zip(probabilities, lengths, strict=True)), Fraction(0))
+                if not best or cost < best[0]:
+                    best[:] = [cost]
+            return
+        for k in range(lengths[-1] if lengths else 1, n):
+            if kraft + Fraction(1, 2**k) > 1:
+                continue
+            if kraft + Fraction(n - len(lengths), 2**k) < 1:  # longer codewords cannot fill the tree
+                return
+            extend([*lengths, k], kraft + Fraction(1, 2**k))
+
+    extend([], Fraction(0))
+    return best[0]
+
+
+def _info_question(task: Task) -> list[str]:
+    """The upper-level information questions recomputed with exactgrade.rational another way."""
+    from itertools import permutations
+
+    from exactgrade.domains.deeplearning.information_levels import merged_table
+
+    inputs, question = task.inputs, task.meta["info_question"]
+    kl, entropy = rational.kl_bits, rational.information.entropy_bits
+    want: Any
+    if question == "code_length":
+        want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
+    elif question == "shortest_code":
+        want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
+    elif question == "two_stage":
+        want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
+                                                               zip(s["groups"], s["within"], strict=True)),
+                                                              Fraction(0))} for s in inputs["sources"]]}
+    elif question == "best_capped":
+        cap = Fraction(inputs["cap"])
+        fits = [i for i, p in enumerate(inputs["candidates"]) if max(map(Fraction, p)) <= cap]
+        top = max((entropy(inputs["candidates"][i]) for i in fits), default=None)
+        first = next((i for i in fits if entropy(inputs["candidates"][i]) == top), None)
+        want = {"best": None if first is None else first + 1, "bits": top}
+    elif question == "coding_cost":
+        want = {"rows": [{"expected_length": rational.cross_entropy_bits(pq["p"], pq["q"]),
+                          "extra_bits": kl(pq["p"], pq["q"])} for pq in inputs["pairs"]]}
+    elif question == "product_kl":
+        rows = []
+        for pairs in inputs["products"]:
+            joint_p, joint_q = [Fraction(1)], [Fraction(1)]
+            for pair in pairs:
+                joint_p = [a * Fraction(b) for a in joint_p for b in pair["p"]]
+                joint_q = [a * Fraction(b) for a in joint_q for b in pair["q"]]
+            rows.append({"bits": kl(joint_p, joint_q)})
+        want = {"rows": rows}
+    elif question == "closest":
+        budget = Fraction(inputs["budget"])
+        fits = [i for i, q in enumerate(inputs["candidates"]) if kl(inputs["p"], q) <= budget]
+        low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
+        best = next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None)
+        want = {"best": None if best is None else best + 1, "bits": low}
+    elif question in ("arrange", "arrange_asymmetry"):
+        p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
+        if question == "arrange":  # the largest q with the largest p gives the minimum; then the tie rule
+            order = sorted(range(len(p)), key=lambda i: -p[i])
+            aligned = [Fraction(0)] * len(p)
+            for i, value in zip(order, sorted(q, reverse=True), strict=True):
+                aligned[i] = value
+            low = kl(p, aligned)
+            ties = sorted({perm for perm in permutations(q) if kl(p, list(perm)) == low})
+            want = {"q": list(ties[0]), "bits": low}
+        else:
+            scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
+            top = max(scored.values())
+            want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
+    elif question == "asymmetry":
+        want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
+                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
+                         for pq in inputs["pairs"]]}
+    elif question == "both_directions":
+        want = {"rows": [{"symmetric_bits": kl(pq["p"], pq["q"]) + kl(pq["q"], pq["p"]),
+                          "entropy_gap_bits": entropy(pq["p"]) - entropy(pq["q"]),
+                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
+                         for pq in inputs["pairs"]]}
+    elif question == "most_asymmetric":
+        gaps = [abs(kl(inputs["p"], q) - kl(q, inputs["p"])) for q in inputs["candidates"]]
+        want = {"best": gaps.index(max(gaps)) + 1, "gap_bits": max(gaps)}
+    elif question == "information_words":
+        table = joint_table(inputs["joint"])
+        saved = rational.mutual_information_bits(table)
+        want = {"remaining_bits": entropy(rational.marginals(table)[0]) - saved, "saved_bits": saved}
+    elif question == "merge_columns":
+        want = {"bits": rational.mutual_information_bits(merged_table(inputs["joint"], inputs["groups"]))}
+    elif question == "best_merge":
+        joint = inputs["joint"]
+        masses = rational.marginals(joint_table(joint))[1]
+        n = len(masses)
+        scored = {(a, b): rational.mutual_information_bits(
+            merged_table(joint, [[a, b]] + [[c] for c in range(n) if c not in (a, b)]))
+            for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]}
+        top = max(scored.values())
+        want = {"merge": [b + 1 for b in min(k for k, v in scored.items() if v == top)], "bits": top}
+    elif question == "two_merges":
+        joint = inputs["joint"]
+        masses = rational.marginals(joint_table(joint))[1]
+        n = len(masses)
+        values = []
+        for first, second in _subsets_of_pairs(n):
+            if masses[first[0]] == masses[first[1]] and masses[second[0]] == masses[second[1]]:
+                groups = [list(first), list(second)] + [[c] for c in range(n) if c not in (*first, *second)]
+                values.append(rational.mutual_information_bits(merged_table(joint, groups)))
+        want = {"bits": max(values), "choices": values.count(max(values))}
+    elif question in ("accuracy_loss", "drop_hardest", "top_k"):
+        want = _classification_question(inputs, question)
+    else:
+        return [f"unknown meta['info_question'] {question!r}"]
+    want = want if list(want) == ["rows"] else {"rows": [want]}
+    if task.expected != want:
+        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
+    return []
+
+
+def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
+    """Accuracy, drops and top-k recomputed per example with rational.log2_dyadic."""
+    predictions, labels = inputs["predictions"], inputs["labels"]
+    losses = [-rational.log2_dyadic(Fraction(q[y])) for q, y in zip(predictions, labels, strict=True)]
+    if question == "accuracy_loss":
+        right = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
+                 if all(Fraction(q[c]) < Fraction(q[y]) for c in range(len(q)) if c < y)
+                 and all(Fraction(q[c]) <= Fraction(q[y]) for c in range(len(q)) if c > y)]
+        return {"accuracy": Fraction(len(right), len(labels)),
+                "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
+    if question == "drop_hardest":
+        for k in range(len(losses)):
+            kept = sorted(losses)[:len(losses) - k]
+            if Fraction(sum(kept), len(kept)) <= Fraction(inputs["bound"]):
+                return {"k": k}
+        return {"k": None}
+    for k in range(1, max(map(len, predictions)) + 1):
+        hit = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
+               if sorted((Fraction(x) for x in q), reverse=True).index(Fraction(q[y])) < k]
+        if Fraction(len(hit), len(labels)) >= Fraction(inputs["target"]):
+            return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
+    return {"k": None, "loss_bits": None}
+
+
+def _subsets_of_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Every unordered choice of two disjoint pairs of 0..n-1 (by the smallest element of the four
+    going first: each choice once)."""
+    from itertools import combinations
+
+    found = []
+    for four in combinations(range(n), 4):
+        a, b, c, d = four
+        found += [((a, b), (c, d)), ((a, c), (b, d)), ((a, d), (b, c))]
+    return found
+
+
 def _gradients(task: Task) -> list[str]:
     meta = task.meta
     rows = _rows(task)
@@ -212,6 +381,73 @@ def _forward(task: Task) -> list[str]:
     return problems
 
 
+def _mlp_question(task: Task) -> list[str]:
+    """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
+    gradients; a gradient-check step by exact losses on both sides)."""
+    from exactgrade.rational.piecewise import forward, gradients, layers, loss
+
+    inputs, network, batch = task.inputs, task.inputs["network"], task.inputs["batch"]
+    question = task.meta["mlp_question"]
+    g = gradients(network, batch)
+
+    def stepped(step: Fraction) -> dict[str, Any]:
+        new = []
+        for k, layer in enumerate(network["layers"], start=1):
+            new.append({"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
+                               for i, row in enumerate(layer["W"])],
+                        "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
+                        "activation": layer["activation"]})
+        return {"layers": new}
+
+    def nudged(name: str, h: Fraction) -> dict[str, Any]:
+        from exactgrade.rational.piecewise import perturb
+        return perturb(network, batch, name, h)[0]
+
+    want: Any
+    if question == "active":
+        net = layers(network)
+        rows = []
+        for e in batch:
+            trace = forward(net, [Fraction(v) for v in e["x"]])
+            rows.append({"active_units": sum(1 for z in trace.pre[:-1] for v in z if v > 0),
+                         "output": list(trace.output), "loss": loss(network, [e])})
+        want = {"rows": rows}
+    elif question == "step_loss":
+        want = {"loss_after": loss(stepped(Fraction(inputs["lr"])), batch)}
+    elif question == "best_lr":
+        scored = sorted((loss(stepped(Fraction(c)), batch), Fraction(c)) for c in inputs["candidates"])
+        want = {"lr": scored[0][1], "loss_after": scored[0][0]}
+    elif question == "best_bias":
+        k = len(network["layers"])
+        b = [Fraction(x) - g[f"b{k}[{i}]"] for i, x in enumerate(network["layers"][-1]["b"])]
+        better = {"layers": [*network["layers"][:-1], {**network["layers"][-1], "b": b}]}
+        after = gradients(better, batch)
+        if any(after[f"b{k}[{i}]"] != 0 for i in range(len(b))):
+            return ["the optimal last-layer bias does not zero its gradient"]
+        want = {"b": b, "loss": loss(better, batch)}
+    elif question == "directional":
+        want = {"derivative": sum((g[n] * Fraction(d) for n, d in inputs["direction"].items()), Fraction(0))}
+    elif question == "step_grad":
+        after = gradients(stepped(Fraction(inputs["lr"])), batch)
+        want = {"rows": [{"param": n, "grad": after[n]} for n in inputs["wrt"]]}
+    elif question == "largest":
+        top = max(abs(g[n]) for n in inputs["wrt"])
+        first = next(n for n in inputs["wrt"] if abs(g[n]) == top)
+        want = {"param": first, "grad": g[first]}
+    else:
+        want = {"h": None}
+        for k in range(inputs["steps"] + 1):
+            h = Fraction(1, 2**k)
+            up, down = nudged(inputs["param"], h), nudged(inputs["param"], -h)
+            if (loss(up, batch) - loss(down, batch)) / (2 * h) == g[inputs["param"]]:
+                want = {"h": h}
+                break
+    want = want if list(want) == ["rows"] else {"rows": [want]}
+    if task.expected != want:
+        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
+    return []
+
+
 def _float_cases(task: Task) -> list[str]:
     from exactgrade.domains.deeplearning.ieee import TRANSCENDENTAL_ULPS, outcome, stable_outcome
 
@@ -233,6 +469,48 @@ def _float_cases(task: Task) -> list[str]:
                             "could give another category")
         if not str(argument.get(case["name"], "")).strip():
             problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
+    return problems
+
+
+def _float_search(task: Task) -> list[str]:
+    """Every case of every window recomputed with numpy (and robust), then the asked summary
+    (first non-finite n, counts, cheapest format) rebuilt from those outcomes."""
+    from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
+
+    cases = {case["name"]: case for case in task.meta["float_search"]}
+    inputs = task.inputs
+    problems, bad = [], {}
+    for i, w in enumerate(inputs["windows"]):
+        for n in range(w["low"], w["high"] + 1):
+            case = cases.get(f"t{i}_n{n}")
+            if case is None or case["format"] != w["format"]:
+                return [f"meta['float_search'] lacks the case n = {n} of window {i}"]
+            got = outcome(case["expr"], case["format"])
+            if stable_outcome(case["expr"], case["format"]) != got:
+                problems.append(f"window {i}, n = {n}: the outcome is not robust")
+            bad[i, n] = got != "finite"
+    windows = list(enumerate(inputs["windows"]))
+    if inputs["question"] == "last_all_finite":
+        w = inputs["windows"][0]
+        fine = [n for n in range(w["low"], w["high"] + 1) if not any(bad[i, n] for i, _ in windows)]
+        want: Any = {"rows": [{"format": w["format"], "last_all_finite": max(fine) if fine else None,
+                               "all_finite": len(fine)}]}
+    elif inputs["question"] == "cheapest":
+        formats = list(dict.fromkeys(w["format"] for w in inputs["windows"]))
+        counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
+                  for f in formats}
+        cheapest = next((f for f in formats if counts[f] == 0), None)
+        want = {"rows": [{"format": f, "non_finite": counts[f], "cheapest": f == cheapest} for f in formats]}
+    else:
+        want = {"rows": []}
+        for i, w in windows:
+            hits = [n for n in range(w["low"], w["high"] + 1) if bad[i, n]]
+            row: dict[str, Any] = {"format": w["format"], "first_non_finite": min(hits) if hits else None}
+            if inputs["question"] == "count":
+                row["non_finite"] = len(hits)
+            want["rows"].append(row)
+    if task.expected != want:
+        problems.append(f"the key {task.expected} differs from numpy's outcomes, which give {want}")
     return problems
 
 
@@ -266,6 +544,211 @@ def _linalg(task: Task) -> list[str]:
         return [f"unknown meta['linalg'] kind {kind!r}"]
     if rows != expected:
         return [f"the expected rows differ from exactgrade.rational.matrix: {rows} != {expected}"]
+    return []
+
+
+def _fractions(m: Any) -> list[list[Fraction]]:
+    return [[rational.as_fraction(x) for x in row] for row in m]
+
+
+def _positive_definite(m: list[list[Fraction]]) -> bool:
+    """Every pivot of Gaussian elimination without row exchanges is positive (Sylvester's criterion)."""
+    a = [list(row) for row in m]
+    for k in range(len(a)):
+        if a[k][k] <= 0:
+            return False
+        for i in range(k + 1, len(a)):
+            factor = a[i][k] / a[k][k]
+            a[i] = [x - factor * y for x, y in zip(a[i], a[k], strict=True)]
+    return True
+
+
+def _residual_sq(a: Any, v: Any) -> Fraction:
+    at = rational.transpose(a)
+    c = rational.solve(rational.matmul(at, a), rational.matvec(at, v))
+    r = [rational.as_fraction(x) - y for x, y in zip(v, rational.matvec(a, c), strict=True)]
+    return sum((x * x for x in r), Fraction(0))
+
+
+def _ls(x: Any, y: Any) -> tuple[tuple[Fraction, ...], Fraction]:
+    xt = rational.transpose(x)
+    w = rational.solve(rational.matmul(xt, x), rational.matvec(xt, y))
+    r = [rational.as_fraction(a) - b for a, b in zip(y, rational.matvec(x, w), strict=True)]
+    return w, sum((e * e for e in r), Fraction(0))
+
+
+def _covariance(points: Any) -> list[list[Fraction]]:
+    n = len(points)
+    mean = [sum((rational.as_fraction(p[j]) for p in points), Fraction(0)) / n for j in range(2)]
+    return [[sum(((rational.as_fraction(p[i]) - mean[i]) * (rational.as_fraction(p[j]) - mean[j])
+                  for p in points), Fraction(0)) / n for j in range(2)] for i in range(2)]
+
+
+def _captured(cov: list[list[Fraction]], d: Any) -> Fraction:
+    u = [rational.as_fraction(x) for x in d]
+    quadratic = sum((u[i] * cov[i][j] * u[j] for i in range(2) for j in range(2)), Fraction(0))
+    return quadratic / (u[0] ** 2 + u[1] ** 2)
+
+
+def _linalg_question(task: Task) -> list[str]:
+    """The upper-level linear-algebra questions recomputed with exactgrade.rational (Fraction
+    Gauss-Jordan), exact pivots, or numpy eigenvalues away from every decision boundary."""
+    import numpy as np
+
+    inputs, question = task.inputs, task.meta["linalg_question"]
+    key = task.expected
+    one = key["rows"][0]
+    want: Any = None
+    if question == "solve":
+        ok = all(list(rational.matvec(a, row["x"])) == [rational.as_fraction(v) for v in b]
+                 for a, b, row in zip(inputs["matrices"], inputs["vectors"], key["rows"], strict=True))
+        return [] if ok else ["a solution x does not satisfy A x = b"]
+    if question == "product":
+        a, b = inputs["A"], inputs["B"]
+        inverse = rational.matmul(rational.inverse(b), rational.inverse(a))
+        want = {"det": rational.determinant(a) * rational.determinant(b),
+                "trace_inverse": sum((inverse[i][i] for i in range(len(inverse))), Fraction(0))}
+    elif question in ("singular_entry", "best_entry"):
+        i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+        def at(t: Any) -> list[list[Fraction]]:
+            m = _fractions(inputs["A"])
+            m[i][j] = rational.as_fraction(t)
+            return m
+
+        if question == "singular_entry":
+            t = one["t"]
+            if t is None:
+                same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
+                return [] if same else ["the key says no t is singular, but the determinant depends on t"]
+            return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
+        scored = [(max(abs(x) for row in rational.inverse(at(t)) for x in row), t)
+                  for t in range(inputs["low"], inputs["high"] + 1) if rational.determinant(at(t)) != 0]
+        low = min(scored)
+        want = {"t": low[1], "max_entry": low[0]}
+    elif question == "prediction":
+        w, rss = _ls(inputs["X"], inputs["y"])
+        y = [rational.as_fraction(v) for v in inputs["y"]]
+        mean = sum(y, Fraction(0)) / len(y)
+        tss = sum(((v - mean) ** 2 for v in y), Fraction(0))
+        terms = zip(inputs["x_new"], w, strict=True)
+        want = {"prediction": sum((rational.as_fraction(a) * b for a, b in terms), Fraction(0)),
+                "r2": 1 - rss / tss}
+    elif question == "leave_one_out":
+        scored = [(_ls([r for n, r in enumerate(inputs["X"]) if n != k],
+                       [v for n, v in enumerate(inputs["y"]) if n != k])[1], k + 1)
+                  for k in range(len(inputs["X"]))]
+        want = {"drop": min(scored)[1], "rss": min(scored)[0]}
+    elif question == "ridge":
+        x, y = inputs["X"], inputs["y"]
+        xt = rational.transpose(x)
+        gram = rational.matmul(xt, x)
+        want = {"lambda": None, "w": None}
+        for lam in sorted(rational.as_fraction(v) for v in inputs["lambdas"]):
+            shifted = [[g + (lam if r == c else 0) for c, g in enumerate(row)] for r, row in enumerate(gram)]
+            w = rational.solve(shifted, rational.matvec(xt, y))
+            if sum((v * v for v in w), Fraction(0)) <= inputs["bound"]:
+                want = {"lambda": lam, "w": list(w)}
+                break
+    elif question == "nullity":
+        want = {"rows": [{"nullity": len(a[0]) - rational.rank(a), "left_nullity": len(a) - rational.rank(a)}
+                         for a in inputs["matrices"]]}
+    elif question == "product_rank":
+        want = {"rows": [{"rank": rational.rank(rational.matmul(p["A"], p["B"]))}
+                         for p in inputs["products"]]}
+    elif question in ("spanning_prefix", "essential_columns"):
+        rows = []
+        for a in inputs["matrices"]:
+            columns = rational.transpose(a)
+            full = rational.rank(columns)
+            if question == "spanning_prefix":
+                prefix = next(k for k in range(1, len(columns) + 1) if rational.rank(columns[:k]) == full)
+                rows.append({"k": prefix})
+            else:
+                rows.append({"essential": sum(1 for c in range(len(columns))
+                                              if rational.rank(columns[:c] + columns[c + 1:]) < full)})
+        want = {"rows": rows}
+    elif question == "distance":
+        rows = []
+        for v in inputs["vectors"]:
+            d = _residual_sq(inputs["A"], v)
+            norm = sum((rational.as_fraction(x) ** 2 for x in v), Fraction(0))
+            rows.append({"distance_sq": d, "cos_sq": (norm - d) / norm})
+        want = {"rows": rows}
+    elif question == "closest_vector":
+        scored = [(_residual_sq(inputs["A"], v), k) for k, v in enumerate(inputs["vectors"], start=1)]
+        want = {"closest": min(scored)[1], "distance_sq": min(scored)[0]}
+    elif question == "drop_column":
+        columns = rational.transpose(inputs["A"])
+        scored = []
+        for c in range(len(columns)):
+            kept = rational.transpose(columns[:c] + columns[c + 1:])
+            scored.append((sum((_residual_sq(kept, v) for v in inputs["vectors"]), Fraction(0)), c + 1))
+        want = {"drop": min(scored)[1], "total_sq": min(scored)[0]}
+    elif question == "shift":
+        rows = []
+        for m in inputs["matrices"]:
+            s = 0
+            while not _positive_definite([[x + (s if r == c else 0) for c, x in enumerate(row)]
+                                          for r, row in enumerate(_fractions(m))]):
+                s += 1
+            while _positive_definite([[x + (s - 1 if r == c else 0) for c, x in enumerate(row)]
+                                      for r, row in enumerate(_fractions(m))]):
+                s -= 1
+            rows.append({"shift": s})
+        want = {"rows": rows}
+    elif question in ("unit_maximum", "radius", "count_below", "max_variance"):
+        matrices = ([_covariance(inputs["points"])] if question == "max_variance" else
+                    [_fractions(m) for m in inputs["matrices"]])
+        values = [np.linalg.eigvalsh(np.array([[float(x) for x in row] for row in m])) for m in matrices]
+        if question == "count_below":
+            problems = []
+            for i, (v, c, row) in enumerate(zip(values, inputs["thresholds"], key["rows"], strict=True)):
+                if min(abs(v - float(c))) < 1e-6:
+                    problems.append(f"rows[{i}]: an eigenvalue is within 1e-6 of the threshold")
+                elif int(sum(v < float(c))) != row["below"]:
+                    problems.append(f"rows[{i}]: numpy counts {int(sum(v < float(c)))} eigenvalues below {c}")
+            return problems
+        if question == "max_variance":
+            got = [float(sympy.N(one["variance"], 30)), float(sympy.N(one["ratio"], 30))]
+            trace = float(matrices[0][0][0] + matrices[0][1][1])
+            wanted = [values[0][-1], values[0][-1] / trace]
+        elif question == "unit_maximum":
+            got = [float(sympy.N(row["max"], 30)) for row in key["rows"]]
+            wanted = [v[-1] for v in values]
+        else:
+            got = [float(sympy.N(row["spectral_radius"], 30)) for row in key["rows"]]
+            wanted = [max(abs(v)) for v in values]
+            squares = [sum((x * y for r, c in zip(m, rational.transpose(m), strict=True)
+                            for x, y in zip(r, c, strict=True)), Fraction(0)) for m in matrices]
+            if [row["sum_squares"] for row in key["rows"]] != squares:
+                return ["the sums of squared eigenvalues differ from trace(M M)"]
+        if any(abs(g - w) > 1e-9 * max(1.0, abs(w)) for g, w in zip(got, wanted, strict=True)):
+            return [f"the key {got} differs from numpy's eigenvalues {wanted}"]
+        return []
+    elif question == "along":
+        cov = _covariance(inputs["points"])
+        along = _captured(cov, inputs["direction"])
+        want = {"variance": along, "rest": cov[0][0] + cov[1][1] - along}
+    elif question in ("best_direction", "grid_direction"):
+        from math import gcd
+
+        cov = _covariance(inputs["points"])
+        if question == "best_direction":
+            scored = [(-_captured(cov, d), k) for k, d in enumerate(inputs["directions"], start=1)]
+            value, best = min(scored)
+            want = {"best": best, "ratio": -value / (cov[0][0] + cov[1][1])}
+        else:
+            bound = inputs["bound"]
+            scored = [(-_captured(cov, [a, b]), a, b) for a in range(1, bound + 1)
+                      for b in range(-bound, bound + 1) if b != 0 and gcd(a, abs(b)) == 1]
+            value, a, b = min(scored)
+            want = {"direction": [a, b], "ratio": -value / (cov[0][0] + cov[1][1])}
+    else:
+        return [f"unknown meta['linalg_question'] {question!r}"]
+    want = want if list(want) == ["rows"] else {"rows": [want]}
+    if key != want:
+        return [f"the key {key} differs from exactgrade.rational, which gives {want}"]
     return []
 
 
@@ -390,6 +873,187 @@ def _high_precision(task: Task) -> list[str]:
                     problems.append(f"rows[{i}][{key!r}]: the key is {mpmath.nstr(got, 20)} but 80-digit "
                                     f"mpmath gives {mpmath.nstr(want, 20)}")
     return problems
+
+
+def _state_maps(inputs: Mapping[str, Any], lr: Fraction) -> list[list[list[Fraction]]]:
+    """Per coordinate, torch SGD's linear map of (w, buffer, 1) (as in _sgd)."""
+    mu, wd = rational.as_fraction(inputs["momentum"]), rational.as_fraction(inputs["weight_decay"])
+    maps = []
+    centre = inputs.get("center", [0] * len(inputs["curvature"]))  # stability: the homogeneous part only
+    for a, c in zip(inputs["curvature"], centre, strict=True):
+        a, c = rational.as_fraction(a), rational.as_fraction(c)
+        k = a + wd
+        if inputs["nesterov"]:
+            maps.append([[1 - lr * k * (1 + mu), -lr * mu * mu, lr * a * c * (1 + mu)], [k, mu, -a * c],
+                         [0, 0, 1]])
+        else:
+            maps.append([[1 - lr * k, -lr * mu, lr * a * c], [k, mu, -a * c], [0, 0, 1]])
+    return maps
+
+
+def _map_losses(inputs: Mapping[str, Any], lr: Any, steps: int) -> list[Fraction]:
+    maps = _state_maps(inputs, rational.as_fraction(lr))
+    states = [(rational.as_fraction(w), Fraction(0), Fraction(1)) for w in inputs["w0"]]
+    losses = []
+    for _ in range(steps):
+        states = [tuple(rational.matvec(m, s)) for m, s in zip(maps, states, strict=True)]
+        losses.append(sum((rational.as_fraction(a) * (s[0] - rational.as_fraction(c)) ** 2
+                           for a, s, c in zip(inputs["curvature"], states, inputs["center"], strict=True)),
+                          Fraction(0)) / 2)
+    return losses
+
+
+def _spectral_radius(inputs: Mapping[str, Any], lr: Fraction) -> float:
+    import numpy as np
+
+    return max(float(max(abs(np.linalg.eigvals(np.array([[float(x) for x in row[:2]] for row in m[:2]])))))
+               for m in _state_maps(inputs, lr))
+
+
+def _adam_first_moves(inputs: Mapping[str, Any], lr: Any, eps: Any) -> list[Fraction]:
+    """|w1 - w0| per coordinate through Adam's general step in sympy (m_hat, v_hat, sqrt)."""
+    moves = []
+    b1, b2 = sympy.Rational(9, 10), sympy.Rational(999, 1000)  # step 1 does not depend on the betas
+    for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True):
+        g = rational.to_sympy(rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)))
+        m_hat, v_hat = (1 - b1) * g / (1 - b1), (1 - b2) * g**2 / (1 - b2)
+        move = sympy.Abs(rational.to_sympy(rational.as_fraction(lr)) * m_hat /
+                         (sympy.sqrt(v_hat) + rational.to_sympy(rational.as_fraction(eps))))
+        moves.append(rational.from_sympy(move))
+    return moves
+
+
+def _opt_question(task: Task) -> list[str]:
+    """The upper-level optimisation questions recomputed another way (see the module docstring)."""
+    inputs, question = task.inputs, task.meta["opt_question"]
+    exact = task.expected["rows"][0]
+    want: Any
+    if question == "stability":
+        limit = exact["lr_limit"]
+        curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
+        worst = curvature.index(max(curvature))
+        m = _state_maps(inputs, limit)[worst]
+        if (m[0][0] + 1) * (m[1][1] + 1) - m[0][1] * m[1][0] != 0:
+            return [f"at lr = {limit} the worst coordinate's map has no eigenvalue -1"]
+        below, above = (_spectral_radius(inputs, limit * Fraction(k, 100)) for k in (99, 101))
+        if not below < 1 < above:
+            return [f"numpy eigenvalues do not change stability at lr = {limit}"]
+        return []
+    if question in ("final", "first_below"):
+        losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
+        if question == "final":
+            radius = _spectral_radius(inputs, rational.as_fraction(inputs["lr"]))
+            want = {"final_loss": losses[-1], "diverges": radius > 1}
+        else:
+            want = {"step": next((t for t, v in enumerate(losses, 1) if v <= inputs["target"]), None)}
+    elif question == "best_lr":
+        start = sum((rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)) ** 2
+                     for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True)),
+                    Fraction(0)) / 2
+        kept = {rational.as_fraction(lr): _map_losses(inputs, lr, inputs["steps"])
+                for lr in inputs["candidates"]}
+        kept = {lr: v[-1] for lr, v in kept.items() if max(v) <= start}
+        low = min(kept.values(), default=None)
+        want = {"lr": min((lr for lr, v in kept.items() if v == low), default=None), "loss": low}
+    elif question == "first_step":
+        moves = _adam_first_moves(inputs, inputs["lr"], inputs["eps"])
+        want = {"rows": [{"move": m, "furthest": i == moves.index(max(moves))} for i, m in enumerate(moves)]}
+    elif question == "smallest_eps":
+        fits = [rational.as_fraction(e) for e in inputs["candidates"]
+                if max(_adam_first_moves(inputs, inputs["lr"], e)) <= inputs["cap"]]
+        want = {"eps": min(fits, default=None)}
+    elif question == "largest_lr":
+        fits = []
+        for lr in inputs["candidates"]:
+            moves = _adam_first_moves(inputs, lr, inputs["eps"])
+            starts = zip(inputs["w0"], inputs["center"], strict=True)
+            gaps = [abs(rational.as_fraction(w) - rational.as_fraction(c)) for w, c in starts]
+            terms = zip(inputs["curvature"], gaps, moves, strict=True)
+            loss = sum((rational.as_fraction(a) * (g - m) ** 2 for a, g, m in terms), Fraction(0)) / 2
+            if all(m <= g for m, g in zip(moves, gaps, strict=True)) and loss <= inputs["target"]:
+                fits.append((rational.as_fraction(lr), loss))
+        best = max(fits, default=(None, None))
+        want = {"lr": best[0], "loss": best[1]}
+    elif question == "words":
+        return []  # the level-1 schedule check (meta['optimiser']) recomputes these rows
+    elif question == "two_step_loss":
+        return _adam_two_step_loss(task)
+    else:
+        return _schedule_question(task)
+    want = want if list(want) == ["rows"] else {"rows": [want]}
+    if task.expected != want:
+        return [f"the key {task.expected} differs from the recomputation, which gives {want}"]
+    return []
+
+
+def _adam_two_step_loss(task: Task) -> list[str]:
+    """Two Adam steps and the loss in 80-digit mpmath; the exact key must agree to 1e-50."""
+    import mpmath
+
+    inputs = task.inputs
+    with mpmath.workdps(80):
+        def mp(q: Any) -> Any:
+            q = rational.as_fraction(q)
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        a, c, w = ([mp(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+        lr, b1, b2, eps = (mp(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
+        m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
+        for t in (1, 2):
+            g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+            v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+            w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
+                 for wi, mi, vi in zip(w, m, v, strict=True)]
+        want = mpmath.fsum(ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)) / 2
+        got = mpmath.mpf(sympy.N(_as_sympy(task.expected["rows"][0]["loss"]), 70))
+        if abs(got - want) > mpmath.mpf(10) ** -50:
+            return [f"the loss is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(want, 20)}"]
+    return []
+
+
+def _schedule_question(task: Task) -> list[str]:
+    """Schedule totals and searches in 80-digit mpmath; a decision closer than 1e-40 is refused."""
+    import mpmath
+
+    inputs, question = task.inputs, task.meta["opt_question"]
+    with mpmath.workdps(80):
+        def mp(q: Any) -> Any:
+            q = rational.as_fraction(q)
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        def lr_at(s: int, decay: int) -> Any:
+            peak, low, warmup = mp(inputs["peak_lr"]), mp(inputs["min_lr"]), inputs["warmup_steps"]
+            if s < warmup:
+                return peak * s / warmup
+            if s <= warmup + decay:
+                return low + (peak - low) * (1 + mpmath.cos(mpmath.pi * (s - warmup) / decay)) / 2
+            return low
+
+        def at_least(x: Any, y: Any) -> bool:
+            if abs(x - y) < mpmath.mpf(10) ** -40:
+                raise ValueError("a near tie")
+            return bool(x > y)
+
+        try:
+            if question == "total":
+                total = mpmath.fsum(lr_at(s, inputs["decay_steps"]) for s in range(1, inputs["last"] + 1))
+                got = mpmath.mpf(sympy.N(_as_sympy(task.expected["rows"][0]["total"]), 70))
+                return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
+                    f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
+            target = mp(inputs["target"])
+            if question == "first_at_most":
+                warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
+                want = {"step": next((s for s in range(warmup, warmup + decay + 1)
+                                      if at_least(target, lr_at(s, decay))), None)}
+            else:
+                want = {"decay_steps": next((d for d in range(inputs["decay_low"], inputs["decay_high"] + 1)
+                                             if at_least(lr_at(inputs["step"], d), target)), None)}
+        except ValueError as error:
+            return [f"the schedule search has {error} between a learning rate and the target"]
+    if task.expected != {"rows": [want]}:
+        return [f"the key {task.expected} differs from 80-digit mpmath, which gives {want}"]
+    return []
 
 
 def _as_sympy(value: Any) -> sympy.Expr:

@@ -38,9 +38,11 @@ def show(value: Any) -> str:
     return str(value)  # trusted sympy values written by the task author
 
 
-def prompt(question: str, variables: Mapping[str, tuple[str, Any]], shape: str, units: str) -> str:
+def prompt(question: str, variables: Mapping[str, tuple[str, Any]], shape: str, units: str,
+           exact: bool = True) -> str:
     """The full prompt: question, preloaded variables (description and value; a value of ``...``
-    is not shown, for inputs the question already lists), answer shape, units."""
+    is not shown, for inputs the question already lists), answer shape, units; the exactness
+    line only when the answer holds numbers (``exact``)."""
     lines = [question.strip(), "", "Preloaded variables:"]
     lines += [f"- `{name}` ({description})" + ("" if value is ... else f" = {show(value)}")
               for name, (description, value) in variables.items()]
@@ -48,12 +50,22 @@ def prompt(question: str, variables: Mapping[str, tuple[str, Any]], shape: str, 
         "",
         "Leave the answer in the variable `result`, exactly in this shape:",
         f"result = {shape}",
-        f"Units: {units}. Every number must be exact (int, fractions.Fraction or exact sympy), "
-        "never a float.",
+        f"Units: {units}." + (" Every number must be exact (int, fractions.Fraction or exact sympy), "
+                              "never a float." if exact else ""),
     ]
     return "\n".join(lines)
 
 
-def api(conventions: str) -> str:
-    """The api_description of a task: its category's conventions, then the exactness rules."""
-    return f"{conventions.strip()}\n\n{EXACTNESS}"
+CATEGORICAL = (
+    "Sandbox: Python with the standard library and sympy (numpy is not installed). The task inputs are "
+    "preloaded as Python variables holding exact values: int, fractions.Fraction, str, and lists/dicts of "
+    "these. Leave the answer in a variable named `result`: a dict {\"rows\": [...]} in exactly the shape "
+    "the question gives (same keys, same order of rows). Grading is exact equality: strings must match "
+    "exactly."
+)
+
+
+def api(conventions: str, exact: bool = True) -> str:
+    """The api_description of a task: its category's conventions, then the exactness rules
+    (for an answer of categories only, the rules of that answer instead)."""
+    return f"{conventions.strip()}\n\n{EXACTNESS if exact else CATEGORICAL}"

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import dl_family
+from exactgrade.domains.deeplearning._family import answer_field, dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.rational import kl_bits
 from exactgrade.task import TaskDef
 
@@ -164,6 +164,22 @@ def _divergence_prompt(inputs):
          "unit": ("the unit to answer in", unit)},
         f'{{"rows": [{{"H_p_{unit}": value, "H_pq_{unit}": value, "KL_{unit}": value}}, ...]}}  '
         "(one row per pair, in the given order)",
+        unit + (" (exact sympy multiples of log(2))" if unit == "nats" else " (exact Fractions)"),
+    )
+
+
+def _asymmetry_prompt(inputs):
+    unit = inputs["unit"]
+    return prompt(
+        "`pairs` holds a pair of distributions (p, q) and then the same pair reversed, (q, p): the two rows "
+        "compare the KL divergence in both directions, D(p || q) and D(q || p). For each listed pair (a, b) "
+        f"give the entropy H(a), the cross-entropy H(a, b) and the KL divergence D(a || b), all in {unit}. "
+        "D(a || b) weighs by a, the first distribution of the pair.",
+        {"pairs": ("list of two dicts {'p': distribution, 'q': distribution}: (p, q), then (q, p)",
+                   inputs["pairs"]),
+         "unit": ("the unit to answer in", unit)},
+        f'{{"rows": [{{"H_p_{unit}": value, "H_pq_{unit}": value, "KL_{unit}": value}}, ...]}}  '
+        "(one row per listed pair, in the given order; H_p is H(a), H_pq is H(a, b))",
         unit + (" (exact sympy multiples of log(2))" if unit == "nats" else " (exact Fractions)"),
     )
 
@@ -377,7 +393,7 @@ def build_kl_asymmetry(task_id, inputs):
         raise ValueError("a KL-asymmetry task lists (p, q) and then (q, p)")
     if kl_bits(p, q) == kl_bits(q, p):
         raise ValueError("the KL-asymmetry pair must have D(p || q) != D(q || p)")
-    return TaskDef(task_id, "information", inputs, divergence_rows, _divergence_prompt, _API, POLICY,
+    return TaskDef(task_id, "information", inputs, divergence_rows, _asymmetry_prompt, _API, POLICY,
                    tags=("kl", "kl-asymmetry", *_nats_tag(inputs)),
                    meta={"distributions": [p, q], "kl_asymmetry": {"p": p, "q": q}})
 
@@ -408,21 +424,97 @@ def build_classification(task_id, inputs):
                    meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
 
 
-ENTROPY = dl_family("entropy", build_entropy, sample_entropy,
-                    "2+level distributions of 2..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
-DIVERGENCE = dl_family("divergence", build_divergence, sample_divergence,
-                       "1+level (p, q) pairs of 3..6/8/10/12/16 outcomes (level 5: one of 16); bits or nats")
-KL_ASYMMETRY = dl_family("kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
-                         "one asymmetric pair and its reverse, support up to 6/10/12/14/18; q a reordering "
-                         "of p or independent; nats from level 2")
-MUTUAL_INFORMATION = dl_family("mutual_information", build_joint, sample_joint,
-                               "B = f(A), f invertible (1/8) or merging, 7/8 of the merging ones "
-                               "through 1..level+1 noisy mixing moves; A takes up to 6/14/16/18/20 values; "
-                               "bits or nats")
-CLASSIFICATION_LOSS = dl_family(
+def _geometric_prompt(inputs):
+    return prompt(
+        "A classifier outputs the predicted distribution predictions[i] over classes for example i, whose "
+        "true "
+        "class is labels[i]. Let g be the geometric mean, over the examples, of the probability the "
+        "classifier "
+        "gives the true class. Give log2(1/g) (bits per example) and 1/g (the classifier is as uncertain as "
+        "a "
+        "uniform choice among 1/g classes), both exact.",
+        {"predictions": ("list of distributions, each a list of fractions.Fraction", inputs["predictions"]),
+         "labels": ("list of int class indices", inputs["labels"])},
+        '{"rows": [{"loss_bits": Fraction, "perplexity": exact sympy value}]}  (a single row; loss_bits is '
+        "log2(1/g), perplexity is 1/g)",
+        "loss in bits per example; perplexity is dimensionless",
+    )
+
+
+def build_geometric(task_id, inputs):
+    from exactgrade.domains.deeplearning.information_levels import _API as basics
+
+    return TaskDef(task_id, "information", inputs, classification_loss_rows, _geometric_prompt, basics,
+                   POLICY, tags=("cross-entropy", "perplexity"),
+                   meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
+
+
+def _info_family(name, build, first, levels, upper_sample, level_two=None, **rules):
+    from exactgrade.domains.deeplearning import information_levels
+
+    def sample(draw: Draw, level: int) -> dict:
+        return first(draw, level) if level == 1 else getattr(information_levels, upper_sample)(draw, level)
+
+    upper = {level: information_levels.build for level in (2, 3, 4, 5)}
+    if level_two is not None:
+        upper[2] = level_two
+    return dl_family(name, build, sample, levels, upper=upper, **rules)
+
+
+def _none_best(task):
+    return task.level == 4 and answer_field(task, "best") is None
+
+
+def _none_k(task):
+    return answer_field(task, "k") is None
+
+
+ENTROPY = _info_family(
+    "entropy", build_entropy, sample_entropy,
+    "L1: Shannon entropy with its formula stated, 2+level distributions. L2 (derive): the least expected "
+    "length of a prefix code for dyadic distributions (entropy, not named). L3 (compose): the entropy of a "
+    "two-stage source (group, then member). L4 (search): the largest-entropy candidate whose largest "
+    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (algorithm "
+    "described, not named): the least expected prefix-code length of non-dyadic distributions (Huffman), "
+    "where the Shannon code ceil(-log2 p) is not optimal.",
+    "sample_entropy", branches=(Branch("no candidate under the cap", _none_best, F(1, 20), (4,)),))
+DIVERGENCE = _info_family(
+    "divergence", build_divergence, sample_divergence,
+    "L1: H(p), H(p, q), D(p || q) with formulas stated. L2 (derive): the expected length of q's optimal code "
+    "under p and its excess over p's own (cross-entropy and KL, not named). L3 (compose): KL of products of "
+    "independent coordinates. L4 (search): the model closest to p under a KL budget, ties to the smallest "
+    "index, None in about a sixth. L5 (design): the arrangement of q's probabilities that minimises D(p || "
+    "q), "
+    "ties to the lexicographically smallest.",
+    "sample_divergence", branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),))
+KL_ASYMMETRY = _info_family(
+    "kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
+    "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
+    "the larger direction of two pairs. L3 (compose): the symmetrised sum, the entropy gap and the larger "
+    "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
+    "ties to the earliest. L5 (design): the arrangement of q "
+    "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
+    "sample_kl_asymmetry", varying_at={3: ("rows[].larger",)})
+MUTUAL_INFORMATION = _info_family(
+    "mutual_information", build_joint, sample_joint,
+    "L1: H(A), H(B), H(A, B), H(A | B), I(A; B) with formulas stated; B = f(A), some joints through noisy "
+    "mixing moves. L2 (derive): the bits still needed for A once B is known, and the bits saved (H(A | B) "
+    "and I, not named). L3 (compose): I(A; C) for C a stated merge of two equally likely values of B. L4 "
+    "(search): the merge of two equally likely values of B that keeps the most information, ties to the "
+    "smallest pair. L5 (design): the best choice of two disjoint equally likely pairs of B's values to "
+    "merge, "
+    "and how many choices reach it.",
+    "sample_mutual_information")
+CLASSIFICATION_LOSS = _info_family(
     "classification_loss", build_classification, sample_classification,
-    "3..8 examples (level 1), 3..6+5*level above, over 3..2+2*level classes, true-class probability "
-    "down to 2**-8 (level 1), 2**-min(80*level, 200) above; the perplexity is always irrational")
+    "L1: mean log loss and perplexity with formulas stated. L2 (derive): the same two numbers described as "
+    "the "
+    "geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax, ties to the smallest "
+    "class) and the mean loss of the correct examples. L4 (inverse): the fewest hardest examples to drop to "
+    "reach a loss bound, None in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
+    "target, and the loss of the top-k correct examples.",
+    "sample_classification", level_two=build_geometric,
+    branches=(Branch("no number of drops reaches the bound", _none_k, F(1, 20), (4,)),))
 
 FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
 

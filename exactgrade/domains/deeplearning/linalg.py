@@ -26,9 +26,9 @@ from fractions import Fraction as F
 from math import isqrt, lcm
 
 from exactgrade import rational
-from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import answer_field, as_int, dl_family, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task, TaskDef
 
 CONVENTIONS = (
@@ -441,9 +441,12 @@ def sample_pca(draw: Draw, level: int) -> dict:
 
 
 def _irrational_eigenvalues(task: Task) -> str | None:
-    """The eigen tasks are posed for their exact irrational answers."""
+    """The eigen tasks are posed for their exact irrational answers (level 1; the upper levels ask
+    other questions of matrices built with irrational eigenvalues)."""
     import sympy
 
+    if task.level not in (None, 1):
+        return None
     for row in task.expected["rows"]:
         if all(isinstance(v, sympy.Rational) or type(v) in (int, F) for v in row["eigenvalues"]):
             return "every eigenvalue of a matrix is rational"
@@ -461,26 +464,66 @@ def _builder(reference, render, kind, tags):
     return build
 
 
-INVERSE = dl_family("inverse", _builder(inverse_rows, _inverse_prompt, "inverse", ("inverse", "determinant")),
-                    sample_inverse, "two P L U matrices of size 2-3 / 3 / 3-4 / 4 / 4-5")
-LEAST_SQUARES = dl_family(
+def _linalg_family(name, build, first, levels, upper_sample, **rules):
+    from exactgrade.domains.deeplearning import linalg_levels
+
+    def sample(draw: Draw, level: int) -> dict:
+        return first(draw, level) if level == 1 else getattr(linalg_levels, upper_sample)(draw, level)
+
+    upper = {level: linalg_levels.build for level in (2, 3, 4, 5)}
+    return dl_family(name, build, sample, levels, upper=upper, **rules)
+
+
+def _none(key, levels):
+    return lambda task: task.level in levels and answer_field(task, key) is None
+
+
+INVERSE = _linalg_family(
+    "inverse", _builder(inverse_rows, _inverse_prompt, "inverse", ("inverse", "determinant")), sample_inverse,
+    "L1: determinant and inverse of two P L U matrices. L2 (derive): the solution of A x = b (no inverse "
+    "asked). L3 (compose): det(A B) and the trace of (A B)^-1. L4 (inverse): the value of one entry that "
+    "makes A singular (None when the determinant does not depend on it). L5 (search): the integer value of "
+    "one entry, in a window, whose inverse has the smallest largest entry, ties to the smallest.",
+    "sample_inverse", branches=(Branch("the determinant does not depend on the entry", _none("t", (4,)),
+                                       F(1, 30), (4,)),))
+LEAST_SQUARES = _linalg_family(
     "least_squares", _builder(least_squares_rows, _least_squares_prompt, "least_squares", ("least-squares",)),
-    sample_least_squares, "4+2*level observations; intercept and x, + x**2 from level 3, + a random feature "
-    "from level 4")
-RANK = dl_family("rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")),
-                 sample_rank, "3/8/9/10/12 matrices up to (3+level)^2, each B @ A of a drawn rank")
-PROJECTION = dl_family("projection",
-                       _builder(projection_rows, _projection_prompt, "projection", ("projection",)),
-                       sample_projection,
-                       "A of 3..3+level rows, 1..1+level independent columns; 2..1+level vectors")
-EIGENVALUES = dl_family(
+    sample_least_squares,
+    "L1: OLS weights and rss, normal equations stated. L2 (derive): the same, asked as the minimiser of the "
+    "squared error (no normal equations). L3 (compose): a prediction at a new row and R**2. L4 (search): the "
+    "observation whose removal leaves the smallest rss, ties to the smallest. L5 (design): the smallest "
+    "ridge "
+    "penalty of a list whose weights meet a norm bound (None in about a sixth).", "sample_least_squares",
+    branches=(Branch("no penalty meets the bound", _none("lambda", (5,)), F(1, 20), (5,)),))
+RANK = _linalg_family(
+    "rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")), sample_rank,
+    "L1: ranks of B @ A matrices of drawn rank. L2 (derive): the dimensions of the null space and the left "
+    "null space. L3 (compose): the rank of a product of two low-rank matrices. L4 (search): the shortest "
+    "prefix of columns spanning the column space. L5 (design): how many columns are essential (deleting one "
+    "lowers the rank).", "sample_rank")
+PROJECTION = _linalg_family(
+    "projection", _builder(projection_rows, _projection_prompt, "projection", ("projection",)),
+    sample_projection,
+    "L1: projections onto a column space with P = A (A^T A)^-1 A^T stated. L2 (derive): the closest point "
+    "of the column space (no projector stated). L3 (compose): squared distance and squared cosine. L4 "
+    "(search): the vector closest to the subspace, ties to the earliest. L5 (design): the column to delete "
+    "that keeps the total squared distance smallest, ties to the smallest.", "sample_projection")
+EIGENVALUES = _linalg_family(
     "eigenvalues",
     _builder(eigenvalue_rows, _eigenvalue_prompt, "eigenvalues", ("eigenvalues", "irrational")),
-    sample_eigenvalues, "2 (3 from level 3) symmetric H D H^T of size 2-3 / 3 / 3-4 / 4 / 4-5, "
-    "eigenvalues with square roots", reject=_irrational_eigenvalues)
-PCA = dl_family("pca", _builder(pca_rows, _pca_prompt, "pca", ("pca", "eigenvalues", "irrational")),
-                sample_pca, "4+2*(level-1) points, coordinates on a grid of 1, 1, 1/2, 1/2, 1/4",
-                reject=_irrational_eigenvalues)
+    sample_eigenvalues,
+    "L1: all eigenvalues of symmetric H D H^T matrices (radicals). L2 (derive): the maximum of x^T M x on "
+    "the unit sphere (the largest eigenvalue, not named). L3 (compose): the spectral radius and the sum of "
+    "squared eigenvalues. L4 (inverse): the smallest integer shift making M + s I positive definite. L5 "
+    "(design): how many eigenvalues lie below a threshold.", "sample_eigenvalues",
+    reject=_irrational_eigenvalues)
+PCA = _linalg_family(
+    "pca", _builder(pca_rows, _pca_prompt, "pca", ("pca", "eigenvalues", "irrational")), sample_pca,
+    "L1: covariance, eigenvalues and explained ratio, formulas stated. L2 (derive): the largest variance of "
+    "a 1-D projection and its share (not named as an eigenvalue). L3 (compose): the variance along a given "
+    "direction and the rest. L4 (search): the best of five directions, ties to the earliest. L5 (design): "
+    "the best integer direction in a grid, ties to the smallest components.", "sample_pca",
+    reject=_irrational_eigenvalues)
 
 FAMILIES = (INVERSE, LEAST_SQUARES, RANK, PROJECTION, EIGENVALUES, PCA)
 

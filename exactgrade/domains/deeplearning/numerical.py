@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 from functools import lru_cache
+from math import isqrt
 
 from exactgrade.domains.deeplearning._family import dl_family
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
 from exactgrade.domains.deeplearning.ieee import real_value, stable_outcome
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -164,13 +165,15 @@ def show_expr(node) -> str:
             return _show_int(q.numerator)
         return f"({q})"
     name, args = node["op"], node["args"]
+    if name == "n":
+        return "n"
     infix = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
     if name in infix:
         return f"({show_expr(args[0])} {infix[name]} {show_expr(args[1])})"
     if name == "neg":
         return f"-{show_expr(args[0])}"
     if name == "powi":
-        return f"powi({show_expr(args[0])}, {args[1]})"
+        return f"powi({show_expr(args[0])}, {'n' if isinstance(args[1], dict) else args[1]})"
     return f"{name}({', '.join(show_expr(a) for a in args)})"
 
 
@@ -186,6 +189,7 @@ def _prompt(inputs):
         '{"rows": [{"case": name, "outcome": "inf" | "nan" | "zero" | "finite"}, ...]}  '
         "(one row per case, in the given order)",
         "none (categorical answers; every row's outcome is one of the four strings)",
+        exact=False,
     )
 
 
@@ -421,6 +425,317 @@ def sample_format_limits(draw: Draw, level: int) -> dict:
     return {"cases": _cases(draw, 4 + level, make)}
 
 
+# ---------------------------------------------------------------------------- levels 2-5: searches
+
+SEARCH_CONVENTIONS = CONVENTIONS + (
+    " A template is an expression in which the integer n stands in for a literal (the leaf "
+    "{'op': 'n', 'args': []} in the tree): the case for one n is the template with that integer put in "
+    "(as a literal, rounded to the format like any literal; in powi(x, n) it is the count of copies). An "
+    "outcome is non-finite when it is \"inf\", \"nan\" or \"zero\". A window {'format', 'low', 'high'} is "
+    "every integer n with low <= n <= high, both included, evaluated in that format."
+)
+
+
+def float_search_rows(templates, windows, question):
+    import math
+    import struct
+    from fractions import Fraction
+
+    def rounder(fmt):
+        code = {"float16": "e", "float32": "f", "float64": None}[fmt]
+
+        def rnd(x):
+            if code is None or math.isnan(x) or math.isinf(x):
+                return x
+            try:
+                return struct.unpack(code, struct.pack(code, x))[0]
+            except OverflowError:
+                return math.copysign(math.inf, x)
+
+        return rnd
+
+    def exp(x):
+        try:
+            return math.exp(x)
+        except OverflowError:
+            return math.inf
+
+    def log(x):
+        if math.isnan(x) or x < 0:
+            return math.nan
+        return -math.inf if x == 0 else math.log(x)
+
+    def div(x, y):
+        if y == 0:
+            if x == 0 or math.isnan(x):
+                return math.nan
+            return math.copysign(math.inf, x) * math.copysign(1.0, y)
+        return x / y
+
+    def maximum(*xs):
+        return math.nan if any(math.isnan(x) for x in xs) else max(xs)
+
+    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": div,
+           "exp": exp, "log": log, "neg": lambda a: -a, "max": maximum}
+
+    def evaluate(node, n, rnd):
+        if not isinstance(node, dict):
+            return rnd(float(Fraction(node)))
+        op, args = node["op"], node["args"]
+        if op == "n":
+            return rnd(float(n))
+        if op == "powi":
+            x = evaluate(args[0], n, rnd)
+            count = n if isinstance(args[1], dict) else args[1]
+            value = x
+            for _ in range(count - 1):
+                value = rnd(value * x)
+            return value
+        values = [evaluate(a, n, rnd) for a in args]
+        if op == "sum":
+            total = values[0]
+            for v in values[1:]:
+                total = rnd(total + v)
+            return total
+        return rnd(ops[op](*values))
+
+    def finite(template, n, fmt):
+        value = evaluate(template, n, rounder(fmt))
+        return not (math.isnan(value) or math.isinf(value) or value == 0)
+
+    rows = []
+    if question == "cheapest":
+        formats = []
+        for w in windows:
+            if w["format"] not in formats:
+                formats.append(w["format"])
+        found = False
+        for fmt in formats:
+            bad = sum(1 for t, w in zip(templates, windows, strict=True) if w["format"] == fmt
+                      for n in range(w["low"], w["high"] + 1) if not finite(t, n, fmt))
+            rows.append({"format": fmt, "non_finite": bad, "cheapest": bad == 0 and not found})
+            found = found or bad == 0
+        return {"rows": rows}
+    if question == "last_all_finite":
+        w = windows[0]
+        fine = [n for n in range(w["low"], w["high"] + 1)
+                if all(finite(t, n, w["format"]) for t in templates)]
+        return {"rows": [{"format": w["format"], "last_all_finite": fine[-1] if fine else None,
+                          "all_finite": len(fine)}]}
+    for t, w in zip(templates, windows, strict=True):
+        bad = [n for n in range(w["low"], w["high"] + 1) if not finite(t, n, w["format"])]
+        row = {"format": w["format"], "first_non_finite": bad[0] if bad else None}
+        if question == "count":
+            row["non_finite"] = len(bad)
+        rows.append(row)
+    return {"rows": rows}
+
+
+HOLE = {"op": "n", "args": []}
+
+
+def _neg_hole():
+    return op("neg", HOLE)
+
+
+TEMPLATES = {
+    "exp_range": (
+        ("exp(n) overflows", lambda: op("exp", HOLE), lambda f: int(LN_MAX[f])),
+        ("exp(-n) underflows", lambda: op("exp", _neg_hole()), lambda f: int(-LN_HALF_SUBNORMAL[f])),
+        ("exp(n) / 16", lambda: op("div", op("exp", HOLE), 16), lambda f: int(LN_MAX[f])),
+    ),
+    "softmax": (
+        ("naive softmax of [n, n - 1], index 0", lambda: softmax_naive([HOLE, op("sub", HOLE, 1)], 0),
+         lambda f: int(LN_MAX[f])),
+        ("naive softmax of [-n, -n - 1], index 1",
+         lambda: softmax_naive([_neg_hole(), op("sub", _neg_hole(), 1)], 1),
+         lambda f: int(-LN_HALF_SUBNORMAL[f])),
+        ("naive softmax of [0, n], index 0", lambda: softmax_naive([0, HOLE], 0), lambda f: int(LN_MAX[f])),
+    ),
+    "logsumexp": (
+        ("naive log-sum-exp of [n, n]", lambda: logsumexp_naive([HOLE, HOLE]), lambda f: int(LN_MAX[f])),
+        ("naive log-sum-exp of [-n, -n]", lambda: logsumexp_naive([_neg_hole(), _neg_hole()]),
+         lambda f: int(-LN_HALF_SUBNORMAL[f])),
+        ("naive log-sum-exp of [n, 0, 0]", lambda: logsumexp_naive([HOLE, 0, 0]), lambda f: int(LN_MAX[f])),
+    ),
+    "underflow": (
+        ("powi(1/2, n)", lambda: op("powi", F(1, 2), HOLE), lambda f: underflow_power(F(1, 2), f)),
+        ("powi(1/10, n)", lambda: op("powi", F(1, 10), HOLE), lambda f: underflow_power(F(1, 10), f)),
+        ("powi(3/4, n)", lambda: op("powi", F(3, 4), HOLE), lambda f: underflow_power(F(3, 4), f)),
+    ),
+    "cancellation": (
+        ("(n + 1) - n", lambda: op("sub", op("add", HOLE, 1), HOLE), lambda f: 2 ** PRECISION[f]),
+        ("(n + 3) - n", lambda: op("sub", op("add", HOLE, 3), HOLE), lambda f: 2 ** (PRECISION[f] + 1)),
+        ("(n * n + 1) - n * n", lambda: op("sub", op("add", op("mul", HOLE, HOLE), 1), op("mul", HOLE, HOLE)),
+         lambda f: isqrt(2 ** PRECISION[f])),
+    ),
+    "format_limits": (
+        ("n * n", lambda: op("mul", HOLE, HOLE), lambda f: isqrt(max_finite(f))),
+        ("(n * n + n * n) / 2", lambda: op("div", op("add", op("mul", HOLE, HOLE), op("mul", HOLE, HOLE)), 2),
+         lambda f: isqrt(max_finite(f) // 2)),
+        ("max + n", lambda: None, None),
+    ),
+}
+"""Per family: (description, template maker, where n crosses the edge in a format). format_limits'
+third template (max finite + n) is built per format (its constant depends on the format)."""
+
+
+def _template(family, k, fmt):
+    if family == "format_limits" and k == 2:
+        return op("add", max_finite(fmt), HOLE), 2 ** (MAX_EXPONENT[fmt] - PRECISION[fmt])
+    _, make, edge = TEMPLATES[family][k]
+    return make(), edge(fmt)
+
+
+_WIDTH = {2: (6, 12), 3: (8, 16), 4: (6, 10), 5: (4, 8)}
+
+
+def _window(draw: Draw, fmt: str, edge: int, level: int, below: bool) -> dict:
+    """Consecutive integers around the edge, or entirely below it (then no n is non-finite)."""
+    width = draw.integer(*_WIDTH[level])
+    if below:
+        high = edge - draw.integer(2, 6)
+        return {"format": fmt, "low": high - width, "high": high}
+    low = edge - draw.integer(1, width - 1)
+    return {"format": fmt, "low": low, "high": low + width}
+
+
+def substituted(template, n):
+    """The template with the integer n put in (host side: for the checks and the robustness test)."""
+    if not isinstance(template, dict):
+        return template
+    if template["op"] == "n":
+        return n
+    if template["op"] == "powi" and isinstance(template["args"][1], dict):
+        return op("powi", substituted(template["args"][0], n), n)
+    return op(template["op"], *[substituted(a, n) for a in template["args"]])
+
+
+def _robust_window(template, window):
+    return all(robust_outcome(substituted(template, n), window["format"]) is not None
+               for n in range(window["low"], window["high"] + 1))
+
+
+def _posable(family, k):
+    """The formats in which template k's edge is an integer a double holds exactly (so a literal n
+    is rounded once), with that template and edge."""
+    found = []
+    for fmt in FORMATS:
+        template, edge = _template(family, k, fmt)
+        if edge < 2**50:
+            found.append((fmt, template, edge))
+    return found
+
+
+def _search_sampler(family):
+    def sample(draw: Draw, level: int) -> dict:
+        kinds = list(range(len(TEMPLATES[family])))
+        templates, windows = [], []
+        if level == 5:
+            far = draw.chance(1, 3)  # every window of the dearest format below its edge
+            for k in draw.sample(kinds, 2):
+                posable = _posable(family, k)
+                for fmt, template, edge in posable:
+                    templates.append(template)
+                    windows.append(_window(draw, fmt, edge, level, below=far and fmt == posable[-1][0]))
+        elif level == 4:  # 2-3 templates in one format on one shared window
+            fmt = draw.choice(FORMATS)
+            chosen = [k for k in draw.sample(kinds, draw.integer(2, len(kinds)))
+                      if any(f == fmt for f, _, _ in _posable(family, k))]
+            if len(chosen) < 2:
+                raise Reject("fewer than two templates posable in this format")
+            made = [_template(family, k, fmt) for k in chosen]
+            edge = min(e for _, e in made)  # the template that fails first binds
+            window = _window(draw, fmt, edge, level, below=False)
+            if draw.chance(1, 5):  # wholly past the binding edge: no n keeps every template finite
+                low = edge + draw.integer(3, 6)
+                window = {"format": fmt, "low": low, "high": low + window["high"] - window["low"]}
+            templates = [template for template, _ in made]
+            windows = [dict(window) for _ in made]
+        else:
+            count = draw.integer(2, 3) if level == 2 else draw.integer(1, 2)
+            for _ in range(count):
+                fmt, template, edge = draw.choice(_posable(family, draw.choice(kinds)))
+                templates.append(template)
+                windows.append(_window(draw, fmt, edge, level, below=level >= 3 and draw.chance(1, 4)))
+        for template, window in zip(templates, windows, strict=True):
+            if not _robust_window(template, window):
+                raise Reject("a case of a window is not robust")
+        question = {2: "first", 3: "count", 4: "last_all_finite", 5: "cheapest"}[level]
+        return {"templates": templates, "windows": windows, "question": question}
+
+    return sample
+
+
+_QUESTIONS = {
+    "first": "For each template and its window (same position in the two lists), give the smallest n of "
+             "the window whose outcome is non-finite, or None if every n of the window gives a finite "
+             "value.",
+    "count": "For each template and its window (same position in the two lists), give how many n of the "
+             "window have a non-finite outcome, and the smallest such n (None if there is none).",
+    "last_all_finite": "All the templates are posed in the same format on the same window. Give the largest "
+                       "n of the window for which every template gives a finite value (None if there is "
+                       "no such n), and how many n of the window have every template finite.",
+    "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
+                "formats, each time on its own window (the list below). For every format, count the pairs "
+                "(template, n) of its windows whose outcome is non-finite, and say whether it is the "
+                "cheapest format in which every template is finite on every n of its windows (True for at "
+                "most one format; False for all when no format is).",
+}
+_SHAPES = {
+    "first": '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  '
+             "(one row per window, in order)",
+    "count": '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
+             "(one row per window, in order)",
+    "last_all_finite": '{"rows": [{"format": str, "last_all_finite": int or None, "all_finite": int}]}  '
+                       "(a single row)",
+    "cheapest": '{"rows": [{"format": str, "non_finite": int, "cheapest": bool}, ...]}  '
+                "(one row per format, in the order the formats first appear in `windows`)",
+}
+
+
+def _search_prompt(inputs):
+    listing = "\n".join(f"  {i}: {show_expr(t)} in {w['format']}, n from {w['low']} to {w['high']}"
+                        for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True)))
+    return prompt(
+        _QUESTIONS[inputs["question"]] + " The templates and windows:\n" + listing,
+        {"templates": ("list of expression trees {'op': name, 'args': [...]} with the leaf {'op': 'n', "
+                       "'args': []} for n", ...),
+         "windows": ("list of dicts {'format', 'low', 'high'}, one per template", ...),
+         "question": ("the question asked, as a word", inputs["question"])},
+        _SHAPES[inputs["question"]],
+        "n is a plain integer; counts are integers; formats are the strings 'float16', 'float32', 'float64'",
+    )
+
+
+def _build_search(tags):
+    def build(task_id, inputs):
+        cases = [{"name": f"t{i}_n{n}", "format": w["format"], "expr": substituted(t, n)}
+                 for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True))
+                 for n in range(w["low"], w["high"] + 1)]
+        clean = [all(robust_outcome(substituted(t, n), w["format"]) == "finite"
+                     for n in range(w["low"], w["high"] + 1))
+                 for t, w in zip(inputs["templates"], inputs["windows"], strict=True)]
+        formats = {w["format"] for w in inputs["windows"]}
+        every = [all(robust_outcome(substituted(t, n), inputs["windows"][0]["format"]) == "finite"
+                     for t in inputs["templates"]) for n in range(inputs["windows"][0]["low"],
+                                                                  inputs["windows"][0]["high"] + 1)]
+        zero = (any(clean) if inputs["question"] == "count" else
+                not any(every) if inputs["question"] == "last_all_finite" else
+                inputs["question"] == "cheapest" and any(all(c for c, w in zip(clean, inputs["windows"],
+                                                                                strict=True)
+                                                             if w["format"] == f) for f in formats))
+        zero_reason = (("no n of the window keeps every template finite, so that count is exactly 0"
+                        if inputs["question"] == "last_all_finite" else
+                        "a window lies wholly on the finite side of its edge, so it has no non-finite n and "
+                        "its count is exactly 0") if zero else None)
+        return TaskDef(task_id, "numerical", inputs, float_search_rows, _search_prompt,
+                       api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", inputs["question"]),
+                       zero_reason=zero_reason, meta={"float_search": cases})
+
+    return build
+
+
 # ---------------------------------------------------------------------------- builders
 
 _ARGUMENTS: dict[str, dict[str, str]] = {}
@@ -431,30 +746,64 @@ def _builder(tags):
     def build(task_id, inputs):
         cases = inputs["cases"]
         argument = _ARGUMENTS.get(task_id) or {c["name"]: _argument(c) for c in cases}
-        return TaskDef(task_id, "numerical", inputs, float_outcome_rows, _prompt, api(CONVENTIONS), POLICY,
+        return TaskDef(task_id, "numerical", inputs, float_outcome_rows, _prompt,
+                       api(CONVENTIONS, exact=False), POLICY,
                        tags=tags, meta={"float_cases": cases, "argument": argument})
 
     return build
 
 
-EXP_RANGE = dl_family("exp_range", _builder(("overflow", "exp")), sample_exp_range,
-                      "4+2*level exp cases within 3 of the overflow/underflow edges; x on a 1/4 grid from "
-                      "level 3; scaled afterwards from level 4; float64 from level 2")
-SOFTMAX = dl_family("softmax", _builder(("softmax", "overflow")), sample_softmax,
-                    "4+level naive/shifted softmax cases of 2..1+level logits near the edges; 1/2 grid "
-                    "from level 3")
-LOGSUMEXP = dl_family("logsumexp", _builder(("logsumexp", "overflow", "log0")), sample_logsumexp,
-                      "4+level naive/shifted log-sum-exp cases of 2..1+level logits near the edges")
-UNDERFLOW = dl_family("underflow", _builder(("underflow", "subnormal")), sample_underflow,
-                      "4+level powers q**n within 2+level steps of the underflow edge, and log-space twins; "
-                      "more bases from level 2")
-CANCELLATION = dl_family("cancellation", _builder(("cancellation",)), sample_cancellation,
-                         "4+level cases: (1 + 2**-k) - 1, (1 + 10**-k) - 1, (2**p + c) - 2**p, one-pass "
-                         "variance "
-                         "(3 values from level 3)")
-FORMAT_LIMITS = dl_family("format_limits", _builder(("float16", "overflow", "limits")), sample_format_limits,
-                          "4+level cases at max + half ulp, squares near sqrt(max), 1/2**-k, mean squares; "
-                          "float16 only at levels 1-2, every format above")
+def _numerical_family(name, tags, sample_cases, level_one):
+    search = _build_search(tags)
+    sample_search = _search_sampler(name)
+
+    def sample(draw: Draw, level: int) -> dict:
+        return sample_cases(draw, level) if level == 1 else sample_search(draw, level)
+
+    kinds = "; ".join(description for description, _, _ in TEMPLATES[name][:2]) + ("; max + n"
+                                                                                    if name == "format_limits"
+                                                                                    else "")
+    levels = (f"L1: {level_one} (the category of each stated expression). L2 (derive the edge): 2-3 "
+              f"templates ({kinds}, ...) with an integer n, each the first n of a window around the format's "
+              "edge whose value is inf, nan or 0. L3 (compose): 1-2 windows, how many n are non-finite and "
+              "the first; a "
+              "quarter of the windows lie wholly below the edge. L4 (search): 2-3 templates in one format on "
+              "one window, the largest n keeping all of them finite (None in a fifth). L5 (design): two "
+              "templates "
+              "posed in every format they fit: every format's count of non-finite cases and the cheapest "
+              "format in which all stay finite (none in about two thirds).")
+    return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
+                     varying_at={1: ("rows[].outcome",)},
+                     branches=(Branch("a window without a non-finite n", _has_none_row, F(1, 10), (3, 4)),
+                               Branch("no format is finite everywhere", _no_cheapest, F(1, 10), (5,)),
+                               Branch("a format is finite everywhere", _a_cheapest, F(1, 10), (5,))))
+
+
+def _has_none_row(task):
+    return any(row.get("first_non_finite", 0) is None or row.get("last_all_finite", 0) is None
+               for row in task.expected["rows"])
+
+
+def _no_cheapest(task):
+    return task.level == 5 and not any(row["cheapest"] for row in task.expected["rows"])
+
+
+def _a_cheapest(task):
+    return task.level == 5 and any(row["cheapest"] for row in task.expected["rows"])
+
+
+EXP_RANGE = _numerical_family("exp_range", ("overflow", "exp"), sample_exp_range,
+                              "4+2*level exp cases within 3 of the overflow/underflow edges")
+SOFTMAX = _numerical_family("softmax", ("softmax", "overflow"), sample_softmax,
+                            "naive/shifted softmax cases of logits near the edges")
+LOGSUMEXP = _numerical_family("logsumexp", ("logsumexp", "overflow", "log0"), sample_logsumexp,
+                              "naive/shifted log-sum-exp cases of logits near the edges")
+UNDERFLOW = _numerical_family("underflow", ("underflow", "subnormal"), sample_underflow,
+                              "powers q**n near the underflow edge, and log-space twins")
+CANCELLATION = _numerical_family("cancellation", ("cancellation",), sample_cancellation,
+                                 "(1 + 2**-k) - 1, (1 + 10**-k) - 1, (2**p + c) - 2**p, one-pass variance")
+FORMAT_LIMITS = _numerical_family("format_limits", ("float16", "overflow", "limits"), sample_format_limits,
+                                  "max + half ulp, squares near sqrt(max), 1/2**-k, mean squares")
 
 FAMILIES = (EXP_RANGE, SOFTMAX, LOGSUMEXP, UNDERFLOW, CANCELLATION, FORMAT_LIMITS)
 

@@ -11,10 +11,20 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import Inputs, f32, pytorch_family, tensor
-from exactgrade.domains.pytorch.exact import ExactTensor, hp, log_softmax, mean, sigmoid, values
+from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, Inputs, f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.exact import (
+    ExactTensor,
+    hp,
+    log_softmax,
+    mean,
+    sigmoid,
+    softmax,
+    to_fraction,
+    values,
+)
+from exactgrade.domains.pytorch.levels import clear_winner, leveled
 from exactgrade.domains.pytorch.sampling import distribution, dyadic_list, dyadic_tensor, int_tensor
-from exactgrade.family import Draw
+from exactgrade.family import Branch, Draw, Reject
 
 
 # pt-034 -------------------------------------------------------------------------------------------
@@ -367,6 +377,1058 @@ KL_DIVERGENCES = pytorch_family(
     sample=_sample_kl,
     levels="(2..1+level, 3..2+level) logits on the 1/4 grid, positive target distributions on the "
     "1/2**(3+level//2) grid",
+)
+
+# ------------------------------------------------------------------------------------ levels 2-5
+# Level 1 names the loss and its options. Level 2 describes the loss mathematically; level 3 asks a
+# quantity built on it (a gradient, a symmetric divergence, a step); level 4 inverts it (the scale, logit
+# or constant that minimises it or reaches a value); level 5 asks a loss or training quantity described
+# but not named (a constrained calibration, distillation, focal loss, a quantile fit, reverse KL).
+
+
+def _loss(name, **kwargs):
+    return pytorch_family(name, "losses", levels="", **kwargs)
+
+
+def _flat(nested):
+    return [e for item in nested for e in _flat(item)] if isinstance(nested, list) else [nested]
+
+
+# mean_squared_error ------------------------------------------------------------------------------
+_MSE_MATH = """Let d = pred - target elementwise and n the number of elements."""
+
+
+def mse_step(pred, target):
+    import torch
+
+    p = pred.clone().requires_grad_(True)
+    ((p - target) ** 2).mean().backward()
+    with torch.no_grad():
+        after = ((p - 0.25 * p.grad - target) ** 2).mean()
+    return {"rows": [{"grad": p.grad, "after": after}]}
+
+
+def _mse_step(pred, target):
+    d = [p - t for p, t in zip(_flat(values(pred)), _flat(values(target)), strict=True)]
+    n = len(d)
+    grad = [
+        [2 * (p - t) / n for p, t in zip(rp, rt, strict=True)]
+        for rp, rt in zip(values(pred), values(target), strict=True)
+    ]
+    return [
+        {
+            "grad": ExactTensor.of("float32", grad),
+            "after": ExactTensor.of("float32", mean([(e - Fraction(1, 4) * 2 * e / n) ** 2 for e in d])),
+        }
+    ]
+
+
+def mse_scale(pred, target):
+
+    p, t = pred.double().flatten(), target.double().flatten()
+    a = (p @ t) / (p @ p)
+    return {"rows": [{"scale": a.to(pred.dtype), "minimum": ((a * p - t) ** 2).mean().to(pred.dtype)}]}
+
+
+def _mse_scale(pred, target):
+    p, t = _flat(values(pred)), _flat(values(target))
+    a = sum((x * y for x, y in zip(p, t, strict=True)), Fraction(0)) / sum((x * x for x in p), Fraction(0))
+    return [
+        {
+            "scale": ExactTensor.of("float32", a),
+            "minimum": ExactTensor.of("float32", mean([(a * x - y) ** 2 for x, y in zip(p, t, strict=True)])),
+        }
+    ]
+
+
+def mse_calibration(pred, target):
+    import torch
+
+    p, t = pred.double().flatten(), target.double().flatten()
+    pc, tc = p - p.mean(), t - t.mean()
+    a = torch.clamp((pc @ tc) / (pc @ pc), min=0.5)
+    b = t.mean() - a * p.mean()
+    return {
+        "rows": [
+            {
+                "scale": a.to(pred.dtype).item(),
+                "offset": b.to(pred.dtype),
+                "minimum": ((a * p + b - t) ** 2).mean().to(pred.dtype),
+            }
+        ]
+    }
+
+
+def _mse_calibration(pred, target):
+    p, t = _flat(values(pred)), _flat(values(target))
+    mp, mt = mean(p), mean(t)
+    a = max(
+        sum(((x - mp) * (y - mt) for x, y in zip(p, t, strict=True)), Fraction(0))
+        / sum(((x - mp) ** 2 for x in p), Fraction(0)),
+        Fraction(1, 2),
+    )
+    b = mt - a * mp
+    return [
+        {
+            "scale": a,
+            "offset": ExactTensor.of("float32", b),
+            "minimum": ExactTensor.of(
+                "float32", mean([(a * x + b - y) ** 2 for x, y in zip(p, t, strict=True)])
+            ),
+        }
+    ]
+
+
+def _sample_calibration(draw, level):
+    shape = (draw.integer(2, 3), draw.integer(3, 4))
+    pred = dyadic_tensor(draw, shape, -3, 3, 2)
+    slope = draw.choice((Fraction(-1, 2), Fraction(1, 4), Fraction(1), Fraction(3, 2)))
+    target = [[slope * e + draw.dyadic(-1, 1, 2) for e in row] for row in values(pred)]
+    return {"pred": pred, "target": tensor("float32", [[float(e) for e in row] for row in target])}
+
+
+def _calibration_point(inputs):
+    p = _flat(values(inputs["pred"]))
+    if len(set(p)) < 2:
+        return "pred is constant: the scale is not determined"
+    return None
+
+
+def _sample_mse_scale(draw, level):
+    inputs = _sample_mse(draw, 3)
+    if all(e == 0 for e in _flat(values(inputs["pred"]))):
+        raise Reject("pred is zero: the scale is not determined")
+    return inputs
+
+
+MEAN_SQUARED_ERROR = leveled(
+    MEAN_SQUARED_ERROR,
+    {
+        2: _loss(
+            "mean_squared_error",
+            reference=mean_squared_error,
+            independent=_mean_squared_error,
+            sample=_sample_mse,
+            question=f"""{_MSE_MATH} Give `per_element`, the tensor of d^2; `sum`, the sum of its
+            elements; and
+                 `mean`, that sum divided by n (0-d tensors for the last two).""",
+            answer=lambda i: ({"mean": f32(), "sum": f32(), "per_element": f32(*_dims(i["pred"]))},),
+        ),
+        3: _loss(
+            "mean_squared_error",
+            reference=mse_step,
+            independent=_mse_step,
+            sample=_sample_mse,
+            question=f"""{_MSE_MATH} Let L(pred) = (sum of d^2) / n. Give `grad`, the gradient of L
+            with respect
+                 to `pred`, and `after`, L at pred - 0.25 * grad (one gradient step on the predictions; a 0-d
+                 tensor).""",
+            answer=lambda i: ({"grad": f32(*_dims(i["pred"])), "after": f32()},),
+        ),
+        4: _loss(
+            "mean_squared_error",
+            reference=mse_scale,
+            independent=_mse_scale,
+            sample=_sample_mse_scale,
+            question="""Among all real a, find the one that minimises the mean over all elements of
+                 (a * pred - target)^2. Give `scale`, that a, and `minimum`, the mean at that a
+                 (0-d tensors).""",
+            answer=({"scale": f32(), "minimum": f32()},),
+        ),
+        5: _loss(
+            "mean_squared_error",
+            reference=mse_calibration,
+            independent=_mse_calibration,
+            sample=_sample_calibration,
+            refuse=_calibration_point,
+            question="""A calibration maps every prediction p of `pred` to a * p + b. Find the a >=
+            0.5 and real b
+                 that minimise the mean over all elements of (a * pred + b - target)^2 (a may not be
+                 below 0.5). Give `scale`, that a (a Python float), `offset`, that b, and
+                 `minimum`, the mean at
+                 that (a, b) (0-d tensors).""",
+            answer=({"scale": PY_FLOAT, "offset": f32(), "minimum": f32()},),
+        ),
+    },
+    levels="L1 the three reductions named; L2 described; L3 the gradient with respect to the predictions and "
+    "the loss after one step on them; L4 the least-squares scale of the predictions; L5 a scale-and-offset "
+    "calibration with a scale of at least 0.5 (the bound binds when the fit is flatter)",
+    branches=(
+        Branch(
+            "the scale's bound binds",
+            lambda t: t.expected["rows"][0].get("scale") == 0.5,
+            Fraction(1, 10),
+            (5,),
+        ),
+    ),
+)
+
+
+# cross_entropy_losses ----------------------------------------------------------------------------
+_CE_MATH = """Row i of `logits` gives the class probabilities p[i, c] = exp(logits[i, c]) / (sum over k of
+    exp(logits[i, k]))."""
+
+
+def ce_logit_gradient(logits, target, soft_target):
+    import torch.nn.functional as F
+
+    z = logits.clone().requires_grad_(True)
+    F.cross_entropy(z, target).backward()
+    return {"rows": [{"grad_logits": z.grad}]}
+
+
+def _ce_logit_gradient(logits, target, soft_target):
+    rows = values(logits)
+    return [
+        {
+            "grad_logits": ExactTensor.of(
+                "float32",
+                [
+                    [(q - (1 if c == t else 0)) / len(rows) for c, q in enumerate(softmax(row))]
+                    for row, t in zip(rows, values(target), strict=True)
+                ],
+            )
+        }
+    ]
+
+
+def ce_logit_shift(logits, target, goal):
+    import torch
+
+    z = logits.double()
+    others = torch.logsumexp(z.scatter(1, target[:, None], float("-inf")), dim=1)
+    shift = (
+        others
+        - torch.log(torch.expm1(torch.tensor(goal, dtype=torch.float64)))
+        - z.gather(1, target[:, None])[:, 0]
+    )
+    return {"rows": [{"shift": shift.to(logits.dtype)}]}
+
+
+def _ce_logit_shift(logits, target, goal):
+    out = []
+    for row, t in zip(values(logits), values(target), strict=True):
+        others = mpmath.fsum(mpmath.exp(hp(e)) for c, e in enumerate(row) if c != t)
+        out.append(mpmath.log(others) - mpmath.log(mpmath.expm1(hp(goal))) - hp(row[t]))
+    return [{"shift": ExactTensor.of("float32", out)}]
+
+
+def _sample_ce_shift(draw, level):
+    inputs = _sample_cross_entropy(draw, 3)
+    return {"logits": inputs["logits"], "target": inputs["target"], "goal": draw.choice((0.125, 0.25, 0.5))}
+
+
+def _shift_signs(task):
+    signs = {e > 0 for e in task.expected["rows"][0]["shift"].data}
+    if len(signs) < 2:
+        return "every sample's shift has the same sign: a sign shortcut passes"
+    return None
+
+
+def distillation(logits, target, teacher):
+    import torch.nn.functional as F
+
+    z = logits.clone().requires_grad_(True)
+    soft = F.kl_div(F.log_softmax(z / 2, dim=1), F.softmax(teacher / 2, dim=1), reduction="batchmean")
+    loss = 0.5 * 4 * soft + 0.5 * F.cross_entropy(z, target)
+    loss.backward()
+    return {"rows": [{"loss": loss.detach(), "grad_logits": z.grad}]}
+
+
+def _distillation(logits, target, teacher):
+    rows, n = values(logits), len(values(logits))
+    loss, grad = mpmath.mpf(0), []
+    for z, t, teach in zip(rows, values(target), values(teacher), strict=True):
+        p = softmax([hp(e) / 2 for e in teach])
+        q, s = softmax([hp(e) / 2 for e in z]), softmax(z)
+        log_q = log_softmax([hp(e) / 2 for e in z])
+        loss += 2 * mpmath.fsum(a * (mpmath.log(a) - b) for a, b in zip(p, log_q, strict=True))
+        loss += -log_softmax(z)[t] / 2
+        # d/dz of T^2/2 * KL(P || Q) is T/2 * (Q - P); of H/2 it is (s - onehot)/2
+        grad.append(
+            [
+                (2 * (qc - pc) + sc - (1 if c == t else 0)) / (2 * n)
+                for c, (qc, pc, sc) in enumerate(zip(q, p, s, strict=True))
+            ]
+        )
+    return [{"loss": ExactTensor.of("float32", loss / n), "grad_logits": ExactTensor.of("float32", grad)}]
+
+
+def _sample_distillation(draw, level):
+    inputs = _sample_cross_entropy(draw, 3)
+    return {
+        "logits": inputs["logits"],
+        "target": inputs["target"],
+        "teacher": dyadic_tensor(draw, _dims(inputs["logits"]), -2, 3, 2),
+    }
+
+
+CROSS_ENTROPY_LOSSES = leveled(
+    CROSS_ENTROPY_LOSSES,
+    {
+        2: _loss(
+            "cross_entropy_losses",
+            reference=cross_entropy_losses,
+            independent=_cross_entropy_losses,
+            sample=_sample_cross_entropy,
+            question=f"""{_CE_MATH} Give `per_sample`, -ln p[i, target[i]] for each row i; `mean`, the mean of
+                 those; and `soft_mean`, the mean over rows of -(sum over c of soft_target[i, c] *
+                 ln p[i, c]).""",
+            answer=lambda i: ({"per_sample": f32(i["logits"].shape[0]), "mean": f32(), "soft_mean": f32()},),
+        ),
+        3: _loss(
+            "cross_entropy_losses",
+            reference=ce_logit_gradient,
+            independent=_ce_logit_gradient,
+            sample=_sample_cross_entropy,
+            question=f"""{_CE_MATH} Let L be the mean over rows i of -ln p[i, target[i]]. Give `grad_logits`,
+                 the gradient of L with respect to `logits`. (`soft_target` is not used.)""",
+            answer=lambda i: ({"grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+        4: _loss(
+            "cross_entropy_losses",
+            reference=ce_logit_shift,
+            independent=_ce_logit_shift,
+            sample=_sample_ce_shift,
+            reject=_shift_signs,
+            question=f"""{_CE_MATH} For each row i, give in `shift` the amount s (positive or negative) to add
+                 to logits[i, target[i]] alone so that -ln p[i, target[i]] becomes exactly `goal`.""",
+            answer=lambda i: ({"shift": f32(i["logits"].shape[0])},),
+        ),
+        5: _loss(
+            "cross_entropy_losses",
+            reference=distillation,
+            independent=_distillation,
+            sample=_sample_distillation,
+            question="""A student with logits z = `logits` learns from hard labels `target` and
+            from a teacher's
+                 logits `teacher`, at temperature T = 2 with weight 0.5: L = 0.5 * T^2 * D + 0.5 *
+                 H, where H is
+                 the mean over rows of -ln softmax(z_i)[target[i]], D is the mean over rows of the sum over
+                 classes c of P_ic * (ln P_ic - ln Q_ic), P_i = softmax(teacher_i / T), Q_i =
+                 softmax(z_i / T), and
+                 softmax(v)_c = exp(v_c) / sum_k exp(v_k). Give `loss`, L, and `grad_logits`, its
+                 gradient with
+                 respect to `logits`.""",
+            answer=lambda i: ({"loss": f32(), "grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+    },
+    levels="L1 cross-entropy and its reductions named; L2 described; L3 the gradient with respect to the "
+    "logits; L4 the target-logit shift that brings each sample's loss to a goal (either sign); L5 a "
+    "temperature-scaled distillation loss and its gradient (described, not named)",
+)
+
+
+# cross_entropy_options ---------------------------------------------------------------------------
+_OPTIONS_MATH = """Row i of `logits` gives log-probabilities l[i, c] = logits[i, c] - ln(sum over k of
+    exp(logits[i, k])); `target` gives each row's class, and a row whose target is -100 is left out of every
+    sum below. Let n be the number of kept rows, C the number of classes."""
+
+_COMBINED_MATH = """The weighted, smoothed loss L = (1 - 0.1) * A + 0.1 * B / C, where A = (sum
+over kept rows of
+    w[target[i]] * -l[i, target[i]]) / W and B = (sum over kept rows and all classes c of w[c] *
+    -l[i, c]) / W,
+    with w = `class_weight` and W = the sum over kept rows of w[target[i]]."""
+
+
+def combined_cross_entropy(logits, target, class_weight):
+    import torch.nn.functional as F
+
+    return {"rows": [{"loss": F.cross_entropy(logits, target, weight=class_weight, label_smoothing=0.1)}]}
+
+
+def _combined_terms(logits, target, class_weight):
+    w = [hp(e) for e in values(class_weight)]
+    kept = [(log_softmax(row), t) for row, t in zip(values(logits), values(target), strict=True) if t != -100]
+    total = mpmath.fsum(w[t] for _, t in kept)
+    a = mpmath.fsum(w[t] * -lp[t] for lp, t in kept) / total
+    b = mpmath.fsum(w[c] * -x for lp, _ in kept for c, x in enumerate(lp)) / total
+    return a, b, len(w)
+
+
+def _combined_cross_entropy(logits, target, class_weight):
+    a, b, classes = _combined_terms(logits, target, class_weight)
+    eps = hp(0.1)
+    return [{"loss": ExactTensor.of("float32", (1 - eps) * a + eps * b / classes)}]
+
+
+def balancing_weight(logits, target, class_weight, cls):
+    import torch
+    import torch.nn.functional as F
+
+    z, t = logits.double(), target
+    plain = F.cross_entropy(z, t)
+    nll = F.cross_entropy(z, t, reduction="none")
+    w = class_weight.double()
+    kept = t != -100
+    safe = torch.where(kept, t, torch.zeros_like(t))
+    wt = torch.where(kept, w[safe], torch.zeros_like(nll))
+    mine = kept & (t == cls)
+    other_num = (wt * nll * (~mine)).sum()
+    other_den = (wt * (~mine)).sum()
+    own_num, own_den = (nll * mine).sum(), mine.sum()
+    value = (plain * other_den - other_num) / (own_num - plain * own_den)
+    return {"rows": [{"weight": value.to(logits.dtype)}]}
+
+
+def _balancing_parts(logits, target, class_weight, cls):
+    w = [hp(e) for e in values(class_weight)]
+    kept = [
+        (-log_softmax(row)[t], t) for row, t in zip(values(logits), values(target), strict=True) if t != -100
+    ]
+    plain = mpmath.fsum(n for n, _ in kept) / len(kept)
+    other_num = mpmath.fsum(w[t] * n for n, t in kept if t != cls)
+    other_den = mpmath.fsum(w[t] for _, t in kept if t != cls)
+    own_num, own_den = mpmath.fsum(n for n, t in kept if t == cls), sum(1 for _, t in kept if t == cls)
+    return plain, other_num, other_den, own_num, own_den
+
+
+def _balancing_weight(logits, target, class_weight, cls):
+    plain, other_num, other_den, own_num, own_den = _balancing_parts(logits, target, class_weight, cls)
+    return [
+        {"weight": ExactTensor.of("float32", (plain * other_den - other_num) / (own_num - plain * own_den))}
+    ]
+
+
+def _sample_balancing(draw, level):
+    inputs = _sample_cross_entropy_options(draw, 3)
+    kept = sorted({t for t in values(inputs["target"]) if t != -100})
+    return {**inputs, "cls": draw.choice(kept)}
+
+
+def _balancing_defined(inputs):
+    plain, other_num, other_den, own_num, own_den = _balancing_parts(**inputs)
+    if own_den == len([t for t in values(inputs["target"]) if t != -100]):
+        return "every kept row has the chosen class: any weight gives the plain loss"
+    denominator = own_num - plain * own_den
+    if abs(denominator) < mpmath.mpf("0.05"):
+        return "the chosen class's mean loss is close to the plain mean: the weight is ill-conditioned"
+    value = (plain * other_den - other_num) / denominator
+    if not mpmath.mpf("0.05") < value < 20:
+        return "no weight between 0.05 and 20 balances the loss"
+    return None
+
+
+def combined_gradient(logits, target, class_weight):
+    import torch.nn.functional as F
+
+    z = logits.clone().requires_grad_(True)
+    F.cross_entropy(z, target, weight=class_weight, label_smoothing=0.1).backward()
+    return {"rows": [{"grad_logits": z.grad}]}
+
+
+def _combined_gradient(logits, target, class_weight):
+    w = [hp(e) for e in values(class_weight)]
+    eps, classes, total_w = hp(0.1), len(w), mpmath.fsum(w)
+    kept = [t for t in values(target) if t != -100]
+    norm = mpmath.fsum(w[t] for t in kept)
+    out = []
+    for row, t in zip(values(logits), values(target), strict=True):
+        if t == -100:
+            out.append([mpmath.mpf(0)] * classes)
+            continue
+        p = softmax(row)
+        # d/dz_c of w_t * -l_t is w_t (p_c - [c = t]); of sum_k w_k * -l_k it is p_c * sum(w) - w_c
+        out.append(
+            [
+                ((1 - eps) * w[t] * (pc - (1 if c == t else 0)) + eps / classes * (pc * total_w - w[c]))
+                / norm
+                for c, pc in enumerate(p)
+            ]
+        )
+    return [{"grad_logits": ExactTensor.of("float32", out)}]
+
+
+CROSS_ENTROPY_OPTIONS = leveled(
+    CROSS_ENTROPY_OPTIONS,
+    {
+        2: _loss(
+            "cross_entropy_options",
+            reference=cross_entropy_options,
+            independent=_cross_entropy_options,
+            sample=_sample_cross_entropy_options,
+            refuse=_weights_matter,
+            question=f"""{_OPTIONS_MATH} Give `ignoring`, the mean over kept rows of -l[i, target[i]];
+                 `weighted`, (sum over kept rows of w[target[i]] * -l[i, target[i]]) divided by (sum over kept
+                 rows of w[target[i]]), with w = `class_weight`; and `smoothed`, the mean over kept rows of
+                 0.9 * -l[i, target[i]] + 0.1 * (the mean over the C classes c of -l[i, c]) (no weights).""",
+            answer=({"ignoring": f32(), "weighted": f32(), "smoothed": f32()},),
+        ),
+        3: _loss(
+            "cross_entropy_options",
+            reference=combined_cross_entropy,
+            independent=_combined_cross_entropy,
+            sample=_sample_cross_entropy_options,
+            refuse=_weights_matter,
+            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} Give `loss`, L.""",
+            answer=({"loss": f32()},),
+        ),
+        4: _loss(
+            "cross_entropy_options",
+            reference=balancing_weight,
+            independent=_balancing_weight,
+            sample=_sample_balancing,
+            refuse=_balancing_defined,
+            question=f"""{_OPTIONS_MATH} With class weights w, the weighted loss is (sum over kept rows of
+                 w[target[i]] * -l[i, target[i]]) divided by (sum over kept rows of w[target[i]]). Keep every
+                 weight of `class_weight` except that of class `cls`, and give `weight`, the value of w[cls]
+                 that makes the weighted loss equal to the plain mean over kept rows of -l[i, target[i]].""",
+            answer=({"weight": f32()},),
+        ),
+        5: _loss(
+            "cross_entropy_options",
+            reference=combined_gradient,
+            independent=_combined_gradient,
+            sample=_sample_cross_entropy_options,
+            refuse=_weights_matter,
+            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} Give `grad_logits`, the gradient of L
+            with respect to
+                 `logits` (left-out rows included, as rows of the gradient).""",
+            answer=lambda i: ({"grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+    },
+    levels="L1 ignore_index, weight and label_smoothing named; L2 described; L3 class weights and smoothing "
+    "together (the smoothing term weighted too); L4 the one class weight that balances the weighted loss to "
+    "the plain one; L5 the gradient of the weighted, smoothed loss with respect to the logits",
+)
+
+
+# binary_cross_entropy_losses ---------------------------------------------------------------------
+_BCE_MATH = """For a probability q and a target t in [0, 1], the binary cross-entropy is -(t ln q + (1 - t)
+    ln(1 - q)); with a positive-class weight w, -(w t ln q + (1 - t) ln(1 - q)). A logit z gives q = 1 / (1 +
+    exp(-z)). `pos_weight[j]` is the weight of column j."""
+
+
+def bce_logit_gradient(probs, logits, target, pos_weight):
+    import torch.nn.functional as F
+
+    z = logits.clone().requires_grad_(True)
+    F.binary_cross_entropy_with_logits(z, target, pos_weight=pos_weight).backward()
+    return {"rows": [{"grad_logits": z.grad}]}
+
+
+def _bce_logit_gradient(probs, logits, target, pos_weight):
+    rows = values(logits)
+    n = len(rows) * len(rows[0])
+    # d/dz of -(w t ln s + (1 - t) ln(1 - s)) is s (1 + (w - 1) t) - w t
+    return [
+        {
+            "grad_logits": ExactTensor.of(
+                "float32",
+                [
+                    [
+                        (sigmoid(z) * (1 + (hp(w) - 1) * hp(t)) - hp(w) * hp(t)) / n
+                        for z, t, w in zip(rz, rt, values(pos_weight), strict=True)
+                    ]
+                    for rz, rt in zip(rows, values(target), strict=True)
+                ],
+            )
+        }
+    ]
+
+
+def best_logits(target, pos_weight):
+    import torch
+
+    t = target.double()
+    return {"rows": [{"logits": torch.log(pos_weight.double() * t / (1 - t)).to(target.dtype)}]}
+
+
+def _best_logits(target, pos_weight):
+    return [
+        {
+            "logits": ExactTensor.of(
+                "float32",
+                [
+                    mpmath.log(hp(w) * hp(t) / (1 - hp(t)))
+                    for t, w in zip(values(target), values(pos_weight), strict=True)
+                ],
+            )
+        }
+    ]
+
+
+def _sample_best_logits(draw, level):
+    count = draw.integer(4, 7)
+    return {
+        "target": tensor("float32", [draw.integer(1, 15) / 16 for _ in range(count)]),
+        "pos_weight": dyadic_tensor(draw, (count,), 0.5, 3, 1),
+    }
+
+
+def _logit_signs(task):
+    if len({e > 0 for e in task.expected["rows"][0]["logits"].data}) < 2:
+        return "every best logit has the same sign: a sign shortcut passes"
+    return None
+
+
+def focal_loss(logits, target):
+    import torch
+
+    z = logits.clone().requires_grad_(True)
+    p = torch.sigmoid(z)
+    loss = -(
+        0.25 * target * (1 - p) ** 2 * torch.log(p) + 0.75 * (1 - target) * p**2 * torch.log(1 - p)
+    ).mean()
+    loss.backward()
+    return {"rows": [{"loss": loss.detach(), "grad_logits": z.grad}]}
+
+
+def _focal_loss(logits, target):
+    rows, ts = values(logits), values(target)
+    n = len(rows) * len(rows[0])
+
+    def term(z, t):
+        p = sigmoid(z)
+        return -(
+            hp(0.25) * hp(t) * (1 - p) ** 2 * mpmath.log(p)
+            + hp(0.75) * (1 - hp(t)) * p**2 * mpmath.log(1 - p)
+        )
+
+    loss = (
+        mpmath.fsum(term(z, t) for rz, rt in zip(rows, ts, strict=True) for z, t in zip(rz, rt, strict=True))
+        / n
+    )
+    grad = [
+        [mpmath.diff(lambda v, t=t: term(v, t), hp(z)) / n for z, t in zip(rz, rt, strict=True)]
+        for rz, rt in zip(rows, ts, strict=True)
+    ]
+    return [{"loss": ExactTensor.of("float32", loss), "grad_logits": ExactTensor.of("float32", grad)}]
+
+
+def _sample_focal(draw, level):
+    shape = (draw.integer(2, 3), draw.integer(3, 4))
+    return {
+        "logits": dyadic_tensor(draw, shape, -3, 3, 2, nonzero=True),
+        "target": tensor(
+            "float32", [[float(draw.integer(0, 1)) for _ in range(shape[1])] for _ in range(shape[0])]
+        ),
+    }
+
+
+BINARY_CROSS_ENTROPY_LOSSES = leveled(
+    BINARY_CROSS_ENTROPY_LOSSES,
+    {
+        2: _loss(
+            "binary_cross_entropy_losses",
+            reference=binary_cross_entropy_losses,
+            independent=_binary_cross_entropy_losses,
+            sample=_sample_bce,
+            question=f"""{_BCE_MATH} Give `bce`, the mean over all elements of the binary cross-entropy of the
+                 probabilities `probs` against `target`; `with_logits_per_element`, the weighted binary
+                 cross-entropy of q = 1 / (1 + exp(-logits)) against `target`, per element; and `with_logits`,
+                 its mean.""",
+            answer=lambda i: (
+                {"bce": f32(), "with_logits": f32(), "with_logits_per_element": f32(*_dims(i["logits"]))},
+            ),
+        ),
+        3: _loss(
+            "binary_cross_entropy_losses",
+            reference=bce_logit_gradient,
+            independent=_bce_logit_gradient,
+            sample=_sample_bce,
+            question=f"""{_BCE_MATH} Let L be the mean over all elements of the weighted binary
+            cross-entropy of
+                 q = 1 / (1 + exp(-logits)) against `target`. Give `grad_logits`, the gradient of L
+                 with respect
+                 to `logits`. (`probs` is not used.)""",
+            answer=lambda i: ({"grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+        4: _loss(
+            "binary_cross_entropy_losses",
+            reference=best_logits,
+            independent=_best_logits,
+            sample=_sample_best_logits,
+            reject=_logit_signs,
+            question=f"""{_BCE_MATH} Element j has the soft target `target[j]` and the weight `pos_weight[j]`.
+                 Give `logits`: for each j, the logit z that minimises that element's weighted binary
+                 cross-entropy.""",
+            answer=lambda i: ({"logits": f32(*_dims(i["target"]))},),
+        ),
+        5: _loss(
+            "binary_cross_entropy_losses",
+            reference=focal_loss,
+            independent=_focal_loss,
+            sample=_sample_focal,
+            question="""A detector down-weights easy examples: for a logit z with q = 1 / (1 + exp(-z)) and a
+                 hard target t in {0, 1}, its loss is -(0.25 t (1 - q)^2 ln q + 0.75 (1 - t) q^2 ln(1 - q)).
+                 Give `loss`, the mean of that loss over all elements of `logits` against `target`, and
+                 `grad_logits`, its gradient with respect to `logits`.""",
+            answer=lambda i: ({"loss": f32(), "grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+    },
+    levels="L1 the two BCE calls named; L2 described; L3 the gradient of the weighted BCE with respect to "
+    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 a focal "
+    "loss and its gradient (described, not named)",
+)
+
+
+# robust_regression_losses ------------------------------------------------------------------------
+_ROBUST_MATH = """For an error d = pred - target: the absolute loss is |d|; the smooth absolute loss with
+    parameter b is quadratic, d^2 / (2 b), for |d| < b and |d| - b / 2 beyond (continuous, slope 1); the
+    robust loss with parameter c is d^2 / 2 for |d| < c and c * (|d| - c / 2) beyond (continuous, slope
+    c)."""
+
+
+def robust_gradients(pred, target):
+    import torch.nn.functional as F
+
+    a = pred.clone().requires_grad_(True)
+    b = pred.clone().requires_grad_(True)
+    F.smooth_l1_loss(a, target).backward()
+    F.huber_loss(b, target, delta=0.5).backward()
+    return {"rows": [{"grad_smooth": a.grad, "grad_robust": b.grad}]}
+
+
+def _robust_gradients(pred, target):
+    d = [p - t for p, t in zip(values(pred), values(target), strict=True)]
+    n, half = len(d), Fraction(1, 2)
+
+    def clip(e, c):
+        return max(min(e, c), -c)
+
+    return [
+        {
+            "grad_smooth": ExactTensor.of("float32", [clip(e, 1) / n for e in d]),
+            "grad_robust": ExactTensor.of("float32", [clip(e, half) / n for e in d]),
+        }
+    ]
+
+
+def robust_locations(target):
+    import torch
+
+    t = target.double().sort().values
+    n = t.numel()
+    median = t[(n - 1) // 2]
+    # the mean-Huber minimiser: sum clip(c - t, -0.5, 0.5) = 0; psi is piecewise linear and increasing, so
+    # the root lies between two neighbouring knots t +- 0.5, where psi is linear
+    knots = torch.cat([t - 0.5, t + 0.5]).unique()
+    psi = torch.clamp(knots[:, None] - t[None, :], -0.5, 0.5).sum(dim=1)
+    k = int(((psi[:-1] <= 0) & (psi[1:] >= 0) & (psi[:-1] != psi[1:])).nonzero()[0])
+    c = knots[k] + (knots[k + 1] - knots[k]) * (-psi[k]) / (psi[k + 1] - psi[k])
+    return {
+        "rows": [
+            {"l1_location": median.to(target.dtype).item(), "robust_location": c.to(target.dtype).item()}
+        ]
+    }
+
+
+def _huber_location(ts):
+    """The c with sum clip(c - t, -1/2, 1/2) = 0, exactly: the function is piecewise linear and increasing."""
+    half = Fraction(1, 2)
+    knots = sorted({t + s for t in ts for s in (-half, half)})
+
+    def psi(c):
+        return sum((max(min(c - t, half), -half) for t in ts), Fraction(0))
+
+    for lo, hi in zip(knots, knots[1:], strict=False):
+        a, b = psi(lo), psi(hi)
+        if a <= 0 <= b and a != b:
+            return lo + (hi - lo) * (-a) / (b - a)
+    raise ValueError("no root")
+
+
+def _robust_locations(target):
+    ts = sorted(values(target))
+    return [{"l1_location": ts[(len(ts) - 1) // 2], "robust_location": _huber_location(ts)}]
+
+
+def _sample_locations(draw, level):
+    count = draw.integer(6, 9)
+    core = dyadic_list(draw, count - 2, -1, 1, 3)
+    outliers = [draw.choice((-1, 1)) * float(draw.dyadic(3, 6, 2)) for _ in range(2)]
+    return {"target": tensor("float32", draw.shuffled(core + outliers))}
+
+
+def _locations_untied(inputs):
+    ts = values(inputs["target"])
+    if len(set(ts)) < len(ts):
+        return "two targets are equal"
+    c = _huber_location(sorted(ts))
+    if any(abs(abs(c - t) - Fraction(1, 2)) < Fraction(1, 1000) for t in ts):
+        return "the robust location sits within 1e-3 of a kink"
+    if c == 0 or sorted(ts)[(len(ts) - 1) // 2] == 0:
+        return "a location is exactly 0"
+    return None
+
+
+def quantile_fit(target, tau):
+    import torch
+
+    t = target.double().sort().values
+    n = t.numel()
+    k = int(torch.ceil(torch.tensor(tau * n, dtype=torch.float64))) - 1
+    c = t[k]
+    loss = torch.where(t >= c, tau * (t - c), (1 - tau) * (c - t)).mean()
+    return {"rows": [{"location": c.to(target.dtype).item(), "minimum": loss.to(target.dtype)}]}
+
+
+def _quantile_fit(target, tau):
+    ts, q = sorted(values(target)), to_fraction(tau)
+
+    def loss(c):
+        return mean([q * (t - c) if t >= c else (1 - q) * (c - t) for t in ts])
+
+    best = min(loss(c) for c in ts)  # a piecewise-linear convex function: its minimum sits at a data point
+    location = min(c for c in ts if loss(c) == best)
+    return [{"location": location, "minimum": ExactTensor.of("float32", best)}]
+
+
+def _sample_quantile(draw, level):
+    count = draw.integer(6, 9)
+    return {
+        "target": tensor("float32", dyadic_list(draw, count, -3, 3, 3)),
+        "tau": draw.choice((0.25, 0.75, 0.3, 0.6)),
+    }
+
+
+def _quantile_unique(inputs):
+    ts, q = values(inputs["target"]), to_fraction(inputs["tau"])
+    if len(set(ts)) < len(ts):
+        return "two targets are equal"
+    if (q * len(ts)).denominator == 1:
+        return "tau * n is an integer: every point between two order statistics minimises the loss"
+    if 0 in ts:
+        return "a target is 0: the location could be exactly 0"
+    return None
+
+
+ROBUST_REGRESSION_LOSSES = leveled(
+    ROBUST_REGRESSION_LOSSES,
+    {
+        2: _loss(
+            "robust_regression_losses",
+            reference=robust_regression_losses,
+            independent=_robust_regression_losses,
+            sample=_sample_robust,
+            refuse=_every_branch,
+            question=f"""{_ROBUST_MATH} Give `l1`, the mean absolute loss; `smooth_l1`, the mean
+            smooth absolute
+                 loss with b = 1; `smooth_l1_beta_half`, the smooth absolute loss with b = 0.5 per
+                 element; and
+                 `huber_delta_half`, the robust loss with c = 0.5 per element.""",
+            answer=lambda i: (
+                {
+                    "l1": f32(),
+                    "smooth_l1": f32(),
+                    "smooth_l1_beta_half": f32(*_dims(i["pred"])),
+                    "huber_delta_half": f32(*_dims(i["pred"])),
+                },
+            ),
+        ),
+        3: _loss(
+            "robust_regression_losses",
+            reference=robust_gradients,
+            independent=_robust_gradients,
+            sample=_sample_robust,
+            refuse=_every_branch,
+            question=f"""{_ROBUST_MATH} Give `grad_smooth`, the gradient with respect to `pred` of
+            the mean smooth
+                 absolute loss with b = 1, and `grad_robust`, the gradient of the mean robust loss
+                 with c = 0.5.""",
+            answer=lambda i: (
+                {"grad_smooth": f32(*_dims(i["pred"])), "grad_robust": f32(*_dims(i["pred"]))},
+            ),
+        ),
+        4: _loss(
+            "robust_regression_losses",
+            reference=robust_locations,
+            independent=_robust_locations,
+            sample=_sample_locations,
+            refuse=_locations_untied,
+            question=f"""{_ROBUST_MATH} Predict one constant c for every element of `target` (a few
+            of them are
+                 outliers). Give `l1_location`, the smallest c that minimises the mean absolute loss of c -
+                 target, and `robust_location`, the c that minimises the mean robust loss with
+                 parameter 0.5 (it
+                 is unique); both Python floats.""",
+            answer=({"l1_location": PY_FLOAT, "robust_location": PY_FLOAT},),
+        ),
+        5: _loss(
+            "robust_regression_losses",
+            reference=quantile_fit,
+            independent=_quantile_fit,
+            sample=_sample_quantile,
+            refuse=_quantile_unique,
+            question="""An asymmetric loss charges a prediction c, for a target t, tau * (t - c)
+            when t >= c and
+                 (1 - tau) * (c - t) when t < c, with tau = `tau`. Predict one constant c for every element of
+                 `target`. Give `location`, the c that minimises the mean of that loss (a Python float; it is
+                 unique here), and `minimum`, the mean loss there (a 0-d tensor).""",
+            answer=({"location": PY_FLOAT, "minimum": f32()},),
+        ),
+    },
+    levels="L1 l1, smooth_l1 and huber named; L2 the piecewise losses described; L3 their gradients; L4 the "
+    "constants minimising the mean absolute and the Huber loss (a median and a robust location by exact "
+    "piecewise-linear root finding); L5 the minimiser of an asymmetric (quantile) loss, described not named",
+)
+
+
+# kl_divergences ----------------------------------------------------------------------------------
+_KL_MATH = """Row i of `logits` gives the model's distribution q_i = softmax(logits_i), q[i, c] =
+exp(logits[i, c]) /
+    (sum over k of exp(logits[i, k])); row i of `target` is the true distribution p_i."""
+
+
+def js_divergence(logits, target):
+    import torch
+
+    q, p = torch.softmax(logits.double(), dim=1), target.double()  # float64: the divergence is a small
+    m = (q + p) / 2  # difference of logarithms, and float32 leaves it near half the tolerance
+    js = 0.5 * (p * (p / m).log()).sum(dim=1) + 0.5 * (q * (q / m).log()).sum(dim=1)
+    return {"rows": [{"js": js.to(logits.dtype)}]}
+
+
+def _js_divergence(logits, target):
+    out = []
+    for row, p in zip(values(logits), values(target), strict=True):
+        q, p = softmax(row), [hp(e) for e in p]
+        m = [(a + b) / 2 for a, b in zip(q, p, strict=True)]
+        out.append(
+            mpmath.fsum(
+                a * mpmath.log(a / c) + b * mpmath.log(b / c) for a, b, c in zip(p, q, m, strict=True)
+            )
+            / 2
+        )
+    return [{"js": ExactTensor.of("float32", out)}]
+
+
+def best_temperature(logits, target, temperatures):
+    import torch
+    import torch.nn.functional as F
+
+    scores = torch.stack(
+        [
+            F.kl_div(F.log_softmax(logits.double() / t, dim=1), target.double(), reduction="batchmean")
+            for t in temperatures.double()
+        ]
+    )
+    k = int(scores.argmin())
+    return {"rows": [{"best": k, "divergence": scores[k].to(logits.dtype)}]}
+
+
+def _temperature_scores(logits, target, temperatures):
+    return [
+        mpmath.fsum(
+            mpmath.fsum(
+                hp(a) * (mpmath.log(hp(a)) - b)
+                for a, b in zip(p, log_softmax([hp(e) / hp(t) for e in row]), strict=True)
+            )
+            for row, p in zip(values(logits), values(target), strict=True)
+        )
+        / len(values(logits))
+        for t in values(temperatures)
+    ]
+
+
+def _best_temperature(logits, target, temperatures):
+    scores = _temperature_scores(logits, target, temperatures)
+    k = scores.index(min(scores))
+    return [{"best": k, "divergence": ExactTensor.of("float32", scores[k])}]
+
+
+def _sample_temperature(draw, level):
+    inputs = _sample_kl(draw, 3)
+    scale = draw.choice((Fraction(1, 2), Fraction(2), Fraction(3)))
+    logits = [[float(e * scale) for e in row] for row in values(inputs["logits"])]
+    temperatures = sorted(draw.sample([0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0], 4))
+    return {
+        "logits": tensor("float32", logits),
+        "target": inputs["target"],
+        "temperatures": tensor("float32", temperatures),
+    }
+
+
+def _temperature_clear(inputs):
+    return clear_winner(_temperature_scores(**inputs))
+
+
+def _temperature_zero(inputs):
+    scores = _temperature_scores(**inputs)
+    return "the first temperature is the best: best is index 0" if scores.index(min(scores)) == 0 else None
+
+
+def reverse_kl_gradient(logits, target):
+    import torch
+
+    z = logits.clone().requires_grad_(True)
+    log_q = torch.log_softmax(z, dim=1)
+    loss = (log_q.exp() * (log_q - target.log())).sum() / logits.shape[0]
+    loss.backward()
+    return {"rows": [{"reverse_kl": loss.detach(), "grad_logits": z.grad}]}
+
+
+def _reverse_kl_gradient(logits, target):
+    rows, n = values(logits), len(values(logits))
+    total, grad = mpmath.mpf(0), []
+    for row, p in zip(rows, values(target), strict=True):
+        q, log_q = softmax(row), log_softmax(row)
+        terms = [lq - mpmath.log(hp(a)) for lq, a in zip(log_q, p, strict=True)]
+        kl = mpmath.fsum(b * t for b, t in zip(q, terms, strict=True))
+        total += kl
+        grad.append(
+            [b * (t - kl) / n for b, t in zip(q, terms, strict=True)]
+        )  # d KL(q||p) / dz = q (log q/p - KL)
+    return [
+        {"reverse_kl": ExactTensor.of("float32", total / n), "grad_logits": ExactTensor.of("float32", grad)}
+    ]
+
+
+KL_DIVERGENCES = leveled(
+    KL_DIVERGENCES,
+    {
+        2: _loss(
+            "kl_divergences",
+            reference=kl_divergences,
+            independent=_kl_divergences,
+            sample=_sample_kl,
+            question=f"""{_KL_MATH} Give `pointwise`, the terms p[i, c] * (ln p[i, c] - ln q[i,
+            c]); `sum`, the
+                 sum of all of them; and `batchmean`, that sum divided by the number of rows.""",
+            answer=lambda i: ({"batchmean": f32(), "sum": f32(), "pointwise": f32(*_dims(i["logits"]))},),
+        ),
+        3: _loss(
+            "kl_divergences",
+            reference=js_divergence,
+            independent=_js_divergence,
+            sample=_sample_kl,
+            question=f"""{_KL_MATH} Give `js`: for each row, the average of the divergences of p_i and of q_i
+                 from their midpoint m_i = (p_i + q_i) / 2, where the divergence of a from b is the sum over c
+                 of a_c (ln a_c - ln b_c).""",
+            answer=lambda i: ({"js": f32(i["logits"].shape[0])},),
+        ),
+        4: _loss(
+            "kl_divergences",
+            reference=best_temperature,
+            independent=_best_temperature,
+            sample=_sample_temperature,
+            refuse=_temperature_clear,
+            zero_reason=_temperature_zero,
+            question=f"""{_KL_MATH} Dividing the logits by a temperature T first gives q_i(T) =
+                 softmax(logits_i / T). Among the candidates in `temperatures` (index k = 0, 1,
+                 ...), give `best`,
+                 the index of the T that minimises the mean over rows of the sum over c of p[i, c]
+                 * (ln p[i, c]
+                 - ln q(T)[i, c]), and `divergence`, that minimum.""",
+            answer=({"best": PY_INT, "divergence": f32()},),
+        ),
+        5: _loss(
+            "kl_divergences",
+            reference=reverse_kl_gradient,
+            independent=_reverse_kl_gradient,
+            sample=_sample_kl,
+            question=f"""{_KL_MATH} A mode-seeking objective measures the divergence the other way
+            round: L = the
+                 mean over rows of the sum over c of q[i, c] * (ln q[i, c] - ln p[i, c]). Give
+                 `reverse_kl`, L,
+                 and `grad_logits`, its gradient with respect to `logits`.""",
+            answer=lambda i: ({"reverse_kl": f32(), "grad_logits": f32(*_dims(i["logits"]))},),
+        ),
+    },
+    levels="L1 kl_div and its reductions named; L2 described; L3 the Jensen-Shannon divergence of each row "
+    "(described, not named); L4 the candidate temperature that minimises the divergence; L5 the reverse "
+    "divergence and its gradient with respect to the logits",
 )
 
 FAMILIES = (

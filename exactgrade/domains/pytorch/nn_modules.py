@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import Inputs, f32, i64, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import PY_INT, Inputs, f32, i64, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import (
     ExactTensor,
     elementwise,
@@ -23,9 +23,11 @@ from exactgrade.domains.pytorch.exact import (
     reshape,
     sigmoid,
     softmax,
+    to_fraction,
     transpose,
     values,
 )
+from exactgrade.domains.pytorch.levels import clear_winner, leveled, noise, rounded, solve
 from exactgrade.domains.pytorch.sampling import (
     distinct_dyadic_tensor,
     dyadic_tensor,
@@ -33,7 +35,7 @@ from exactgrade.domains.pytorch.sampling import (
     shape_text,
     word,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 
 
 def _affine(rows, weight, bias):
@@ -614,7 +616,8 @@ SOFTMAX_ROWS = pytorch_family(
     reference=softmax_rows,
     independent=_softmax_rows,
     question="""Give `probabilities`, the softmax of each row of `logits`, and `log_probabilities`, the
-        log of the softmax of each row, both in float32. (exp(100) overflows float32: compute stably.)""",
+        log of the softmax of each row, both in float32. (exp(x) overflows float32 once x exceeds
+        about 88.7: compute stably.)""",
     answer=lambda i: (
         {"probabilities": f32(*_dims(i["logits"])), "log_probabilities": f32(*_dims(i["logits"]))},
     ),
@@ -910,6 +913,2406 @@ CONV_RELU_POOL_LINEAR = pytorch_family(
     "1x1 or 3x3 kernels from level 4, 2..2+level//2 classes; tied top logits rejected",
     refuse=_prediction_untied,
     zero_reason=_every_prediction_is_class_zero,
+)
+
+# ------------------------------------------------------------------------------------ levels 2-5
+# Level 1 is the canonical question (the call named). Level 2 describes the operation mathematically;
+# level 3 chains it with a second operation (only the end asked); level 4 is a search or an inverse
+# (the best of candidate parameters for targets, a parameter recovered from outputs, a smallest size);
+# level 5 is a backward pass, a training step or a whole block reproduced from its mathematics.
+
+_BEST = """For each target `targets[r]` (a row r of the answer), give `best`, the candidate k whose output is
+    closest to that target (the smallest sum over all elements of the squared difference; on an exact tie,
+    the smaller k), and `error`, that smallest sum."""
+
+
+def _nn(name, **kwargs):
+    return pytorch_family(name, "nn_modules", levels="", **kwargs)
+
+
+def _flat(nested):
+    return [e for item in nested for e in _flat(item)] if isinstance(nested, list) else [nested]
+
+
+def _candidate_sampler(base, stacked, output, count=3):
+    """The base inputs with the parameters in ``stacked`` (name -> (stacked name, low, high, bits))
+    replaced by ``count`` candidates, and two targets near the outputs of two different candidates."""
+
+    def sample(draw, level):
+        inputs = dict(base(draw, min(level, 3)))
+        for name, (plural, low, high, bits) in stacked.items():
+            first = values(inputs.pop(name))
+            rest = [values(dyadic_tensor(draw, _dims_of(first), low, high, bits)) for _ in range(count - 1)]
+            inputs[plural] = tensor("float32", [first, *rest])
+        outputs = _candidate_outputs(inputs, stacked, output)
+        targets = [
+            [rounded(e, 3) + noise(draw, 3) for e in outputs[k].values] for k in draw.sample(range(count), 2)
+        ]
+        inputs["targets"] = tensor("float32", [reshape(t, outputs[0].shape) for t in targets])
+        return inputs
+
+    return sample
+
+
+def _dims_of(nested):
+    return (len(nested), *_dims_of(nested[0])) if isinstance(nested, list) else ()
+
+
+def _candidate_outputs(inputs, stacked, output):
+    plurals = {plural: name for name, (plural, *_) in stacked.items()}
+    count = next(iter(inputs[p].shape[0] for p in plurals))
+    fixed = {k: v for k, v in inputs.items() if k not in plurals and k != "targets"}
+    return [
+        output({**fixed, **{name: tensor("float32", values(inputs[p])[k]) for p, name in plurals.items()}})
+        for k in range(count)
+    ]
+
+
+def _candidate_errors(inputs, stacked, output):
+    outputs = _candidate_outputs(inputs, stacked, output)
+    return [
+        [
+            sum(((a - b) ** 2 for a, b in zip(o.values, _flat(target), strict=True)), Fraction(0))
+            if all(type(a) is Fraction for a in o.values)
+            else mpmath.fsum((hp(a) - hp(b)) ** 2 for a, b in zip(o.values, _flat(target), strict=True))
+            for o in outputs
+        ]
+        for target in values(inputs["targets"])
+    ]
+
+
+def _best_of(stacked, output):
+    """The independent key, the refusal and the zero reason of a best-candidate level."""
+
+    def independent(**inputs):
+        rows = []
+        for errors in _candidate_errors(inputs, stacked, output):
+            k = min(range(len(errors)), key=lambda i: (errors[i], i))
+            rows.append({"best": k, "error": ExactTensor.of("float32", errors[k])})
+        return rows
+
+    def refuse(inputs):
+        for errors in _candidate_errors(inputs, stacked, output):
+            problem = clear_winner(errors)
+            if problem is not None:
+                return problem
+        if len({row["best"] for row in independent(**inputs)}) < 2:
+            return "both targets have the same best candidate: a constant answer passes"
+        return None
+
+    def zero_reason(inputs):
+        rows = independent(**inputs)
+        if any(row["best"] == 0 for row in rows):
+            return "candidate 0 is the closest to a target: best is index 0"
+        return None
+
+    return {
+        "independent": independent,
+        "refuse": refuse,
+        "zero_reason": zero_reason,
+        "answer": ({"best": PY_INT, "error": f32()}, {"best": PY_INT, "error": f32()}),
+    }
+
+
+# linear_layer ------------------------------------------------------------------------------------
+_LINEAR_MATH = """A fully connected layer maps each row v of its input to the vector whose entry o is the sum
+    over i of W[o, i] * v[i], plus c[o], with W (out_features, in_features) and c (out_features,)."""
+
+
+def linear_confidence(x, weight, bias):
+    import torch
+
+    scores = x @ weight.T + bias
+    return {"rows": [{"confidence": torch.softmax(scores, dim=1).max(dim=1).values}]}
+
+
+def _linear_confidence(x, weight, bias):
+    scores = _affine(values(x), values(weight), values(bias))
+    return [{"confidence": ExactTensor.of("float32", [max(softmax(row)) for row in scores])}]
+
+
+def linear_recover(x, y):
+    import torch
+
+    design = torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype)], dim=1).double()
+    solution = torch.linalg.lstsq(design, y.double()).solution
+    return {"rows": [{"weight": solution[:-1].T.contiguous().to(x.dtype), "bias": solution[-1].to(x.dtype)}]}
+
+
+def _augmented(x):
+    return [[*row, Fraction(1)] for row in values(x)]
+
+
+def _linear_recover(x, y):
+    design = _augmented(x)
+    gram = matmul(transpose(design), design)
+    columns = [
+        solve(
+            gram,
+            [
+                sum((a * t for a, t in zip(col, target, strict=True)), Fraction(0))
+                for col in transpose(design)
+            ],
+        )
+        for target in transpose(values(y))
+    ]
+    return [
+        {
+            "weight": ExactTensor.of("float32", [c[:-1] for c in columns]),
+            "bias": ExactTensor.of("float32", [c[-1] for c in columns]),
+        }
+    ]
+
+
+def _sample_linear_recover(draw, level):
+    n_in, n_out = draw.integer(2, 3), draw.integer(2, 3)
+    batch = n_in + 1 + draw.integer(0, 1)
+    x = dyadic_tensor(draw, (batch, n_in), -3, 3, 2)
+    weight = dyadic_tensor(draw, (n_out, n_in), -1, 1, 3, nonzero=True)
+    bias = dyadic_tensor(draw, (n_out,), -1, 1, 3, nonzero=True)
+    design = _augmented(x)
+    if solve(matmul(transpose(design), design), [0] * (n_in + 1)) is None:
+        raise Reject("the inputs with a column of ones are rank deficient: the layer is not determined")
+    y = _affine(values(x), values(weight), values(bias))
+    return {"x": x, "y": tensor("float32", [[float(e) for e in row] for row in y])}
+
+
+def linear_gd_step(x, weight, bias, target):
+    import torch
+
+    w = weight.clone().requires_grad_(True)
+    b = bias.clone().requires_grad_(True)
+    loss = ((x @ w.T + b - target) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        new_w, new_b = w - 0.125 * w.grad, b - 0.125 * b.grad
+    return {"rows": [{"loss": loss.detach(), "weight": new_w, "bias": new_b}]}
+
+
+def _linear_gd_step(x, weight, bias, target):
+    vx, w, b = values(x), values(weight), values(bias)
+    out = _affine(vx, w, b)
+    count = len(out) * len(out[0])
+    g = [
+        [2 * (o - t) / count for o, t in zip(ro, rt, strict=True)]
+        for ro, rt in zip(out, values(target), strict=True)
+    ]
+    grad_w = matmul(transpose(g), vx)
+    grad_b = [sum(col, Fraction(0)) for col in transpose(g)]
+    lr = Fraction(1, 8)
+    return [
+        {
+            "loss": ExactTensor.of(
+                "float32",
+                mean(
+                    [
+                        (o - t) ** 2
+                        for ro, rt in zip(out, values(target), strict=True)
+                        for o, t in zip(ro, rt, strict=True)
+                    ]
+                ),
+            ),
+            "weight": ExactTensor.of(
+                "float32",
+                [[p - lr * q for p, q in zip(rp, rq, strict=True)] for rp, rq in zip(w, grad_w, strict=True)],
+            ),
+            "bias": ExactTensor.of("float32", [p - lr * q for p, q in zip(b, grad_b, strict=True)]),
+        }
+    ]
+
+
+def _sample_linear_step(draw, level):
+    inputs = _sample_linear(draw, level)
+    shape = (inputs["x"].shape[0], inputs["weight"].shape[0])
+    return {**inputs, "target": dyadic_tensor(draw, shape, -3, 3, 2)}
+
+
+LINEAR_LAYER = leveled(
+    LINEAR_LAYER,
+    {
+        2: _nn(
+            "linear_layer",
+            reference=linear_layer,
+            independent=_linear_layer,
+            sample=_sample_linear,
+            question=lambda i: (
+                f"""{_LINEAR_MATH} Apply such a layer with W = `weight` and c = `bias` to every
+               row of the batch `x`. Give the output `y`."""
+            ),
+            answer=lambda i: ({"y": f32(i["x"].shape[0], i["weight"].shape[0])},),
+        ),
+        3: _nn(
+            "linear_layer",
+            reference=linear_confidence,
+            independent=_linear_confidence,
+            sample=_sample_linear,
+            question=lambda i: (
+                f"""{_LINEAR_MATH} The layer with W = `weight` and c = `bias` scores the
+               {i["weight"].shape[0]} classes of each row of `x`; the scores s become class probabilities
+               exp(s_o) / sum_k exp(s_k). Give `confidence`: for each row of `x`, the probability of its most
+               probable class."""
+            ),
+            answer=lambda i: ({"confidence": f32(i["x"].shape[0])},),
+        ),
+        4: _nn(
+            "linear_layer",
+            reference=linear_recover,
+            independent=_linear_recover,
+            sample=_sample_linear_recover,
+            question=lambda i: (
+                f"""{_LINEAR_MATH} An unknown layer of this kind with
+               {i["x"].shape[1]} inputs and {i["y"].shape[1]} outputs mapped each row of `x` to the
+               same row of
+               `y` (exactly, in exact arithmetic). The rows determine the layer. Give its `weight` W and
+               `bias` c."""
+            ),
+            answer=lambda i: (
+                {"weight": f32(i["y"].shape[1], i["x"].shape[1]), "bias": f32(i["y"].shape[1])},
+            ),
+        ),
+        5: _nn(
+            "linear_layer",
+            reference=linear_gd_step,
+            independent=_linear_gd_step,
+            sample=_sample_linear_step,
+            question=lambda i: (
+                f"""{_LINEAR_MATH} Train the layer with W = `weight` and c = `bias` for one
+               step of plain gradient descent (step size 0.125, no momentum, no weight decay) on the loss L =
+               the mean over all {i["x"].shape[0] * i["weight"].shape[0]} entries of (layer(x) - target)^2,
+               for the batch `x` and `target`. Give `loss`, L before the step, and the layer's `weight` and
+               `bias` after it."""
+            ),
+            answer=lambda i: (
+                {"loss": f32(), "weight": f32(*_dims(i["weight"])), "bias": f32(*_dims(i["bias"]))},
+            ),
+        ),
+    },
+    levels="L1 the nn.Linear call; L2 the affine map described; L3 the probability of each row's top class "
+    "(softmax of the layer's scores); L4 the layer recovered from input/output rows (exactly determined); "
+    "L5 one gradient-descent step of the layer on a mean squared error, loss and updated parameters",
+)
+
+
+# conv_same_padding -------------------------------------------------------------------------------
+def _conv_math(i):
+    size = i["weight"].shape[-1] if "weight" in i else i["weights"].shape[-1]
+    return f"""Let x~ be each image of `x` (N, C, H, W) extended by {size // 2} zero pixel(s) on every side.
+        Output channel o of an image at (i, j) is c[o] plus the sum over input channels ch and offsets a, b
+        in 0..{size - 1} of K[o, ch, a, b] * x~[ch, i + a, j + b] (the kernel is not flipped), for
+        every (i, j)
+        that keeps the {size}x{size} window inside x~, so the output has the input's height and width."""
+
+
+def conv_relu_mean(x, weight, bias):
+    import torch.nn.functional as F
+
+    y = F.relu(F.conv2d(x, weight, bias, padding=weight.shape[2] // 2))
+    return {"rows": [{"channel_means": y.mean(dim=(2, 3))}]}
+
+
+def _conv_relu_mean(x, weight, bias):
+    y = _conv_same_padding(x, weight, bias)[0]["y"]
+    planes = reshape(list(y.values), y.shape)
+    return [
+        {
+            "channel_means": ExactTensor.of(
+                "float32",
+                [[mean([max(e, Fraction(0)) for e in _flat(plane)]) for plane in image] for image in planes],
+            )
+        }
+    ]
+
+
+def conv_best(x, weights, bias, targets):
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for target in targets:
+        errors = torch.stack(
+            [((F.conv2d(x, w, bias, padding=w.shape[2] // 2) - target) ** 2).sum() for w in weights]
+        )
+        k = int(torch.argmin(errors))
+        rows.append({"best": k, "error": errors[k]})
+    return {"rows": rows}
+
+
+_CONV_STACK = {"weight": ("weights", -1, 1, 2)}
+
+
+def _CONV_OUT(i):
+    return _conv_same_padding(**i)[0]["y"]
+
+
+_CONV_BEST = _best_of(_CONV_STACK, _CONV_OUT)
+
+
+def conv_backward(x, weight, bias, upstream):
+    import torch.nn.functional as F
+
+    w = weight.clone().requires_grad_(True)
+    b = bias.clone().requires_grad_(True)
+    (F.conv2d(x, w, b, padding=weight.shape[2] // 2) * upstream).sum().backward()
+    return {"rows": [{"grad_weight": w.grad, "grad_bias": b.grad}]}
+
+
+def _conv_backward(x, weight, bias, upstream):
+    images, up = values(x), values(upstream)
+    out, ch, size = weight.shape[0], weight.shape[1], weight.shape[2]
+    pad, height, width = size // 2, x.shape[2], x.shape[3]
+
+    def pixel(n, c, i, j):
+        return images[n][c][i][j] if 0 <= i < height and 0 <= j < width else Fraction(0)
+
+    grad_w = [
+        [
+            [
+                [
+                    sum(
+                        (
+                            up[n][o][i][j] * pixel(n, c, i + a - pad, j + b - pad)
+                            for n in range(len(images))
+                            for i in range(height)
+                            for j in range(width)
+                        ),
+                        Fraction(0),
+                    )
+                    for b in range(size)
+                ]
+                for a in range(size)
+            ]
+            for c in range(ch)
+        ]
+        for o in range(out)
+    ]
+    grad_b = [sum((e for n in range(len(images)) for e in _flat(up[n][o])), Fraction(0)) for o in range(out)]
+    return [
+        {"grad_weight": ExactTensor.of("float32", grad_w), "grad_bias": ExactTensor.of("float32", grad_b)}
+    ]
+
+
+def _sample_conv_upstream(draw, level):
+    inputs = _sample_conv(draw, 3)
+    n, _, h, w = inputs["x"].shape
+    return {**inputs, "upstream": dyadic_tensor(draw, (n, inputs["weight"].shape[0], h, w), -1, 1, 2)}
+
+
+def _conv_out(i):
+    return f32(i["x"].shape[0], i["weight"].shape[0], *_dims(i["x"])[2:])
+
+
+CONV_SAME_PADDING = leveled(
+    CONV_SAME_PADDING,
+    {
+        2: _nn(
+            "conv_same_padding",
+            reference=conv_same_padding,
+            independent=_conv_same_padding,
+            sample=_sample_conv,
+            question=lambda i: (
+                f"""{_conv_math(i)} Compute this with K = `weight` and c = `bias`. Give the
+               output `y` (N, {i["weight"].shape[0]}, H, W)."""
+            ),
+            answer=lambda i: ({"y": _conv_out(i)},),
+        ),
+        3: _nn(
+            "conv_same_padding",
+            reference=conv_relu_mean,
+            independent=_conv_relu_mean,
+            sample=_sample_conv,
+            question=lambda i: (
+                f"""{_conv_math(i)} Compute this with K = `weight` and c = `bias`, replace every
+               negative output by 0, and give `channel_means`: for each image and output channel, the mean of
+               the resulting H x W plane (shape (N, {i["weight"].shape[0]}))."""
+            ),
+            answer=lambda i: ({"channel_means": f32(i["x"].shape[0], i["weight"].shape[0])},),
+        ),
+        4: _nn(
+            "conv_same_padding",
+            reference=conv_best,
+            sample=_candidate_sampler(_sample_conv, _CONV_STACK, _CONV_OUT),
+            question=lambda i: (
+                f"""{_conv_math(i)} Candidate k (k = 0..{i["weights"].shape[0] - 1}) uses
+               K = `weights[k]` and c = `bias`, applied to `x`. {_BEST}"""
+            ),
+            **_CONV_BEST,
+        ),
+        5: _nn(
+            "conv_same_padding",
+            reference=conv_backward,
+            independent=_conv_backward,
+            sample=_sample_conv_upstream,
+            question=lambda i: (
+                f"""{_conv_math(i)} With K = `weight`, c = `bias` and the output y computed
+               this way from `x`, let L = the sum over all elements of y * `upstream`. Give the gradients of L
+               with respect to the kernels, `grad_weight` (shape {shape_text(i["weight"].shape)}), and with
+               respect to the offsets c, `grad_bias`."""
+            ),
+            answer=lambda i: (
+                {"grad_weight": f32(*_dims(i["weight"])), "grad_bias": f32(i["weight"].shape[0])},
+            ),
+        ),
+    },
+    levels="L1 the Conv2d call; L2 the zero-padded cross-correlation described; L3 convolution, ReLU and "
+    "the mean of each plane; L4 the candidate kernel set closest to each of two targets; L5 the "
+    "gradient of a weighted sum of the outputs with respect to the kernels and offsets",
+)
+
+
+# grouped_strided_conv ----------------------------------------------------------------------------
+def _grouped_math(i):
+    w = i["weight"].shape if "weight" in i else i["weights"].shape[1:]
+    groups = i["x"].shape[1] // w[1]
+    return f"""The C = {i["x"].shape[1]} input channels of `x` (N, C, H, W) form {word(groups)} consecutive
+        blocks of {w[1]}, and the {w[0]} output channels {word(groups)} consecutive blocks of
+        {w[0] // groups}; output channel o of block g sees only input block g. Output o at (i, j) is the sum
+        over the {w[1]} channels ch of its input block and offsets a, b in 0..{w[2] - 1} of
+        K[o, ch, a, b] * x[block start + ch, 2i + a, 2j + b] (the kernel is not flipped; no padding, no
+        offset term), for every (i, j) whose {w[2]}x{w[2]} window fits inside the image."""
+
+
+def grouped_relu_max(x, weight):
+    import torch.nn.functional as F
+
+    y = F.conv2d(x, weight, stride=2, groups=x.shape[1] // weight.shape[1])
+    return {"rows": [{"channel_max": F.relu(y).amax(dim=(2, 3))}]}
+
+
+def _grouped_relu_max(x, weight):
+    y = _grouped_strided_conv(x, weight)[0]["y"]
+    planes = reshape(list(y.values), y.shape)
+    return [
+        {
+            "channel_max": ExactTensor.of(
+                "float32", [[max(max(_flat(p)), Fraction(0)) for p in image] for image in planes]
+            )
+        }
+    ]
+
+
+def grouped_best(x, weights, targets):
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for target in targets:
+        errors = torch.stack(
+            [
+                ((F.conv2d(x, w, stride=2, groups=x.shape[1] // w.shape[1]) - target) ** 2).sum()
+                for w in weights
+            ]
+        )
+        k = int(torch.argmin(errors))
+        rows.append({"best": k, "error": errors[k]})
+    return {"rows": rows}
+
+
+def _GROUPED_OUT(i):
+    return _grouped_strided_conv(**i)[0]["y"]
+
+
+_GROUPED_STACK = {"weight": ("weights", -2, 2, 3)}
+_GROUPED_BEST = _best_of(_GROUPED_STACK, _GROUPED_OUT)
+
+
+def grouped_input_gradient(x, weight, upstream):
+    import torch.nn.functional as F
+
+    z = x.clone().requires_grad_(True)
+    (F.conv2d(z, weight, stride=2, groups=x.shape[1] // weight.shape[1]) * upstream).sum().backward()
+    return {"rows": [{"grad_x": z.grad}]}
+
+
+def _grouped_input_gradient(x, weight, upstream):
+    n, c, h, w = x.shape
+    out, per_in, size = weight.shape[0], weight.shape[1], weight.shape[2]
+    per_out = out // (c // per_in)
+    kernels, up = values(weight), values(upstream)
+    grad = [[[[Fraction(0)] * w for _ in range(h)] for _ in range(c)] for _ in range(n)]
+    for s in range(n):
+        for o in range(out):
+            start = (o // per_out) * per_in
+            for i in range(len(up[s][o])):
+                for j in range(len(up[s][o][0])):
+                    for ch in range(per_in):
+                        for a in range(size):
+                            for b in range(size):
+                                grad[s][start + ch][2 * i + a][2 * j + b] += (
+                                    up[s][o][i][j] * kernels[o][ch][a][b]
+                                )
+    return [{"grad_x": ExactTensor.of("float32", grad)}]
+
+
+def _sample_grouped_upstream(draw, level):
+    inputs = _sample_grouped(draw, 3)
+    return {**inputs, "upstream": dyadic_tensor(draw, _grouped_output(inputs), -1, 1, 2, nonzero=True)}
+
+
+GROUPED_STRIDED_CONV = leveled(
+    GROUPED_STRIDED_CONV,
+    {
+        2: _nn(
+            "grouped_strided_conv",
+            reference=grouped_strided_conv,
+            independent=_grouped_strided_conv,
+            sample=_sample_grouped,
+            question=lambda i: f"""{_grouped_math(i)} Compute this with K = `weight`. Give the output `y`.""",
+            answer=lambda i: ({"y": f32(*_grouped_output(i))},),
+        ),
+        3: _nn(
+            "grouped_strided_conv",
+            reference=grouped_relu_max,
+            independent=_grouped_relu_max,
+            sample=_sample_grouped,
+            question=lambda i: (
+                f"""{_grouped_math(i)} Compute this with K = `weight`, replace every negative
+               output by 0, and give `channel_max`: for each image and output channel, the largest value of
+               the resulting plane (shape (N, {i["weight"].shape[0]}))."""
+            ),
+            answer=lambda i: ({"channel_max": f32(i["x"].shape[0], i["weight"].shape[0])},),
+        ),
+        4: _nn(
+            "grouped_strided_conv",
+            reference=grouped_best,
+            sample=_candidate_sampler(_sample_grouped, _GROUPED_STACK, _GROUPED_OUT),
+            question=lambda i: (
+                f"""{_grouped_math(i)} Candidate k (k = 0..{i["weights"].shape[0] - 1}) uses
+               K = `weights[k]`, applied to `x`. {_BEST}"""
+            ),
+            **_GROUPED_BEST,
+        ),
+        5: _nn(
+            "grouped_strided_conv",
+            reference=grouped_input_gradient,
+            independent=_grouped_input_gradient,
+            sample=_sample_grouped_upstream,
+            question=lambda i: (
+                f"""{_grouped_math(i)} With K = `weight` and the output y computed this way
+               from `x`, let L = the sum over all elements of y * `upstream`. Give `grad_x`, the gradient of L
+               with respect to `x` (shape {shape_text(i["x"].shape)}; pixels no window covers get 0)."""
+            ),
+            answer=lambda i: ({"grad_x": f32(*_dims(i["x"]))},),
+        ),
+    },
+    levels="L1 the grouped, strided Conv2d call; L2 the channel blocks and the stride described; L3 "
+    "convolution, ReLU and the maximum of each plane; L4 the candidate kernels closest to each of two "
+    "targets; L5 the gradient with respect to the input (the transposed operation, not named)",
+)
+
+
+# pointwise_activations and gelu_variants ---------------------------------------------------------
+_ACTIVATIONS_MATH = """`f1`: max(x, 0); `f2`: x where x > 0, else 0.1 * x; `f3`: 1 / (1 + exp(-x)); `f4`: x /
+    (1 + exp(-x)); and `f5`: ln(1 + exp(x))."""
+_ACTIVATION_KEYS = {"f1": "relu", "f2": "leaky_relu", "f3": "sigmoid", "f4": "silu", "f5": "softplus"}
+
+
+def activation_formulas(x):
+    import torch
+
+    return {"rows": [{"f1": torch.clamp(x, min=0), "f2": torch.where(x > 0, x, 0.1 * x),
+                      "f3": 1 / (1 + torch.exp(-x)), "f4": x * torch.sigmoid(x),
+                      "f5": torch.nn.functional.softplus(x)}]}
+
+
+def _activation_formulas(x):
+    row = _pointwise_activations(x)[0]
+    return [{key: row[name] for key, name in _ACTIVATION_KEYS.items()}]
+
+
+def silu_softplus_chain(x):
+    import torch.nn.functional as F
+
+    z = x.clone().requires_grad_(True)
+    value = F.softplus(F.silu(z))
+    value.sum().backward()
+    return {"rows": [{"value": value.detach(), "slope": z.grad}]}
+
+
+def _silu_softplus_chain(x):
+    def silu(e):
+        return hp(e) * sigmoid(e)
+
+    def slope(e):
+        s = sigmoid(e)
+        return sigmoid(silu(e)) * s * (1 + hp(e) * (1 - s))
+
+    v = values(x)
+    return [
+        {
+            "value": ExactTensor.of("float32", elementwise(lambda e: mpmath.log(1 + mpmath.exp(silu(e))), v)),
+            "slope": ExactTensor.of("float32", elementwise(slope, v)),
+        }
+    ]
+
+
+def activation_inverses(s, p):
+    import torch
+
+    return {
+        "rows": [
+            {
+                "z_of_s": torch.logit(s.double()).to(s.dtype),
+                "z_of_p": torch.log(torch.expm1(p.double())).to(p.dtype),
+            }
+        ]
+    }
+
+
+def _activation_inverses(s, p):
+    return [
+        {
+            "z_of_s": ExactTensor.of(
+                "float32", elementwise(lambda e: mpmath.log(hp(e) / (1 - hp(e))), values(s))
+            ),
+            "z_of_p": ExactTensor.of(
+                "float32", elementwise(lambda e: mpmath.log(mpmath.expm1(hp(e))), values(p))
+            ),
+        }
+    ]
+
+
+def _sample_inverses(draw, level):
+    count = draw.integer(5, 8)
+    s = [k / 64 for k in draw.sample([k for k in range(3, 62) if k != 32], count)]
+    return {"s": tensor("float32", s), "p": dyadic_tensor(draw, (count,), 0.125, 4, 3)}
+
+
+def silu_window_min(x):
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    t = (
+        -1.0
+    )  # the minimiser solves d/dt [t sigmoid(t)] = 0, i.e. 1 + t + exp(t) = 0 ... by Newton, in float64
+    for _ in range(60):
+        t -= (1 + t + math.exp(t)) / (1 + math.exp(t))
+    low, high = x.double() - 1, x.double() + 1
+    inside = (low <= t) & (t <= high)
+    ends = torch.minimum(F.silu(low), F.silu(high))
+    floor = torch.full_like(low, t / (1 + math.exp(-t)))
+    return {"rows": [{"window_min": torch.where(inside, floor, ends).to(x.dtype)}]}
+
+
+def _silu_window_min(x):
+    star = mpmath.findroot(lambda t: 1 + t + mpmath.exp(t), -1.3)
+
+    def f(t):
+        return t * sigmoid(t) if isinstance(t, mpmath.mpf) else hp(t) * sigmoid(t)
+
+    def window(e):
+        low, high = hp(e) - 1, hp(e) + 1
+        return f(star) if low <= star <= high else min(f(low), f(high))
+
+    return [{"window_min": ExactTensor.of("float32", elementwise(window, values(x)))}]
+
+
+def _window_cases(inputs, reach):
+    xs = [to_fraction(e) for e in _flat(values(inputs["x"]))]
+    star = reach
+    inside = [abs(e - star) <= 1 for e in xs]
+    if all(inside) or not any(inside):
+        return "every window holds the minimiser, or none does: one case of the answer goes untested"
+    return None
+
+
+POINTWISE_ACTIVATIONS = leveled(
+    POINTWISE_ACTIVATIONS,
+    {
+        2: _nn(
+            "pointwise_activations",
+            reference=activation_formulas,
+            independent=_activation_formulas,
+            sample=_sample_elementwise(-3, 3, 0.5),
+            question=f"""Apply five functions to `x` elementwise: {_ACTIVATIONS_MATH}""",
+            answer=lambda i: ({key: f32(*_dims(i["x"])) for key in _ACTIVATION_KEYS},),
+        ),
+        3: _nn(
+            "pointwise_activations",
+            reference=silu_softplus_chain,
+            independent=_silu_softplus_chain,
+            sample=_sample_elementwise(-3, 3, 0.5),
+            question="""Let u = x / (1 + exp(-x)) and f(x) = ln(1 + exp(u)), elementwise on `x`. Give `value`,
+               f at each element of `x`, and `slope`, the derivative df/dx at each element.""",
+            answer=lambda i: ({"value": f32(*_dims(i["x"])), "slope": f32(*_dims(i["x"]))},),
+        ),
+        4: _nn(
+            "pointwise_activations",
+            reference=activation_inverses,
+            independent=_activation_inverses,
+            sample=_sample_inverses,
+            question="""`s` holds outputs of the function 1 / (1 + exp(-z)) and `p` outputs of ln(1 + exp(z)).
+               Give `z_of_s` and `z_of_p`, the inputs z that produced each element of `s` and of
+               `p` (each function is one-to-one).""",
+            answer=lambda i: ({"z_of_s": f32(*_dims(i["s"])), "z_of_p": f32(*_dims(i["p"]))},),
+        ),
+        5: _nn(
+            "pointwise_activations",
+            reference=silu_window_min,
+            independent=_silu_window_min,
+            sample=_sample_elementwise(-3, 3, 0.5),
+            question="""Let f(t) = t / (1 + exp(-t)). For each element x of `x`, give the smallest
+                value f takes
+               on the closed interval [x - 1, x + 1], as `window_min`.""",
+            answer=lambda i: ({"window_min": f32(*_dims(i["x"]))},),
+            refuse=lambda i: _window_cases(i, Fraction(-1278, 1000)),
+        ),
+    },
+    levels="L1 the activations named; L2 their formulas, not their names; L3 the value and derivative of a "
+    "composition; L4 the inputs recovered from outputs (inverse functions); L5 the minimum of x*sigmoid(x) "
+    "over a window around each element (needs the function's minimiser)",
+)
+
+
+_GELU_MATH = """`exact`: x * P(Z <= x) for a standard normal Z; and `approximate`: 0.5 * x * (1 +
+    tanh(sqrt(2 /
+    pi) * (x + 0.044715 * x^3)))."""
+
+
+def gelu_forms(x):
+    import torch.nn.functional as F
+
+    return {"rows": [{"exact": F.gelu(x), "approximate": F.gelu(x, approximate="tanh")}]}
+
+
+def _gelu_forms(x):
+    row = _gelu_variants(x)[0]
+    return [{"exact": row["gelu_erf"], "approximate": row["gelu_tanh"]}]
+
+
+def _gelu_exact(e):
+    e = hp(e)
+    return e / 2 * (1 + mpmath.erf(e / mpmath.sqrt(2)))
+
+
+def _gelu_slope(e):
+    e = hp(e)
+    return (1 + mpmath.erf(e / mpmath.sqrt(2))) / 2 + e * mpmath.exp(-e * e / 2) / mpmath.sqrt(2 * mpmath.pi)
+
+
+def gelu_twice(x):
+    import torch.nn.functional as F
+
+    z = x.double().requires_grad_(True)
+    value = F.gelu(F.gelu(z))
+    value.sum().backward()
+    return {"rows": [{"value": value.detach().to(x.dtype), "slope": z.grad.to(x.dtype)}]}
+
+
+def _gelu_twice(x):
+    v = values(x)
+    return [
+        {
+            "value": ExactTensor.of("float32", elementwise(lambda e: _gelu_exact(_gelu_exact(e)), v)),
+            "slope": ExactTensor.of(
+                "float32", elementwise(lambda e: _gelu_slope(_gelu_exact(e)) * _gelu_slope(e), v)
+            ),
+        }
+    ]
+
+
+def gelu_inverse(y):
+    import torch
+
+    z = torch.ones_like(y, dtype=torch.float64)  # Newton on z * Phi(z) = y, in float64 (increasing for z > 0)
+    for _ in range(60):
+        phi = torch.exp(-z * z / 2) / (2 * torch.pi) ** 0.5
+        cdf = (1 + torch.erf(z / 2**0.5)) / 2
+        z = z - (z * cdf - y.double()) / (cdf + z * phi)
+    return {"rows": [{"x": z.to(y.dtype)}]}
+
+
+def _gelu_inverse(y):
+    return [
+        {
+            "x": ExactTensor.of(
+                "float32",
+                elementwise(
+                    lambda e: mpmath.findroot(lambda t: _gelu_exact(t) - hp(e), 1 + hp(e)), values(y)
+                ),
+            )
+        }
+    ]
+
+
+def _sample_gelu_inverse(draw, level):
+    return {"y": dyadic_tensor(draw, (draw.integer(5, 8),), 0.125, 3, 3)}
+
+
+def gelu_window_min(x):
+    import torch
+    import torch.nn.functional as F
+
+    t = torch.tensor(
+        -0.75, dtype=torch.float64
+    )  # the minimiser: Phi(t) + t * phi(t) = 0, by Newton in float64
+    for _ in range(60):
+        phi = torch.exp(-t * t / 2) / (2 * torch.pi) ** 0.5
+        cdf = (1 + torch.erf(t / 2**0.5)) / 2
+        t = t - (cdf + t * phi) / (phi * (2 - t * t))
+    low, high = x.double() - 0.5, x.double() + 0.5
+    inside = (low <= t) & (t <= high)
+    ends = torch.minimum(F.gelu(low), F.gelu(high))
+    return {"rows": [{"window_min": torch.where(inside, F.gelu(t), ends).to(x.dtype)}]}
+
+
+def _gelu_window_min(x):
+    star = mpmath.findroot(_gelu_slope, -0.75)
+
+    def window(e):
+        low, high = hp(e) - mpmath.mpf(1) / 2, hp(e) + mpmath.mpf(1) / 2
+        return _gelu_exact(star) if low <= star <= high else min(_gelu_exact(low), _gelu_exact(high))
+
+    return [{"window_min": ExactTensor.of("float32", elementwise(window, values(x)))}]
+
+
+def _gelu_window_cases(inputs):
+    xs = [to_fraction(e) for e in _flat(values(inputs["x"]))]
+    inside = [abs(e + Fraction(7518, 10000)) <= Fraction(1, 2) for e in xs]
+    if all(inside) or not any(inside):
+        return "every window holds the minimiser, or none does: one case of the answer goes untested"
+    return None
+
+
+def _away_from_gelu_minimum(sample):
+    def draw_inputs(draw, level):
+        inputs = sample(draw, level)
+        if any(abs(to_fraction(e) + Fraction(3, 4)) < Fraction(1, 8) for e in _flat(values(inputs["x"]))):
+            raise Reject("an element sits where GELU's slope nearly vanishes: float32 loses the slope there")
+        return inputs
+
+    return draw_inputs
+
+
+GELU_VARIANTS = leveled(
+    GELU_VARIANTS,
+    {
+        2: _nn(
+            "gelu_variants",
+            reference=gelu_forms,
+            independent=_gelu_forms,
+            sample=_sample_elementwise(-2.5, 2.5, 0.0),
+            question=f"""Apply two functions to `x` elementwise: {_GELU_MATH}""",
+            answer=lambda i: ({"exact": f32(*_dims(i["x"])), "approximate": f32(*_dims(i["x"]))},),
+        ),
+        3: _nn(
+            "gelu_variants",
+            reference=gelu_twice,
+            independent=_gelu_twice,
+            sample=_away_from_gelu_minimum(_sample_elementwise(-2.5, 2.5, 0.0)),
+            question="""Let g(t) = t * P(Z <= t) for a standard normal Z, and f(x) = g(g(x)). Give `value`, f
+               at each element of `x`, and `slope`, the derivative df/dx at each element.""",
+            answer=lambda i: ({"value": f32(*_dims(i["x"])), "slope": f32(*_dims(i["x"]))},),
+        ),
+        4: _nn(
+            "gelu_variants",
+            reference=gelu_inverse,
+            independent=_gelu_inverse,
+            sample=_sample_gelu_inverse,
+            question="""Let g(t) = t * P(Z <= t) for a standard normal Z. Every element of `y` is g(t) for
+               exactly one t > 0. Give `x`, those t, elementwise.""",
+            answer=lambda i: ({"x": f32(*_dims(i["y"]))},),
+        ),
+        5: _nn(
+            "gelu_variants",
+            reference=gelu_window_min,
+            independent=_gelu_window_min,
+            sample=_sample_elementwise(-2.5, 2.5, 0.0),
+            question="""Let g(t) = t * P(Z <= t) for a standard normal Z. For each element x of `x`, give the
+               smallest value g takes on the closed interval [x - 0.5, x + 0.5], as `window_min`.""",
+            answer=lambda i: ({"window_min": f32(*_dims(i["x"]))},),
+            refuse=_gelu_window_cases,
+        ),
+    },
+    levels="L1 the two GELU forms named; L2 their formulas; L3 the value and derivative of GELU applied "
+    "twice; L4 the positive input recovered from an output; L5 the minimum of GELU over a window around each "
+    "element (needs the function's minimiser)",
+)
+
+
+# softmax_rows ------------------------------------------------------------------------------------
+_SOFTMAX_MATH = """Row i of `logits` defines the distribution p[i, j] = exp(logits[i, j]) / (sum over k of
+    exp(logits[i, k]))."""
+
+
+def softmax_entropy(logits):
+    import torch
+
+    log_p = torch.log_softmax(logits, dim=1)
+    return {"rows": [{"entropy": -(log_p.exp() * log_p).sum(dim=1)}]}
+
+
+def _softmax_entropy(logits):
+    return [
+        {
+            "entropy": ExactTensor.of(
+                "float32",
+                [-mpmath.fsum(mpmath.exp(q) * q for q in log_softmax(row)) for row in values(logits)],
+            )
+        }
+    ]
+
+
+def nucleus_sizes(logits, mass):
+    import torch
+
+    p = torch.softmax(logits.double(), dim=1).sort(dim=1, descending=True).values
+    return {"rows": [{"size": (p.cumsum(dim=1) < mass).sum(dim=1) + 1}]}
+
+
+def _nucleus_sizes(logits, mass):
+    sizes = []
+    for row in values(logits):
+        total, count = mpmath.mpf(0), 0
+        for q in sorted(softmax(row), reverse=True):
+            total, count = total + q, count + 1
+            if total >= hp(mass):
+                break
+        sizes.append(count)
+    return [{"size": ExactTensor.of("int64", sizes)}]
+
+
+def nucleus_distribution(logits, mass):
+    import torch
+
+    p = torch.softmax(logits.double(), dim=1)
+    ordered, order = p.sort(dim=1, descending=True)
+    keep_sorted = (ordered.cumsum(dim=1) - ordered) < mass
+    keep = torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted)
+    kept = torch.where(keep, p, torch.zeros_like(p))
+    return {"rows": [{"probabilities": (kept / kept.sum(dim=1, keepdim=True)).to(logits.dtype)}]}
+
+
+def _nucleus_distribution(logits, mass):
+    out = []
+    for row, size in zip(values(logits), _nucleus_sizes(logits, mass)[0]["size"].values, strict=True):
+        p = softmax(row)
+        kept = set(sorted(range(len(p)), key=lambda j: -p[j])[:size])
+        total = mpmath.fsum(p[j] for j in kept)
+        out.append([p[j] / total if j in kept else mpmath.mpf(0) for j in range(len(p))])
+    return [{"probabilities": ExactTensor.of("float32", out)}]
+
+
+def _sample_nucleus(draw, level):
+    rows, cols = draw.integer(3, 4), draw.integer(5, 7)
+    return {"logits": distinct_dyadic_tensor(draw, (rows, cols), 2), "mass": draw.choice((0.75, 0.8, 0.9))}
+
+
+def _nucleus_clear(inputs):
+    sizes = []
+    for row in values(inputs["logits"]):
+        total = mpmath.mpf(0)
+        for q in sorted(softmax(row), reverse=True):
+            total += q
+            if abs(total - hp(inputs["mass"])) < mpmath.mpf("1e-4"):
+                return ("a running total of the sorted probabilities lies within 1e-4 of the mass: "
+                        "too close to call")
+        sizes.append(_nucleus_sizes(tensor("float32", [row]), inputs["mass"])[0]["size"].values[0])
+    if len(set(sizes)) < 2:
+        return "every row keeps the same number of classes: a constant answer passes"
+    return None
+
+
+SOFTMAX_ROWS = leveled(
+    SOFTMAX_ROWS,
+    {
+        2: _nn(
+            "softmax_rows",
+            reference=softmax_rows,
+            independent=_softmax_rows,
+            sample=_sample_softmax,
+            question=f"""{_SOFTMAX_MATH} Give `probabilities`, p, and `log_probabilities`, ln p,
+                both as float32
+               tensors of the shape of `logits`.""",
+            answer=lambda i: (
+                {"probabilities": f32(*_dims(i["logits"])), "log_probabilities": f32(*_dims(i["logits"]))},
+            ),
+        ),
+        3: _nn(
+            "softmax_rows",
+            reference=softmax_entropy,
+            independent=_softmax_entropy,
+            sample=_sample_softmax,
+            question=f"""{_SOFTMAX_MATH} Give `entropy`: for each row i, the Shannon entropy of p[i] in nats,
+               -sum over j of p[i, j] ln p[i, j].""",
+            answer=lambda i: ({"entropy": f32(i["logits"].shape[0])},),
+        ),
+        4: _nn(
+            "softmax_rows",
+            reference=nucleus_sizes,
+            independent=_nucleus_sizes,
+            sample=_sample_nucleus,
+            question=f"""{_SOFTMAX_MATH} For each row, give in `size` the smallest number k such that the k
+               largest probabilities of the row add up to at least `mass` (an int64 tensor, one per row).""",
+            answer=lambda i: ({"size": i64(i["logits"].shape[0])},),
+            refuse=_nucleus_clear,
+        ),
+        5: _nn(
+            "softmax_rows",
+            reference=nucleus_distribution,
+            independent=_nucleus_distribution,
+            sample=_sample_nucleus,
+            question=f"""{_SOFTMAX_MATH} A sampler keeps, in each row, only the most probable
+                classes: it sorts
+               the row's probabilities from largest to smallest and keeps the shortest prefix whose
+               sum reaches
+               at least `mass`; the kept probabilities are divided by their sum and every other class gets
+               probability 0. Give `probabilities`, the sampler's distribution for every row (shape of
+               `logits`).""",
+            answer=lambda i: ({"probabilities": f32(*_dims(i["logits"]))},),
+            refuse=_nucleus_clear,
+        ),
+    },
+    levels="L1 softmax and log-softmax named; L2 the distribution described; L3 the entropy of each row; L4 "
+    "the smallest number of top classes that reach a probability mass; L5 the truncated, renormalised "
+    "distribution of such a sampler (described, not named)",
+)
+
+
+# layer_norm --------------------------------------------------------------------------------------
+_NORM_MATH = """N(v) normalises a vector v of D features: with m the mean of v and s2 the mean of (v - m)^2
+    (dividing by D), entry j of N(v) is (v[j] - m) / sqrt(s2 + 1e-5) * gamma[j] + beta[j]."""
+
+
+def _norm_rows(rows, weight, bias):
+    """N applied to each row of a list of rows (mpmath)."""
+    out = []
+    for row in rows:
+        v = [hp(e) for e in row]
+        m = mpmath.fsum(v) / len(v)
+        scale = 1 / mpmath.sqrt(mpmath.fsum((e - m) ** 2 for e in v) / len(v) + hp(1e-5))
+        out.append([(e - m) * scale * hp(w) + hp(b) for e, w, b in zip(v, weight, bias, strict=True)])
+    return out
+
+
+def layer_norm_twice(x, weight, bias):
+    import torch.nn.functional as F
+
+    first = F.layer_norm(x, x.shape[-1:], weight, bias, eps=1e-5)
+    return {"rows": [{"y": F.layer_norm(x + first, x.shape[-1:], weight, bias, eps=1e-5)}]}
+
+
+def _layer_norm_twice(x, weight, bias):
+    w, b = values(weight), values(bias)
+    rows = innermost_rows(values(x))
+    first = _norm_rows(rows, w, b)
+    summed = [[hp(e) + f for e, f in zip(r, fr, strict=True)] for r, fr in zip(rows, first, strict=True)]
+    return [
+        {
+            "y": ExactTensor.of(
+                "float32", reshape([e for r in _norm_rows(summed, w, b) for e in r], tuple(x.shape))
+            )
+        }
+    ]
+
+
+def layer_norm_best(x, weights, biases, targets):
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for target in targets:
+        errors = torch.stack(
+            [
+                ((F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5) - target) ** 2).sum()
+                for w, b in zip(weights, biases, strict=True)
+            ]
+        )
+        k = int(torch.argmin(errors))
+        rows.append({"best": k, "error": errors[k]})
+    return {"rows": rows}
+
+
+def _NORM_OUT(i):
+    return _layer_norm(**i)[0]["y"]
+
+
+_NORM_STACK = {"weight": ("weights", 0.25, 2, 2), "bias": ("biases", -1, 1, 3)}
+_NORM_BEST = _best_of(_NORM_STACK, _NORM_OUT)
+
+
+def prenorm_block(x, weight, bias, w1, b1, w2, b2):
+    import torch
+    import torch.nn.functional as F
+
+    h = torch.relu(F.layer_norm(x, x.shape[-1:], weight, bias, eps=1e-5) @ w1.T + b1)
+    return {"rows": [{"y": x + h @ w2.T + b2}]}
+
+
+def _prenorm_block(x, weight, bias, w1, b1, w2, b2):
+    rows = values(x)
+    normed = _norm_rows(rows, values(weight), values(bias))
+    hidden = [
+        [
+            max(mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c), mpmath.mpf(0))
+            for wr, c in zip(values(w1), values(b1), strict=True)
+        ]
+        for row in normed
+    ]
+    out = [
+        [
+            hp(e) + mpmath.fsum(hp(a) * h for a, h in zip(wr, hid, strict=True)) + hp(c)
+            for e, wr, c in zip(row, values(w2), values(b2), strict=True)
+        ]
+        for row, hid in zip(rows, hidden, strict=True)
+    ]
+    return [{"y": ExactTensor.of("float32", out)}]
+
+
+def _sample_prenorm(draw, level):
+    rows, width, hidden = draw.integer(2, 4), draw.integer(4, 6), draw.integer(3, 6)
+    return {
+        "x": dyadic_tensor(draw, (rows, width), -4, 12, 2),
+        "weight": dyadic_tensor(draw, (width,), 0.25, 2, 2),
+        "bias": dyadic_tensor(draw, (width,), -1, 1, 3),
+        "w1": dyadic_tensor(draw, (hidden, width), -1, 1, 2),
+        "b1": dyadic_tensor(draw, (hidden,), -1, 1, 3),
+        "w2": dyadic_tensor(draw, (width, hidden), -1, 1, 2),
+        "b2": dyadic_tensor(draw, (width,), -1, 1, 3),
+    }
+
+
+def _prenorm_relu_acts(inputs):
+    normed = _norm_rows(values(inputs["x"]), values(inputs["weight"]), values(inputs["bias"]))
+    pre = [
+        mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c)
+        for row in normed
+        for wr, c in zip(values(inputs["w1"]), values(inputs["b1"]), strict=True)
+    ]
+    dead = sum(1 for p in pre if p <= 0)
+    if not 0 < dead <= len(pre) // 2:
+        return f"{dead} of {len(pre)} hidden pre-activations are not positive: the block is degenerate"
+    if min(abs(p) for p in pre) < mpmath.mpf("1e-3"):
+        return "a hidden pre-activation sits within 1e-3 of the ReLU's kink"
+    return None
+
+
+LAYER_NORM = leveled(
+    LAYER_NORM,
+    {
+        2: _nn(
+            "layer_norm",
+            reference=layer_norm,
+            independent=_layer_norm,
+            sample=_sample_layer_norm,
+            question=lambda i: (
+                f"""{_NORM_MATH} Apply N with gamma = `weight` and beta = `bias` to every
+               vector along the last dimension of `x` (D = {i["x"].shape[-1]}). Give the output `y`."""
+            ),
+            answer=lambda i: ({"y": f32(*_dims(i["x"]))},),
+        ),
+        3: _nn(
+            "layer_norm",
+            reference=layer_norm_twice,
+            independent=_layer_norm_twice,
+            sample=_sample_layer_norm,
+            question=lambda i: (
+                f"""{_NORM_MATH} With gamma = `weight` and beta = `bias`, applied to every vector
+               v along the last dimension of `x` (D = {i["x"].shape[-1]}), give `y` = N(v + N(v)) for every
+               such vector (the shape of `x`)."""
+            ),
+            answer=lambda i: ({"y": f32(*_dims(i["x"]))},),
+        ),
+        4: _nn(
+            "layer_norm",
+            reference=layer_norm_best,
+            sample=_candidate_sampler(_sample_layer_norm, _NORM_STACK, _NORM_OUT),
+            question=lambda i: (
+                f"""{_NORM_MATH} Candidate k (k = 0..{i["weights"].shape[0] - 1}) uses gamma =
+               `weights[k]` and beta = `biases[k]` and applies N to every vector along the last dimension of
+               `x` (D = {i["x"].shape[-1]}). {_BEST}"""
+            ),
+            **_NORM_BEST,
+        ),
+        5: _nn(
+            "layer_norm",
+            reference=prenorm_block,
+            independent=_prenorm_block,
+            sample=_sample_prenorm,
+            question=lambda i: (
+                f"""A residual block maps each row v of `x` (D = {i["x"].shape[1]} features) to
+               v + W2 h + c2, where h = max(W1 u + c1, 0) elementwise (a hidden layer of
+               {i["w1"].shape[0]} units) and u is v normalised: with m the mean of v and s2 the mean of
+               (v - m)^2 (dividing by D), u[j] = (v[j] - m) / sqrt(s2 + 1e-5) * gamma[j] + beta[j]. Use
+               gamma = `weight`, beta = `bias`, W1 = `w1`, c1 = `b1`, W2 = `w2`, c2 = `b2`. Give the block's
+               output `y` for every row."""
+            ),
+            answer=lambda i: ({"y": f32(*_dims(i["x"]))},),
+            refuse=_prenorm_relu_acts,
+        ),
+    },
+    levels="L1 the nn.LayerNorm call; L2 the normalisation described; L3 the normalisation applied to v + "
+    "N(v); L4 the candidate scale and shift closest to each of two targets; L5 a pre-normalisation residual "
+    "MLP block from its mathematics (the normalisation not named)",
+)
+
+
+# pooling -----------------------------------------------------------------------------------------
+_POOL_MATH = """every plane is pooled separately. `max_floor`: the maximum of each
+    2x2 block of cells (rows 2i, 2i+1, columns 2j, 2j+1), for the blocks that fit wholly inside the plane;
+    `max_ceil`: the same, but blocks that stick out past the last row or column are kept and take the
+    maximum of their cells inside the plane; `max_ceil_indices`: for each `max_ceil` block, the position
+    r * W + c (int64) of the cell holding its maximum; `avg_with_pad`: at every cell, the sum of the 3x3
+    neighbourhood centred on it (cells outside the plane count as 0) divided by 9; `avg_without_pad`: the
+    same sum divided by the number of neighbourhood cells that lie inside the plane."""
+
+
+def pool_chain(x):
+    import torch.nn.functional as F
+
+    pooled = F.max_pool2d(x, kernel_size=2)
+    return {
+        "rows": [{"y": F.avg_pool2d(pooled, kernel_size=3, stride=1, padding=1, count_include_pad=False)}]
+    }
+
+
+def _pool_chain(x):
+    out = []
+    for sample in values(x):
+        out.append([])
+        for plane in sample:
+            m = _pool_plane(plane)["max_floor"]
+            out[-1].append(_pool_plane(m)["avg_without_pad"])
+    return [{"y": ExactTensor.of("float32", out)}]
+
+
+def _sample_pool_chain(draw, level):
+    batch, channels = draw.integer(1, 2), draw.integer(1, 2)
+    shape = (batch, channels, 2 * draw.integer(2, 4) + draw.integer(0, 1), 2 * draw.integer(2, 4) + 1)
+    return {"x": distinct_dyadic_tensor(draw, shape, 3)}
+
+
+def smallest_pool_window(x, thresholds):
+    import torch.nn.functional as F
+
+    rows = []
+    for t in thresholds.tolist():
+        found = -1
+        for k in range(1, min(x.shape[2], x.shape[3]) + 1):
+            if bool((F.max_pool2d(x, kernel_size=k) >= t).all()):
+                found = k
+                break
+        rows.append({"window": found})
+    return {"rows": rows}
+
+
+def _window_minimax(x, k):
+    """The smallest, over all planes and whole k x k blocks, of the block maximum (exact)."""
+    worst = None
+    for sample in values(x):
+        for plane in sample:
+            for i in range(len(plane) // k):
+                for j in range(len(plane[0]) // k):
+                    top = max(plane[a][b] for a in range(i * k, i * k + k) for b in range(j * k, j * k + k))
+                    worst = top if worst is None else min(worst, top)
+    return worst
+
+
+def _smallest_pool_window(x, thresholds):
+    sizes = range(1, min(x.shape[2], x.shape[3]) + 1)
+    return [
+        {"window": next((k for k in sizes if _window_minimax(x, k) >= t), -1)} for t in values(thresholds)
+    ]
+
+
+def _sample_pool_windows(draw, level):
+    inputs = _sample_pool_chain(draw, level)
+    levels = sorted({_window_minimax(inputs["x"], k) for k in range(1, min(inputs["x"].shape[2:]) + 1)})
+    above = max(_flat(values(inputs["x"]))) + Fraction(1, 8)
+    picks = [*draw.sample(levels, min(2, len(levels))), above]
+    return {**inputs, "thresholds": tensor("float32", [float(t) for t in draw.shuffled(picks)])}
+
+
+def _pool_windows_vary(task):
+    if len({row["window"] for row in task.expected["rows"]}) < 2:
+        return "every threshold gives the same window: a constant answer passes"
+    return None
+
+
+def pool_backward(x, up_max, up_avg):
+    import torch.nn.functional as F
+
+    a = x.clone().requires_grad_(True)
+    b = x.clone().requires_grad_(True)
+    (F.max_pool2d(a, kernel_size=2, ceil_mode=True) * up_max).sum().backward()
+    (F.avg_pool2d(b, kernel_size=3, stride=1, padding=1, count_include_pad=False) * up_avg).sum().backward()
+    return {"rows": [{"grad_max": a.grad, "grad_avg": b.grad}]}
+
+
+def _pool_backward(x, up_max, up_avg):
+    grad_max, grad_avg = [], []
+    for sample, ups_max, ups_avg in zip(values(x), values(up_max), values(up_avg), strict=True):
+        grad_max.append([])
+        grad_avg.append([])
+        for plane, gm, ga in zip(sample, ups_max, ups_avg, strict=True):
+            h, w = len(plane), len(plane[0])
+            routed = [[Fraction(0)] * w for _ in range(h)]
+            for i, row in enumerate(_pool_plane(plane)["max_ceil_indices"]):
+                for j, k in enumerate(row):
+                    routed[k // w][k % w] += gm[i][j]
+            spread = [[Fraction(0)] * w for _ in range(h)]
+            for i in range(h):
+                for j in range(w):
+                    cells = [
+                        (a, b)
+                        for a in range(i - 1, i + 2)
+                        for b in range(j - 1, j + 2)
+                        if 0 <= a < h and 0 <= b < w
+                    ]
+                    for a, b in cells:
+                        spread[a][b] += ga[i][j] / len(cells)
+            grad_max[-1].append(routed)
+            grad_avg[-1].append(spread)
+    return [
+        {"grad_max": ExactTensor.of("float32", grad_max), "grad_avg": ExactTensor.of("float32", grad_avg)}
+    ]
+
+
+def _sample_pool_backward(draw, level):
+    x = _sample_pooling(draw, 3)["x"]
+    inputs = {"x": x}
+    return {
+        **inputs,
+        "up_max": dyadic_tensor(draw, _pooled(inputs, True), -1, 1, 2, nonzero=True),
+        "up_avg": dyadic_tensor(draw, _dims(x), -1, 1, 2, nonzero=True),
+    }
+
+
+POOLING = leveled(
+    POOLING,
+    {
+        2: _nn(
+            "pooling",
+            reference=pooling,
+            independent=_pooling,
+            sample=_sample_pooling,
+            refuse=_pool_windows_untied,
+            question=lambda i: (
+                f"""For the image batch `x` (N, C, H, W) = {shape_text(i["x"].shape)},
+               {_POOL_MATH}"""
+            ),
+            answer=lambda i: (
+                {
+                    "max_floor": f32(*_pooled(i, False)),
+                    "max_ceil": f32(*_pooled(i, True)),
+                    "max_ceil_indices": i64(*_pooled(i, True)),
+                    "avg_with_pad": f32(*_dims(i["x"])),
+                    "avg_without_pad": f32(*_dims(i["x"])),
+                },
+            ),
+        ),
+        3: _nn(
+            "pooling",
+            reference=pool_chain,
+            independent=_pool_chain,
+            sample=_sample_pool_chain,
+            question=lambda i: (
+                f"""Each plane of `x` (N, C, H, W) = {shape_text(i["x"].shape)} is reduced to
+               m, the maximum of each 2x2 block of cells (rows 2i, 2i+1, columns 2j, 2j+1) that fits wholly
+               inside the plane; then every cell of m is replaced by the mean of the cells of its 3x3
+               neighbourhood in m that lie inside m. Give the result `y`."""
+            ),
+            answer=lambda i: ({"y": f32(*_pooled(i, False))},),
+        ),
+        4: _nn(
+            "pooling",
+            reference=smallest_pool_window,
+            independent=_smallest_pool_window,
+            sample=_sample_pool_windows,
+            reject=_pool_windows_vary,
+            question=lambda i: (
+                f"""Reduce every plane of `x` (N, C, H, W) = {shape_text(i["x"].shape)} with
+               window k: the maximum of each k x k block of cells (rows k*i..k*i+k-1, columns
+               k*j..k*j+k-1), for the blocks that fit wholly inside the plane. For each threshold t in
+               `thresholds` (a row of the answer each, in order), give `window`, the smallest k from 1 to
+               {min(i["x"].shape[2:])} for which every block maximum of every plane is at least t, or -1 if
+               no such k exists."""
+            ),
+            answer=lambda i: tuple({"window": PY_INT} for _ in range(i["thresholds"].shape[0])),
+        ),
+        5: _nn(
+            "pooling",
+            reference=pool_backward,
+            independent=_pool_backward,
+            sample=_sample_pool_backward,
+            refuse=_pool_windows_untied,
+            question=lambda i: (
+                f"""For the image batch `x` (N, C, H, W) = {shape_text(i["x"].shape)}, let M be
+               the maximum of each 2x2 block of cells (rows 2i, 2i+1, columns 2j, 2j+1), keeping the blocks
+               that stick out past the last row or column (their maximum is over their cells inside the
+               plane), and A, at every cell, the mean of the cells of its 3x3 neighbourhood that lie inside
+               the plane. Give `grad_max`, the gradient with respect to `x` of the sum of M * `up_max`, and
+               `grad_avg`, the gradient with respect to `x` of the sum of A * `up_avg`."""
+            ),
+            answer=lambda i: ({"grad_max": f32(*_dims(i["x"])), "grad_avg": f32(*_dims(i["x"]))},),
+        ),
+    },
+    levels="L1 the pooling calls and options named; L2 the windows, the divisors and the index convention "
+    "described; L3 max pooling then a neighbourhood mean of the result; L4 the smallest window whose block "
+    "maxima all reach each of three thresholds (-1 when none does); L5 the gradients of both poolings "
+    "(routing to the maximum, spreading over the neighbourhood)",
+    branches=(
+        Branch(
+            "no window reaches the threshold",
+            lambda t: any(r["window"] == -1 for r in t.expected["rows"]),
+            Fraction(1, 2),
+            (4,),
+        ),
+    ),
+)
+
+
+# adaptive_pooling --------------------------------------------------------------------------------
+_ADAPTIVE_MATH = """To pool a plane of height H and width W to (R, S): bin (r, s) covers rows floor(r * H / R)
+    to ceil((r + 1) * H / R) - 1 and columns floor(s * W / S) to ceil((s + 1) * W / S) - 1 (neighbouring bins
+    may share cells)."""
+
+
+def _adaptive_bins(size, out):
+    return [range(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _adaptive_plane(plane, rows, cols, reduce):
+    return [
+        [reduce([plane[i][j] for i in r for j in c]) for c in _adaptive_bins(len(plane[0]), cols)]
+        for r in _adaptive_bins(len(plane), rows)
+    ]
+
+
+def adaptive_chain(x):
+    import torch.nn.functional as F
+
+    return {"rows": [{"y": F.adaptive_max_pool2d(F.adaptive_avg_pool2d(x, (3, 4)), (2, 3))}]}
+
+
+def _adaptive_chain(x):
+    return [
+        {
+            "y": ExactTensor.of(
+                "float32",
+                [
+                    [_adaptive_plane(_adaptive_plane(p, 3, 4, mean), 2, 3, max) for p in sample]
+                    for sample in values(x)
+                ],
+            )
+        }
+    ]
+
+
+def largest_adaptive_grid(x, thresholds):
+    import torch.nn.functional as F
+
+    rows = []
+    for t in thresholds.tolist():
+        found = -1
+        for s in range(1, min(x.shape[2], x.shape[3]) + 1):
+            if bool((F.adaptive_max_pool2d(x, (s, s)) >= t).all()):
+                found = s
+        rows.append({"grid": found})
+    return {"rows": rows}
+
+
+def _grid_minimax(x, s):
+    return min(
+        e for sample in values(x) for plane in sample for e in _flat(_adaptive_plane(plane, s, s, max))
+    )
+
+
+def _largest_adaptive_grid(x, thresholds):
+    sizes = range(1, min(x.shape[2], x.shape[3]) + 1)
+    return [
+        {"grid": max((s for s in sizes if _grid_minimax(x, s) >= t), default=-1)} for t in values(thresholds)
+    ]
+
+
+def _sample_adaptive_grid(draw, level):
+    shape = (1, draw.integer(1, 2), draw.integer(4, 6), draw.integer(4, 7))
+    x = distinct_dyadic_tensor(draw, shape, 3)
+    levels = sorted({_grid_minimax(x, s) for s in range(1, min(shape[2:]) + 1)})
+    picks = [*draw.sample(levels, min(2, len(levels))), max(_flat(values(x))) + Fraction(1, 8)]
+    return {"x": x, "thresholds": tensor("float32", [float(t) for t in draw.shuffled(picks)])}
+
+
+def _grids_vary(task):
+    if len({row["grid"] for row in task.expected["rows"]}) < 2:
+        return "every threshold gives the same grid: a constant answer passes"
+    return None
+
+
+def adaptive_backward(x, upstream):
+    import torch.nn.functional as F
+
+    z = x.clone().requires_grad_(True)
+    (F.adaptive_avg_pool2d(z, (3, 4)) * upstream).sum().backward()
+    return {"rows": [{"grad_x": z.grad}]}
+
+
+def _adaptive_backward(x, upstream):
+    out = []
+    for sample, ups in zip(values(x), values(upstream), strict=True):
+        out.append([])
+        for plane, up in zip(sample, ups, strict=True):
+            grad = [[Fraction(0)] * len(plane[0]) for _ in plane]
+            for r, rows in enumerate(_adaptive_bins(len(plane), 3)):
+                for s, cols in enumerate(_adaptive_bins(len(plane[0]), 4)):
+                    for i in rows:
+                        for j in cols:
+                            grad[i][j] += up[r][s] / (len(rows) * len(cols))
+            out[-1].append(grad)
+    return [{"grad_x": ExactTensor.of("float32", out)}]
+
+
+def _sample_adaptive_backward(draw, level):
+    x = _sample_adaptive(draw, 3)["x"]
+    return {"x": x, "upstream": dyadic_tensor(draw, (*_dims(x)[:2], 3, 4), -1, 1, 2, nonzero=True)}
+
+
+ADAPTIVE_POOLING = leveled(
+    ADAPTIVE_POOLING,
+    {
+        2: _nn(
+            "adaptive_pooling",
+            reference=adaptive_pooling,
+            independent=_adaptive_pooling,
+            sample=_sample_adaptive,
+            question=lambda i: (
+                f"""{_ADAPTIVE_MATH} Pool every plane of `x` (N, C, H, W) =
+               {shape_text(i["x"].shape)} to (3, 4): `adaptive_avg`, the mean of each bin's cells, and
+               `adaptive_max`, their maximum."""
+            ),
+            answer=lambda i: (
+                {
+                    "adaptive_avg": f32(*_dims(i["x"])[:2], 3, 4),
+                    "adaptive_max": f32(*_dims(i["x"])[:2], 3, 4),
+                },
+            ),
+        ),
+        3: _nn(
+            "adaptive_pooling",
+            reference=adaptive_chain,
+            independent=_adaptive_chain,
+            sample=_sample_adaptive,
+            question=lambda i: (
+                f"""{_ADAPTIVE_MATH} Pool every plane of `x` (N, C, H, W) =
+               {shape_text(i["x"].shape)} to (3, 4) by the mean of each bin, then pool that (3, 4) result to
+               (2, 3) by the maximum of each bin. Give the result `y`."""
+            ),
+            answer=lambda i: ({"y": f32(*_dims(i["x"])[:2], 2, 3)},),
+        ),
+        4: _nn(
+            "adaptive_pooling",
+            reference=largest_adaptive_grid,
+            independent=_largest_adaptive_grid,
+            sample=_sample_adaptive_grid,
+            reject=_grids_vary,
+            question=lambda i: (
+                f"""{_ADAPTIVE_MATH} Pool every plane of `x` (N, C, H, W) =
+               {shape_text(i["x"].shape)} to (s, s) by the maximum of each bin. For each threshold t in
+               `thresholds` (a row of the answer each, in order), give `grid`, the largest s from 1 to
+               {min(i["x"].shape[2:])} for which every bin maximum of every plane is at least t, or -1 if no
+               such s exists."""
+            ),
+            answer=lambda i: tuple({"grid": PY_INT} for _ in range(i["thresholds"].shape[0])),
+        ),
+        5: _nn(
+            "adaptive_pooling",
+            reference=adaptive_backward,
+            independent=_adaptive_backward,
+            sample=_sample_adaptive_backward,
+            question=lambda i: (
+                f"""{_ADAPTIVE_MATH} Let P be every plane of `x` (N, C, H, W) =
+               {shape_text(i["x"].shape)} pooled to (3, 4) by the mean of each bin. Give `grad_x`,
+               the gradient
+               with respect to `x` of the sum over all elements of P * `upstream`."""
+            ),
+            answer=lambda i: ({"grad_x": f32(*_dims(i["x"]))},),
+        ),
+    },
+    levels="L1 adaptive pooling named; L2 the bins described; L3 average pooling to (3, 4) then max "
+    "pooling to (2, 3); L4 the largest grid whose bin maxima all reach each of three thresholds (-1 "
+    "when none); L5 the gradient of the average pooling with overlapping bins",
+    branches=(
+        Branch(
+            "no grid reaches the threshold",
+            lambda t: any(r["grid"] == -1 for r in t.expected["rows"]),
+            Fraction(1, 2),
+            (4,),
+        ),
+    ),
+)
+
+
+# flatten_mlp -------------------------------------------------------------------------------------
+def _mlp_math(i):
+    w1, w2 = (i["w1"].shape, i["w2"].shape if "w2" in i else i["w2s"].shape[1:])
+    return f"""A network flattens each sample of `x` (a {i["x"].shape[1]}x{i["x"].shape[2]} array) row by row
+        into a vector v of {w1[1]} entries, computes h = max(W1 v + c1, 0) elementwise ({w1[0]} hidden units)
+        and outputs W2 h + c2 ({w2[0]} values), with W1 = `w1`, c1 = `b1`, c2 = `b2`"""
+
+
+def mlp_cross_entropy(x, w1, b1, w2, b2, target):
+    import torch
+
+    logits = torch.relu(x.flatten(1) @ w1.T + b1) @ w2.T + b2
+    return {"rows": [{"loss": torch.nn.functional.cross_entropy(logits, target)}]}
+
+
+def _mlp_cross_entropy(x, w1, b1, w2, b2, target):
+    logits = _flatten_mlp(x, w1, b1, w2, b2)[0]["y"]
+    rows = reshape(list(logits.values), logits.shape)
+    return [
+        {
+            "loss": ExactTensor.of(
+                "float32",
+                mpmath.fsum(-log_softmax(r)[t] for r, t in zip(rows, values(target), strict=True))
+                / len(rows),
+            )
+        }
+    ]
+
+
+def _sample_mlp_target(draw, level):
+    inputs = _sample_mlp(draw, 3)
+    return {**inputs, "target": int_tensor(draw, (inputs["x"].shape[0],), 0, inputs["w2"].shape[0] - 1)}
+
+
+def mlp_best(x, w1, b1, w2s, b2, targets):
+    import torch
+
+    hidden = torch.relu(x.flatten(1) @ w1.T + b1)
+    rows = []
+    for target in targets:
+        errors = torch.stack([((hidden @ w.T + b2 - target) ** 2).sum() for w in w2s])
+        k = int(torch.argmin(errors))
+        rows.append({"best": k, "error": errors[k]})
+    return {"rows": rows}
+
+
+def _MLP_OUT(i):
+    return _flatten_mlp(**i)[0]["y"]
+
+
+_MLP_STACK = {"w2": ("w2s", -2, 2, 2)}
+_MLP_BEST = _best_of(_MLP_STACK, _MLP_OUT)
+
+
+def mlp_sgd_step(x, w1, b1, w2, b2, target):
+    import torch
+
+    params = [p.clone().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    out = torch.relu(x.flatten(1) @ params[0].T + params[1]) @ params[2].T + params[3]
+    loss = ((out - target) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        new = [p - 0.125 * p.grad for p in params]
+    return {"rows": [{"loss": loss.detach(), "w1": new[0], "b1": new[1], "w2": new[2], "b2": new[3]}]}
+
+
+def _mlp_sgd_step(x, w1, b1, w2, b2, target):
+    flat = [_flat(sample) for sample in values(x)]
+    vw1, vb1, vw2, vb2 = values(w1), values(b1), values(w2), values(b2)
+    pre = _affine(flat, vw1, vb1)
+    hidden = [[max(e, Fraction(0)) for e in row] for row in pre]
+    out = _affine(hidden, vw2, vb2)
+    count = len(out) * len(out[0])
+    g_out = [
+        [2 * (o - t) / count for o, t in zip(ro, rt, strict=True)]
+        for ro, rt in zip(out, values(target), strict=True)
+    ]
+    g_w2, g_b2 = matmul(transpose(g_out), hidden), [sum(c, Fraction(0)) for c in transpose(g_out)]
+    g_hidden = matmul(g_out, vw2)
+    g_pre = [
+        [g if p > 0 else Fraction(0) for g, p in zip(rg, rp, strict=True)]
+        for rg, rp in zip(g_hidden, pre, strict=True)
+    ]
+    g_w1, g_b1 = matmul(transpose(g_pre), flat), [sum(c, Fraction(0)) for c in transpose(g_pre)]
+    lr = Fraction(1, 8)
+
+    def step(p, g):
+        return [step(a, b) for a, b in zip(p, g, strict=True)] if isinstance(p, list) else p - lr * g
+
+    loss = mean(
+        [
+            (o - t) ** 2
+            for ro, rt in zip(out, values(target), strict=True)
+            for o, t in zip(ro, rt, strict=True)
+        ]
+    )
+    return [
+        {
+            "loss": ExactTensor.of("float32", loss),
+            "w1": ExactTensor.of("float32", step(vw1, g_w1)),
+            "b1": ExactTensor.of("float32", step(vb1, g_b1)),
+            "w2": ExactTensor.of("float32", step(vw2, g_w2)),
+            "b2": ExactTensor.of("float32", step(vb2, g_b2)),
+        }
+    ]
+
+
+def _sample_mlp_regression(draw, level):
+    inputs = _sample_mlp(draw, 3)
+    return {**inputs, "target": dyadic_tensor(draw, (inputs["x"].shape[0], inputs["w2"].shape[0]), -3, 3, 2)}
+
+
+def _mlp_units_alive(inputs):
+    flat = [_flat(s) for s in values(inputs["x"])]
+    pre = [e for row in _affine(flat, values(inputs["w1"]), values(inputs["b1"])) for e in row]
+    if 0 in pre:
+        return "a hidden pre-activation is exactly 0: the ReLU's gradient would sit on its kink"
+    if 2 * sum(1 for e in pre if e < 0) >= len(pre) or all(e > 0 for e in pre):
+        return "half or more of the hidden pre-activations are negative, or none is: a degenerate instance"
+    return None
+
+
+FLATTEN_MLP = leveled(
+    FLATTEN_MLP,
+    {
+        2: _nn(
+            "flatten_mlp",
+            reference=flatten_mlp,
+            independent=_flatten_mlp,
+            sample=_sample_mlp,
+            refuse=_relu_clips,
+            question=lambda i: (
+                f"""{_mlp_math(i)} and W2 = `w2`. Give the outputs `y` for the batch of
+               {word(i["x"].shape[0])} samples."""
+            ),
+            answer=lambda i: ({"y": f32(i["x"].shape[0], i["w2"].shape[0])},),
+        ),
+        3: _nn(
+            "flatten_mlp",
+            reference=mlp_cross_entropy,
+            independent=_mlp_cross_entropy,
+            sample=_sample_mlp_target,
+            refuse=_relu_clips,
+            question=lambda i: (
+                f"""{_mlp_math(i)} and W2 = `w2`. The outputs are class scores s; the
+               probability of class c is exp(s_c) / sum_k exp(s_k). Give `loss`, the mean over the batch of
+               -ln(probability of the class `target` names for that sample)."""
+            ),
+            answer=({"loss": f32()},),
+        ),
+        4: _nn(
+            "flatten_mlp",
+            reference=mlp_best,
+            sample=_candidate_sampler(_sample_mlp, _MLP_STACK, _MLP_OUT),
+            question=lambda i: (
+                f"""{_mlp_math(i)}. Candidate k (k = 0..{i["w2s"].shape[0] - 1}) uses W2 =
+               `w2s[k]`, applied to `x`. {_BEST}"""
+            ),
+            **_MLP_BEST,
+        ),
+        5: _nn(
+            "flatten_mlp",
+            reference=mlp_sgd_step,
+            independent=_mlp_sgd_step,
+            sample=_sample_mlp_regression,
+            refuse=_mlp_units_alive,
+            question=lambda i: (
+                f"""{_mlp_math(i)} and W2 = `w2`. Train it for one step of plain gradient
+               descent (step size 0.125, no momentum, no weight decay) on L = the mean over all
+               {i["x"].shape[0] * i["w2"].shape[0]} entries of (output - target)^2 for the batch `x` and
+               `target`. Give `loss`, L before the step, and the parameters after it: `w1`, `b1`, `w2`,
+               `b2`."""
+            ),
+            answer=lambda i: (
+                {
+                    "loss": f32(),
+                    "w1": f32(*_dims(i["w1"])),
+                    "b1": f32(*_dims(i["b1"])),
+                    "w2": f32(*_dims(i["w2"])),
+                    "b2": f32(*_dims(i["b2"])),
+                },
+            ),
+        ),
+    },
+    levels="L1 the Sequential named; L2 the network's mathematics; L3 its mean cross-entropy on class "
+    "targets; L4 the candidate output layer closest to each of two targets; L5 one gradient-descent step "
+    "through the ReLU (backpropagation, not named)",
+)
+
+
+# embedding_lookup --------------------------------------------------------------------------------
+_BAG_MATH = """`flat_idx` is cut into bags: bag b holds the entries from position offsets[b] up to (not
+    including) offsets[b + 1], the last bag running to the end."""
+
+
+def _bags(flat_idx, offsets):
+    ids, starts = values(flat_idx), values(offsets)
+    return [ids[s:e] for s, e in zip(starts, [*starts[1:], len(ids)], strict=True)]
+
+
+def _bag_means(weight, flat_idx, offsets):
+    table = values(weight)
+    return [[mean(col) for col in transpose([table[i] for i in bag])] for bag in _bags(flat_idx, offsets)]
+
+
+def bag_scores(weight, idx, flat_idx, offsets):
+    import torch.nn.functional as F
+
+    return {"rows": [{"scores": F.embedding_bag(flat_idx, weight, offsets, mode="mean") @ weight.T}]}
+
+
+def _bag_scores(weight, idx, flat_idx, offsets):
+    return [
+        {
+            "scores": ExactTensor.of(
+                "float32", matmul(_bag_means(weight, flat_idx, offsets), transpose(values(weight)))
+            )
+        }
+    ]
+
+
+def nearest_rows(weight, idx, flat_idx, offsets):
+    import torch
+    import torch.nn.functional as F
+
+    means = F.embedding_bag(flat_idx, weight, offsets, mode="mean")
+    return {"rows": [{"nearest": torch.cdist(means.double(), weight.double()).argmin(dim=1)}]}
+
+
+def _nearest_distances(weight, flat_idx, offsets):
+    return [
+        [sum(((a - b) ** 2 for a, b in zip(m, row, strict=True)), Fraction(0)) for row in values(weight)]
+        for m in _bag_means(weight, flat_idx, offsets)
+    ]
+
+
+def _nearest_rows(weight, idx, flat_idx, offsets):
+    return [
+        {
+            "nearest": ExactTensor.of(
+                "int64", [d.index(min(d)) for d in _nearest_distances(weight, flat_idx, offsets)]
+            )
+        }
+    ]
+
+
+def _nearest_clear(inputs):
+    rows = _nearest_distances(inputs["weight"], inputs["flat_idx"], inputs["offsets"])
+    for d in rows:
+        problem = clear_winner(d)
+        if problem is not None:
+            return problem
+    if len({d.index(min(d)) for d in rows}) < 2:
+        return "every bag has the same nearest row: a constant answer passes"
+    return None
+
+
+def embedding_sgd(weight, idx, upstream):
+    import torch
+
+    table = torch.nn.Embedding(weight.shape[0], weight.shape[1], padding_idx=0, dtype=weight.dtype)
+    with torch.no_grad():
+        table.weight.copy_(weight)
+    optimizer = torch.optim.SGD(table.parameters(), lr=0.5)
+    (table(idx) * upstream).sum().backward()
+    optimizer.step()
+    return {"rows": [{"weight": table.weight.detach()}]}
+
+
+def _embedding_sgd(weight, idx, upstream):
+    table = [list(row) for row in values(weight)]
+    for ids, ups in zip(values(idx), values(upstream), strict=True):
+        for i, up in zip(ids, ups, strict=True):
+            if i != 0:  # the padding row receives no gradient
+                table[i] = [e - Fraction(1, 2) * u for e, u in zip(table[i], up, strict=True)]
+    return [{"weight": ExactTensor.of("float32", table)}]
+
+
+def _sample_embedding_sgd(draw, level):
+    inputs = _sample_embedding(draw, 3)
+    idx = inputs["idx"]
+    return {
+        "weight": inputs["weight"],
+        "idx": idx,
+        "upstream": dyadic_tensor(draw, (*_dims(idx), inputs["weight"].shape[1]), -1, 1, 2, nonzero=True),
+    }
+
+
+EMBEDDING_LOOKUP = leveled(
+    EMBEDDING_LOOKUP,
+    {
+        2: _nn(
+            "embedding_lookup",
+            reference=embedding_lookup,
+            independent=_embedding_lookup,
+            sample=_sample_embedding,
+            refuse=_looks_up_padding_row,
+            question=f"""`weight` is a table of embeddings, one row per id. Give `looked_up`: for every id in
+               `idx`, its row of the table (ids equal to 0 included: they look up row 0). {_BAG_MATH} Give
+               `bag_mean` and `bag_max`: for each bag, the elementwise mean and the elementwise maximum of the
+               table rows of its ids.""",
+            answer=lambda i: (
+                {
+                    "looked_up": f32(*_dims(i["idx"]), i["weight"].shape[1]),
+                    "bag_mean": f32(i["offsets"].shape[0], i["weight"].shape[1]),
+                    "bag_max": f32(i["offsets"].shape[0], i["weight"].shape[1]),
+                },
+            ),
+        ),
+        3: _nn(
+            "embedding_lookup",
+            reference=bag_scores,
+            independent=_bag_scores,
+            sample=_sample_embedding,
+            question=f"""`weight` is a table of embeddings, one row per id. {_BAG_MATH} Each bag is
+                summarised by
+               the elementwise mean of the table rows of its ids. Give `scores`: for each bag b and id v, the
+               dot product of bag b's summary with row v of the table (shape (bags, ids)). (`idx` is not
+               used.)""",
+            answer=lambda i: ({"scores": f32(i["offsets"].shape[0], i["weight"].shape[0])},),
+        ),
+        4: _nn(
+            "embedding_lookup",
+            reference=nearest_rows,
+            independent=_nearest_rows,
+            sample=_sample_embedding,
+            refuse=_nearest_clear,
+            question=f"""`weight` is a table of embeddings, one row per id. {_BAG_MATH} Each bag is
+                summarised by
+               the elementwise mean of the table rows of its ids. Give `nearest`: for each bag, the id whose
+               row is closest to the bag's summary in Euclidean distance (int64, one per bag). (`idx` is not
+               used.)""",
+            answer=lambda i: ({"nearest": i64(i["offsets"].shape[0])},),
+        ),
+        5: _nn(
+            "embedding_lookup",
+            reference=embedding_sgd,
+            independent=_embedding_sgd,
+            sample=_sample_embedding_sgd,
+            refuse=_looks_up_padding_row,
+            question="""`weight` is a trainable table of embeddings, one row per id; id 0 is reserved for
+               padding, and its row never receives a gradient. Every id in `idx` looks up its row, giving e of
+               shape idx.shape + (dim,). Take one step of plain gradient descent (step size 0.5) on
+               L = the sum
+               over all elements of e * `upstream`. Give the table `weight` after the step.""",
+            answer=lambda i: ({"weight": f32(*_dims(i["weight"]))},),
+        ),
+    },
+    levels="L1 nn.Embedding and embedding_bag named; L2 the lookup and the bags described; L3 dot-product "
+    "scores of each bag's mean against the table; L4 the table row nearest to each bag's mean; L5 one "
+    "gradient step on the table with a padding row that never learns",
+)
+
+
+# batch_norm_training -----------------------------------------------------------------------------
+_BN_MATH = """A batch normalisation layer in training mode normalises each feature (column) j of a batch x of
+    n rows: with mu_j the column mean and s2_j the mean of (x[:, j] - mu_j)^2 (dividing by n), y[:, j] =
+    (x[:, j] - mu_j) / sqrt(s2_j + 1e-5) * gamma[j] + beta[j]. It also keeps running estimates, starting at
+    mean 0 and variance 1, and after each such pass sets running_mean = 0.9 * running_mean + 0.1 * mu and
+    running_var = 0.9 * running_var + 0.1 * v, where v_j is the column variance dividing by n - 1."""
+
+
+def batch_norm_eval(x, weight, bias, x_test):
+    import torch
+
+    norm = torch.nn.BatchNorm1d(x.shape[1], eps=1e-5, momentum=0.1, dtype=x.dtype)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+        norm.bias.copy_(bias)
+        norm.train()
+        norm(x)
+        norm.eval()
+        y = norm(x_test)
+    return {"rows": [{"y_test": y}]}
+
+
+def _batch_norm_eval(x, weight, bias, x_test):
+    rows = _batch_norm_training(x, weight, bias)[0]
+    rm, rv = rows["running_mean"].values, rows["running_var"].values
+    return [
+        {
+            "y_test": ExactTensor.of(
+                "float32",
+                [
+                    [
+                        hp(e - m) / mpmath.sqrt(hp(v) + hp(1e-5)) * hp(w) + hp(b)
+                        for e, m, v, w, b in zip(row, rm, rv, values(weight), values(bias), strict=True)
+                    ]
+                    for row in values(x_test)
+                ],
+            )
+        }
+    ]
+
+
+def _sample_batch_norm_eval(draw, level):
+    inputs = _sample_batch_norm(draw, level)
+    return {**inputs, "x_test": dyadic_tensor(draw, (draw.integer(2, 3), inputs["x"].shape[1]), -3, 4, 2)}
+
+
+def batch_norm_passes(x, tolerance):
+    import torch
+
+    norm = torch.nn.BatchNorm1d(x.shape[1], eps=1e-5, momentum=0.1, dtype=torch.float64)
+    target = x.double().var(dim=0)
+    passes = torch.zeros(x.shape[1], dtype=torch.int64)
+    norm.train()
+    for k in range(1, 401):
+        with torch.no_grad():
+            norm(x.double())
+        close = (norm.running_var - target).abs() <= tolerance * target
+        passes = torch.where((passes == 0) & close, torch.full_like(passes, k), passes)
+        if bool((passes > 0).all()):
+            break
+    return {"rows": [{"passes": passes}]}
+
+
+def _batch_norm_passes(x, tolerance):
+    out = []
+    for column in transpose(values(x)):
+        out.append(int(mpmath.ceil(_passes_needed(column, tolerance))))
+    return [{"passes": ExactTensor.of("int64", out)}]
+
+
+def _passes_needed(column, tolerance):
+    """log(gap) / log(10/9): after k passes running_var - v = (1 - v) * 0.9^k, so the smallest k with
+    |1 - v| * 0.9^k <= tolerance * v is the ceiling of this (exact gap, mpmath logarithm)."""
+    m = mean(column)
+    v = sum(((e - m) ** 2 for e in column), Fraction(0)) / (len(column) - 1)
+    gap = abs(1 - v) / (to_fraction(tolerance) * v)
+    return mpmath.log(hp(gap)) / mpmath.log(mpmath.mpf(10) / 9)
+
+
+def _sample_batch_norm_passes(draw, level):
+    x = _sample_batch_norm(draw, level)["x"]
+    return {"x": x, "tolerance": draw.choice((0.01, 0.02, 0.05))}
+
+
+def _passes_clear(inputs):
+    counts = []
+    for column in transpose(values(inputs["x"])):
+        needed = _passes_needed(column, inputs["tolerance"])
+        if needed <= 0:
+            return "a feature's unbiased variance is already within the tolerance of 1 (no pass needed)"
+        if needed > 399 or not mpmath.mpf("0.01") < needed - mpmath.floor(needed) < mpmath.mpf("0.99"):
+            return "a feature reaches the tolerance within 0.1% of the bound, or not in 400 passes"
+        counts.append(int(mpmath.ceil(needed)))
+    if len(set(counts)) < 2:
+        return "every feature needs the same number of passes: a constant answer passes"
+    return None
+
+
+def batch_norm_backward(x, weight, bias, upstream):
+    import torch
+
+    norm = torch.nn.BatchNorm1d(x.shape[1], eps=1e-5, momentum=0.1, dtype=x.dtype)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+        norm.bias.copy_(bias)
+    z = x.clone().requires_grad_(True)
+    norm.train()
+    (norm(z) * upstream).sum().backward()
+    return {"rows": [{"grad_x": z.grad, "grad_weight": norm.weight.grad, "grad_bias": norm.bias.grad}]}
+
+
+def _batch_norm_backward(x, weight, bias, upstream):
+    columns, ups = transpose(values(x)), transpose(values(upstream))
+    n = len(columns[0])
+    gx, gw, gb = [], [], []
+    for c, u, w in zip(columns, ups, values(weight), strict=True):
+        m = mean(c)
+        sigma = mpmath.sqrt(hp(sum(((e - m) ** 2 for e in c), Fraction(0)) / n) + hp(1e-5))
+        xhat = [hp(e - m) / sigma for e in c]
+        su, sux = mpmath.fsum(hp(a) for a in u), mpmath.fsum(hp(a) * h for a, h in zip(u, xhat, strict=True))
+        gx.append([hp(w) / (n * sigma) * (n * hp(a) - su - h * sux) for a, h in zip(u, xhat, strict=True)])
+        gw.append(sux)
+        gb.append(su)
+    return [
+        {
+            "grad_x": ExactTensor.of("float32", transpose(gx)),
+            "grad_weight": ExactTensor.of("float32", gw),
+            "grad_bias": ExactTensor.of("float32", gb),
+        }
+    ]
+
+
+def _sample_batch_norm_backward(draw, level):
+    inputs = _sample_batch_norm(draw, level)
+    return {**inputs, "upstream": dyadic_tensor(draw, _dims(inputs["x"]), -1, 1, 2, nonzero=True)}
+
+
+BATCH_NORM_TRAINING = leveled(
+    BATCH_NORM_TRAINING,
+    {
+        2: _nn(
+            "batch_norm_training",
+            reference=batch_norm_training,
+            independent=_batch_norm_training,
+            sample=_sample_batch_norm,
+            question=f"""{_BN_MATH} Run one such pass on the batch `x` with gamma = `weight` and
+                beta = `bias`.
+               Give the output `y` and the `running_mean` and `running_var` after the pass.""",
+            answer=lambda i: (
+                {
+                    "y": f32(*_dims(i["x"])),
+                    "running_mean": f32(i["x"].shape[1]),
+                    "running_var": f32(i["x"].shape[1]),
+                },
+            ),
+        ),
+        3: _nn(
+            "batch_norm_training",
+            reference=batch_norm_eval,
+            independent=_batch_norm_eval,
+            sample=_sample_batch_norm_eval,
+            question=f"""{_BN_MATH} In evaluation mode the layer instead uses its running estimates:
+               y[:, j] = (x[:, j] - running_mean_j) / sqrt(running_var_j + 1e-5) * gamma[j] + beta[j], and
+               leaves them unchanged. A fresh layer with gamma = `weight` and beta = `bias` makes one training
+               pass on `x`, then evaluates `x_test`. Give `y_test`.""",
+            answer=lambda i: ({"y_test": f32(*_dims(i["x_test"]))},),
+        ),
+        4: _nn(
+            "batch_norm_training",
+            reference=batch_norm_passes,
+            independent=_batch_norm_passes,
+            sample=_sample_batch_norm_passes,
+            refuse=_passes_clear,
+            question=f"""{_BN_MATH} A fresh layer makes training passes on the same batch `x` again and again.
+               For each feature j, give in `passes` the smallest number of passes after which
+               |running_var_j - v_j| <= `tolerance` * v_j (int64, one per feature).""",
+            answer=lambda i: ({"passes": i64(i["x"].shape[1])},),
+        ),
+        5: _nn(
+            "batch_norm_training",
+            reference=batch_norm_backward,
+            independent=_batch_norm_backward,
+            sample=_sample_batch_norm_backward,
+            question=f"""{_BN_MATH} With gamma = `weight`, beta = `bias` and y the output of one training pass
+               on `x`, let L = the sum over all elements of y * `upstream` (the batch statistics mu and s2 are
+               functions of x). Give `grad_x`, the gradient of L with respect to `x`, and `grad_weight` and
+               `grad_bias`, its gradients with respect to gamma and beta.""",
+            answer=lambda i: (
+                {
+                    "grad_x": f32(*_dims(i["x"])),
+                    "grad_weight": f32(i["x"].shape[1]),
+                    "grad_bias": f32(i["x"].shape[1]),
+                },
+            ),
+        ),
+    },
+    levels="L1 BatchNorm1d named; L2 the training-mode statistics and running estimates described; L3 a "
+    "training pass then an evaluation pass on other data; L4 the number of passes until each running "
+    "variance is within a tolerance; L5 the backward pass through the batch statistics",
+)
+
+
+# conv_relu_pool_linear ---------------------------------------------------------------------------
+def _cnn_math(i):
+    size = i["conv_weight"].shape[2] if "conv_weight" in i else i["conv_weights"].shape[-1]
+    return f"""A network maps each image of `x` (N, C, H, W): a convolution (output channel o at (r, s) is
+        conv_bias[o] plus the sum over channels ch and offsets a, b in 0..{size - 1} of K[o, ch, a, b] *
+        x~[ch, r + a, s + b], x~ the image extended by {size // 2} zero pixel(s) on every side, so planes keep
+        their size; the kernel is not flipped), then max(., 0), then the maximum of each 2x2 block (rows 2r,
+        2r+1, columns 2s, 2s+1), then the pooled planes flattened in (channel, row, column) order into a
+        feature vector f, then logits fc_weight @ f + fc_bias"""
+
+
+def cnn_loss(x, conv_weight, conv_bias, fc_weight, fc_bias, target):
+    import torch.nn.functional as F
+
+    f = F.max_pool2d(
+        F.relu(F.conv2d(x, conv_weight, conv_bias, padding=conv_weight.shape[2] // 2)), 2
+    ).flatten(1)
+    return {"rows": [{"loss": F.cross_entropy(f @ fc_weight.T + fc_bias, target)}]}
+
+
+def _cnn_loss(x, conv_weight, conv_bias, fc_weight, fc_bias, target):
+    _, logits = _cnn_logits(x, conv_weight, conv_bias, fc_weight, fc_bias)
+    return [
+        {
+            "loss": ExactTensor.of(
+                "float32",
+                mpmath.fsum(-log_softmax(r)[t] for r, t in zip(logits, values(target), strict=True))
+                / len(logits),
+            )
+        }
+    ]
+
+
+def _sample_cnn_target(draw, level):
+    inputs = _sample_cnn(draw, level)
+    return {
+        **inputs,
+        "target": int_tensor(draw, (inputs["x"].shape[0],), 0, inputs["fc_weight"].shape[0] - 1),
+    }
+
+
+def cnn_best(x, conv_weights, conv_bias, fc_weight, fc_bias, targets):
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for target in targets:
+        errors = []
+        for w in conv_weights:
+            f = F.max_pool2d(F.relu(F.conv2d(x, w, conv_bias, padding=w.shape[2] // 2)), 2).flatten(1)
+            errors.append(((f @ fc_weight.T + fc_bias - target) ** 2).sum())
+        errors = torch.stack(errors)
+        k = int(torch.argmin(errors))
+        rows.append({"best": k, "error": errors[k]})
+    return {"rows": rows}
+
+
+def _CNN_OUT(i):
+    return ExactTensor.of("float32", _cnn_logits(**i)[1])
+
+
+_CNN_STACK = {"conv_weight": ("conv_weights", -1, 1, 2)}
+_CNN_BEST = _best_of(_CNN_STACK, _CNN_OUT)
+
+
+def cnn_head_gradients(x, conv_weight, conv_bias, fc_weight, fc_bias, target):
+    import torch.nn.functional as F
+
+    params = [p.clone().requires_grad_(True) for p in (conv_bias, fc_weight, fc_bias)]
+    f = F.max_pool2d(
+        F.relu(F.conv2d(x, conv_weight, params[0], padding=conv_weight.shape[2] // 2)), 2
+    ).flatten(1)
+    F.cross_entropy(f @ params[1].T + params[2], target).backward()
+    return {
+        "rows": [
+            {
+                "grad_conv_bias": params[0].grad,
+                "grad_fc_weight": params[1].grad,
+                "grad_fc_bias": params[2].grad,
+            }
+        ]
+    }
+
+
+def _cnn_head_gradients(x, conv_weight, conv_bias, fc_weight, fc_bias, target):
+    kernels, offsets, pad = values(conv_weight), values(conv_bias), conv_weight.shape[2] // 2
+    features, logits = _cnn_logits(x, conv_weight, conv_bias, fc_weight, fc_bias)
+    n, fc = len(logits), values(fc_weight)
+    g_logits = [
+        [q - (1 if c == t else 0) for c, q in enumerate(softmax(row))]
+        for row, t in zip(logits, values(target), strict=True)
+    ]
+    g_logits = [[e / n for e in row] for row in g_logits]
+    g_fc_w = [
+        [mpmath.fsum(g_logits[s][c] * hp(features[s][k]) for s in range(n)) for k in range(len(fc[0]))]
+        for c in range(len(fc))
+    ]
+    g_fc_b = [mpmath.fsum(g_logits[s][c] for s in range(n)) for c in range(len(fc))]
+    g_bias = [mpmath.mpf(0)] * len(offsets)
+    for s, image in enumerate(values(x)):
+        maps = _cross_correlate(image, kernels, offsets, 1, pad)
+        g_feat = [
+            mpmath.fsum(g_logits[s][c] * hp(fc[c][k]) for c in range(len(fc))) for k in range(len(fc[0]))
+        ]
+        k = 0
+        for o, m in enumerate(maps):
+            for r in range(len(m) // 2):
+                for q in range(len(m[0]) // 2):
+                    if (
+                        max(
+                            m[2 * r][2 * q], m[2 * r][2 * q + 1], m[2 * r + 1][2 * q], m[2 * r + 1][2 * q + 1]
+                        )
+                        > 0
+                    ):
+                        g_bias[o] += g_feat[k]  # the block's maximum passes the ReLU: d/d bias = 1
+                    k += 1
+    return [
+        {
+            "grad_conv_bias": ExactTensor.of("float32", g_bias),
+            "grad_fc_weight": ExactTensor.of("float32", g_fc_w),
+            "grad_fc_bias": ExactTensor.of("float32", g_fc_b),
+        }
+    ]
+
+
+def _cnn_kinks(inputs):
+    kernels, offsets, pad = (
+        values(inputs["conv_weight"]),
+        values(inputs["conv_bias"]),
+        inputs["conv_weight"].shape[2] // 2,
+    )
+    for image in values(inputs["x"]):
+        for m in _cross_correlate(image, kernels, offsets, 1, pad):
+            for r in range(len(m) // 2):
+                for q in range(len(m[0]) // 2):
+                    block = [
+                        m[2 * r][2 * q],
+                        m[2 * r][2 * q + 1],
+                        m[2 * r + 1][2 * q],
+                        m[2 * r + 1][2 * q + 1],
+                    ]
+                    if max(block) == 0 or block.count(max(block)) > 1:
+                        return "a pooling block has a tied or zero maximum: its gradient is ambiguous"
+    return None
+
+
+CONV_RELU_POOL_LINEAR = leveled(
+    CONV_RELU_POOL_LINEAR,
+    {
+        2: _nn(
+            "conv_relu_pool_linear",
+            reference=conv_relu_pool_linear,
+            independent=_conv_relu_pool_linear,
+            sample=_sample_cnn,
+            refuse=_prediction_untied,
+            zero_reason=_every_prediction_is_class_zero,
+            question=lambda i: (
+                f"""{_cnn_math(i)}, with K = `conv_weight`. Give `features`, the vectors f of
+               the batch; `logits`; and `predicted`, the index of the largest logit of each image."""
+            ),
+            answer=lambda i: (
+                {
+                    "features": f32(i["x"].shape[0], i["fc_weight"].shape[1]),
+                    "logits": f32(i["x"].shape[0], i["fc_weight"].shape[0]),
+                    "predicted": i64(i["x"].shape[0]),
+                },
+            ),
+        ),
+        3: _nn(
+            "conv_relu_pool_linear",
+            reference=cnn_loss,
+            independent=_cnn_loss,
+            sample=_sample_cnn_target,
+            question=lambda i: (
+                f"""{_cnn_math(i)}, with K = `conv_weight`. The probability of class c is
+               exp(logit_c) / sum_k exp(logit_k). Give `loss`, the mean over the batch of -ln(probability of
+               the class `target` names for that image)."""
+            ),
+            answer=({"loss": f32()},),
+        ),
+        4: _nn(
+            "conv_relu_pool_linear",
+            reference=cnn_best,
+            sample=_candidate_sampler(_sample_cnn, _CNN_STACK, _CNN_OUT),
+            question=lambda i: (
+                f"""{_cnn_math(i)}. Candidate k (k = 0..{i["conv_weights"].shape[0] - 1}) uses
+               K = `conv_weights[k]`; its output is the logits of the batch `x`. {_BEST}"""
+            ),
+            **_CNN_BEST,
+        ),
+        5: _nn(
+            "conv_relu_pool_linear",
+            reference=cnn_head_gradients,
+            independent=_cnn_head_gradients,
+            sample=_sample_cnn_target,
+            refuse=_cnn_kinks,
+            question=lambda i: (
+                f"""{_cnn_math(i)}, with K = `conv_weight`. The probability of class c is
+               exp(logit_c) / sum_k exp(logit_k); L is the mean over the batch of -ln(probability of the class
+               `target` names for that image). Give the gradients of L with respect to conv_bias
+               (`grad_conv_bias`), fc_weight (`grad_fc_weight`) and fc_bias (`grad_fc_bias`)."""
+            ),
+            answer=lambda i: (
+                {
+                    "grad_conv_bias": f32(i["conv_bias"].shape[0]),
+                    "grad_fc_weight": f32(*_dims(i["fc_weight"])),
+                    "grad_fc_bias": f32(i["fc_bias"].shape[0]),
+                },
+            ),
+        ),
+    },
+    levels="L1 the Sequential named; L2 the chain described; L3 its mean cross-entropy; L4 the candidate "
+    "kernels whose logits are closest to each of two targets; L5 the gradients of the cross-entropy with "
+    "respect to the head and the convolution offsets (through pooling and ReLU)",
 )
 
 FAMILIES = (

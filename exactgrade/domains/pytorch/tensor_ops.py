@@ -23,6 +23,7 @@ from exactgrade.domains.pytorch.common import (
     tensor,
 )
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
+from exactgrade.domains.pytorch.levels import leveled
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -31,7 +32,7 @@ from exactgrade.domains.pytorch.sampling import (
     shape_text,
     word,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 
 
 # pt-000 -------------------------------------------------------------------------------------------
@@ -799,10 +800,6 @@ GROUP_BY_KEY = pytorch_family(
     refuse=_a_group_repeats,
 )
 
-FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
-            MASK_ABOVE_MEAN, STABLE_SORT, TOP_AND_KTH, STACK_AND_CONCATENATE, BATCHED_PRODUCTS, NORMALISE,
-            RUNNING_STATISTICS, CASTS_AND_WRAPAROUND, GATHER_AND_INDEX, BROADCAST_ARITHMETIC, GROUP_BY_KEY)
-
 TASKS = (
     PERMUTE_AND_RESHAPE.task("pt-000", {"x": tensor("int64",
                                                     reshape([3 * i - 35 for i in range(24)], (2, 3, 4)))}),
@@ -841,3 +838,2147 @@ TASKS = (
     GROUP_BY_KEY.task("pt-015", {"keys": tensor("int64", [8, 3, 12, 3, 5, 8, 8, 12]),
                                  "vals": tensor("float32", [1.5, -0.5, 2.0, 2.5, 0.75, 3.0, -1.25, 1.0])}),
 )
+
+
+# ------------------------------------------------------------------------------------ levels 2-5
+# Level 2 restates a level-1 question mathematically (no torch call named) with the level-1
+# reference; levels 3-5 ask new questions of the same kind of setting, each with its own torch
+# reference and its own independent recomputation (exact Fractions, or mpmath).
+
+
+def _restated(base_name: str, reference, independent, question, answer, sample, *, refuse=None,
+              zero_reason=None, reject=None):
+    """A level of ``base_name`` (any level): a pytorch_family under the family's name."""
+    return pytorch_family(base_name, "tensor_ops", reference=reference, independent=independent,
+                          question=question, answer=answer, sample=sample, levels="", refuse=refuse,
+                          zero_reason=zero_reason, reject=reject)
+
+
+def _not_constant(name: str):
+    """refuse/reject helper: a key tensor whose elements are all equal passes a constant answer."""
+    def problem(task) -> str | None:
+        value = task.expected["rows"][0][name]
+        if len(set(value.data)) < 2:
+            return f"a constant answer passes: every element of {name} is {value.data[0]}"
+        return None
+    return problem
+
+
+# permute_and_reshape L3: transpose, flatten, re-chunk, reduce -------------------------------------
+def chunked_column_sums(x):
+    y = x.permute(2, 0, 1).reshape(-1)
+    return {"rows": [{"sums": y.reshape(-1, x.shape[2]).sum(dim=0)}]}
+
+
+def _chunked_column_sums(x):
+    v = values(x)
+    d0, d1, d2 = x.shape
+    seq = [v[i][j][k] for k in range(d2) for i in range(d0) for j in range(d1)]
+    return [{"sums": ExactTensor.of("int64", [sum(seq[c::d2]) for c in range(d2)])}]
+
+
+# permute_and_reshape L4: which axis order produced the target -------------------------------------
+def find_axis_order(x, target):
+    import itertools
+
+    import torch
+
+    for order in itertools.permutations(range(3)):
+        if torch.equal(x.permute(*order).reshape(-1), target.reshape(-1)):
+            return {"rows": [{"order": torch.tensor(order)}]}
+    return {"rows": [{"order": torch.tensor([-1, -1, -1])}]}
+
+
+def _find_axis_order(x, target):
+    import itertools
+
+    v, t = values(x), [e for row in values(target) for e in row]
+    for order in itertools.permutations(range(3)):
+        shape = [x.shape[a] for a in order]
+        seq = []
+        for p in range(shape[0]):
+            for q in range(shape[1]):
+                for r in range(shape[2]):
+                    index = [0, 0, 0]
+                    index[order[0]], index[order[1]], index[order[2]] = p, q, r
+                    seq.append(v[index[0]][index[1]][index[2]])
+        if seq == t:
+            return [{"order": ExactTensor.of("int64", list(order))}]
+    return [{"order": ExactTensor.of("int64", [-1, -1, -1])}]
+
+
+def _sample_axis_order(draw: Draw, level: int) -> dict:
+    d = tuple(draw.integer(2, 2 + level) for _ in range(3))
+    n = math.prod(d)  # distinct values, so that no two axis orders read out alike by accident
+    x = tensor("int64", reshape(draw.sample(range(-2 * n - 10, 2 * n + 11), n), d))
+    order = draw.choice([(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
+    v = values(x)
+    seq = []
+    for p in range(d[order[0]]):
+        for q in range(d[order[1]]):
+            for r in range(d[order[2]]):
+                index = [0, 0, 0]
+                index[order[0]], index[order[1]], index[order[2]] = p, q, r
+                seq.append(v[index[0]][index[1]][index[2]])
+    if draw.chance(1, 3):  # no order produces it: two elements swapped
+        a, b = draw.sample(range(len(seq)), 2)
+        seq[a], seq[b] = seq[b], seq[a]
+    shape = (d[order[0]], d[order[1]] * d[order[2]])
+    return {"x": x, "target": tensor("int64", reshape(seq, shape))}
+
+
+def _distinct_elements(inputs: Inputs) -> str | None:
+    flat = [e for plane in values(inputs["x"]) for row in plane for e in row]
+    if first_duplicate(flat) is not None:
+        return "x repeats a value: two axis orders could both produce the target"
+    return None
+
+
+def _order_none(task) -> bool:
+    return task.expected["rows"][0]["order"].data[0] == -1
+
+
+# permute_and_reshape L5: depth-to-space, described -------------------------------------------------
+def depth_to_space(x):
+    r = 2
+    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
+    y = x.reshape(c, r, r, h, w).permute(0, 3, 1, 4, 2).reshape(c, h * r, w * r)
+    return {"rows": [{"y": y}]}
+
+
+def _depth_to_space(x):
+    v = values(x)
+    r = 2
+    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
+    y = [[[v[ch * r * r + (row % r) * r + (col % r)][row // r][col // r] for col in range(w * r)]
+          for row in range(h * r)] for ch in range(c)]
+    return [{"y": ExactTensor.of("int64", y)}]
+
+
+def _sample_depth_to_space(draw: Draw, level: int) -> dict:
+    c, h, w = draw.integer(1, 3), draw.integer(2, 4), draw.integer(2, 4)
+    return {"x": int_tensor(draw, (4 * c, h, w), -50, 50)}
+
+
+_D2S_TEXT = lambda i: f"""`x` has shape {shape_text(i["x"].shape)} (channel, row, column): C =
+    {i["x"].shape[0] // 4} group(s) of four consecutive channels, each channel an image of
+    {i["x"].shape[1]} rows and {i["x"].shape[2]} columns. Rearrange it into an int64 tensor `y` of shape
+    {shape_text((i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2]))} that trades channels for
+    resolution: output channel c is an image twice as tall and twice as wide, in which every input pixel
+    (h, w) of group c becomes the 2x2 block whose top-left corner is at row 2h, column 2w; the block's
+    top-left, top-right, bottom-left and bottom-right cells come from channels 4c, 4c+1, 4c+2 and 4c+3 of x
+    respectively."""  # noqa: E731
+
+PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
+    2: _restated(
+        "permute_and_reshape", permute_and_reshape, _permute_and_reshape,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)} = (d0, d1, d2). Build the int64 matrix y with
+            d2 rows and d0*d1 columns whose element y[k, i*d1 + j] is x[i, j, k], for every i, j, k. Give y
+            and its element `picked` = y[{i["x"].shape[2] - 2}, {i["x"].shape[0] * i["x"].shape[1] - 1}].""",
+        lambda i: ({"y": i64(i["x"].shape[2], i["x"].shape[0] * i["x"].shape[1]), "picked": PY_INT},),
+        _sample_permute),
+    3: _restated(
+        "permute_and_reshape", chunked_column_sums, _chunked_column_sums,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)} = (d0, d1, d2). List its elements x[i, j, k]
+            in the order in which k varies slowest, then i, and j fastest. Cut that list into consecutive
+            chunks of d2 = {i["x"].shape[2]} elements each. Give `sums`, the int64 vector of length d2 whose
+            element c is the sum, over all chunks, of the chunk's element at position c (0-based).""",
+        lambda i: ({"sums": i64(i["x"].shape[2])},), _sample_permute),
+    4: _restated(
+        "permute_and_reshape", find_axis_order, _find_axis_order,
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)}, and `target` has shape
+            {shape_text(i["target"].shape)}. Consider the six orders (p0, p1, p2) of the axes (0, 1, 2) of x:
+            for an order, form the tensor whose element at (a, b, c) is the element of x whose index along
+            axis p0 is a, along axis p1 is b and along axis p2 is c, and read it out in row-major order
+            (last index fastest). Give `order`, the order (as an int64 vector of three axis numbers) whose
+            read-out equals the row-major read-out of target, element for element; if several do, the
+            lexicographically smallest; if none does, [-1, -1, -1].""",
+        lambda i: ({"order": i64(3)},), _sample_axis_order, refuse=_distinct_elements),
+    5: _restated("permute_and_reshape", depth_to_space, _depth_to_space, _D2S_TEXT,
+                 lambda i: ({"y": i64(i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2])},),
+                 _sample_depth_to_space),
+}, levels="L1 the permute and reshape stated as calls; L2 the same map given by its index formula; L3 "
+          "a read-out order, re-chunked and reduced (nothing intermediate asked); L4 the inverse: which "
+          "of six axis orders produced a target, or none (a third of instances); L5 a channel-to-space "
+          "rearrangement described by where each pixel goes, to reproduce",
+   branches=(Branch("no order produces the target", _order_none, Fraction(1, 5), (4,)),))
+
+# reductions L3: softmax-weighted row averages, then the best row ---------------------------------
+def pooled_rows(x):
+    import torch
+
+    pooled = (torch.softmax(x, dim=1) * x).sum(dim=1)
+    return {"rows": [{"pooled": pooled, "best_row": int(pooled.argmax())}]}
+
+
+def _pooled(v):
+    return [mpmath.fsum(p * hp(e) for p, e in zip(_softmax_row(row), row, strict=True)) for row in v]
+
+
+def _softmax_row(row):
+    exps = [mpmath.exp(hp(e)) for e in row]
+    total = mpmath.fsum(exps)
+    return [e / total for e in exps]
+
+
+def _pooled_rows(x):
+    pooled = _pooled(values(x))
+    return [{"pooled": ExactTensor.of("float32", pooled), "best_row": pooled.index(max(pooled))}]
+
+
+def _pooled_clear_winner(inputs: Inputs) -> str | None:
+    pooled = sorted(_pooled(values(inputs["x"])), reverse=True)
+    if pooled[0] - pooled[1] < mpmath.mpf("1e-3") * (1 + abs(pooled[0])):
+        return "the two largest pooled rows are within 1e-3: the best row would hinge on rounding"
+    return None
+
+
+def _pooled_first_best(inputs: Inputs) -> str | None:
+    pooled = _pooled(values(inputs["x"]))
+    return "the first row pools highest: best_row is 0" if pooled.index(max(pooled)) == 0 else None
+
+
+# reductions L4: per column, the shortest prefix whose sum passes a threshold ----------------------
+def prefix_to_threshold(x, threshold):
+    import torch
+
+    above = x.cumsum(dim=0) > threshold
+    first = torch.where(above.any(dim=0), above.int().argmax(dim=0) + 1, torch.tensor(-1))
+    return {"rows": [{"rows_needed": first}]}
+
+
+def _prefix_to_threshold(x, threshold):
+    v, t = values(x), Fraction(threshold)
+    out = []
+    for column in transpose(v):
+        total, found = Fraction(0), -1
+        for m, e in enumerate(column, start=1):
+            total += e
+            if total > t:
+                found = m
+                break
+        out.append(found)
+    return [{"rows_needed": ExactTensor.of("int64", out)}]
+
+
+def _sample_prefix(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((3, 2), (3, 2), -3, 4, 2)(draw, level)["x"]
+    return {"x": x, "threshold": float(draw.dyadic(1, 2 + level, 2))}
+
+
+def _some_column_never(task) -> bool:
+    return -1 in task.expected["rows"][0]["rows_needed"].data
+
+
+# reductions L5: the smallest set of most probable classes covering a mass ------------------------
+def nucleus(x, mass):
+    import torch
+
+    probs = torch.softmax(x, dim=1)
+    ordered, _ = torch.sort(probs, dim=1, descending=True)
+    cumulative = ordered.cumsum(dim=1)
+    kept = (cumulative < mass).sum(dim=1) + 1
+    top = ordered[:, 0] / cumulative.gather(1, (kept - 1).unsqueeze(1)).squeeze(1)
+    return {"rows": [{"kept": kept, "top_share": top}]}
+
+
+def _nucleus_rows(x, mass):
+    rows = []
+    for row in values(x):
+        ordered = sorted(_softmax_row(row), reverse=True)
+        total, kept = mpmath.mpf(0), 0
+        while total < mass:
+            total += ordered[kept]
+            kept += 1
+        rows.append((kept, ordered[0] / total, ordered))
+    return rows
+
+
+def _nucleus(x, mass):
+    rows = _nucleus_rows(x, mpmath.mpf(mass))
+    return [{"kept": ExactTensor.of("int64", [k for k, _, _ in rows]),
+             "top_share": ExactTensor.of("float32", [s for _, s, _ in rows])}]
+
+
+def _nucleus_margin(inputs: Inputs) -> str | None:
+    mass = mpmath.mpf(inputs["mass"])
+    for row in values(inputs["x"]):
+        total = mpmath.mpf(0)
+        for p in sorted(_softmax_row(row), reverse=True):
+            total += p
+            if abs(total - mass) < mpmath.mpf("1e-4"):
+                return "a cumulative probability is within 1e-4 of the mass: the cut would hinge on rounding"
+    return None
+
+
+def _sample_nucleus(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 2), (4, 2), -3, 3, 2)(draw, level)["x"]
+    return {"x": x, "mass": draw.choice((0.5, 0.625, 0.75, 0.875))}
+
+
+REDUCTIONS = leveled(REDUCTIONS, {
+    2: _restated(
+        "reductions", reductions, _reductions,
+        lambda i: f"""For the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x` with elements x[i, j], give:
+            `column_sums`[j] = x[0, j] + ... + x[{i["x"].shape[0] - 1}, j]; `row_means`[i], the arithmetic
+            mean of row i; `row_logsumexp`[i], the natural logarithm of the sum over j of e^(x[i, j]); and
+            `argmax`, the position p = i*{i["x"].shape[1]} + j of the largest element x[i, j] (a 0-d int64
+            tensor).""",
+        lambda i: ({"column_sums": f32(i["x"].shape[1]), "row_means": f32(i["x"].shape[0]),
+                    "row_logsumexp": f32(i["x"].shape[0]), "argmax": i64()},),
+        _sample_matrix((2, 2), (3, 3), -4, 4, 2), refuse=_argmax_unique, zero_reason=_argmax_is_zero),
+    3: _restated(
+        "reductions", pooled_rows, _pooled_rows,
+        lambda i: """Treat each row of `x` as scores over its columns. Weight every element of a row by
+            e^(its score) divided by the sum of e^(score) over that row, and give `pooled`, for each row
+            the weighted sum of the row's own elements, and `best_row`, the index of the row whose pooled
+            value is largest.""",
+        lambda i: ({"pooled": f32(i["x"].shape[0]), "best_row": PY_INT},),
+        _sample_matrix((2, 2), (3, 3), -4, 4, 2), refuse=_pooled_clear_winner,
+        zero_reason=_pooled_first_best),
+    4: _restated(
+        "reductions", prefix_to_threshold, _prefix_to_threshold,
+        lambda i: """For every column j of `x`, give the smallest m >= 1 such that the sum of the first m
+            elements of the column (rows 0 to m-1) is strictly greater than `threshold`, or -1 if no prefix
+            of the column, the whole column included, is; `rows_needed` is the int64 vector of these
+            numbers, one per column.""",
+        lambda i: ({"rows_needed": i64(i["x"].shape[1])},), _sample_prefix,
+        reject=_not_constant("rows_needed")),
+    5: _restated(
+        "reductions", nucleus, _nucleus,
+        lambda i: """Each row of `x` holds the logits of a distribution over its columns (probability of a
+            column: e^(logit) over the sum of e^(logit) across the row). For each row, keep the fewest
+            most probable columns whose probabilities add up to at least `mass` (take columns in order of
+            decreasing probability until the running total reaches `mass` or more). Give `kept`, the number
+            of columns kept per row, and `top_share`, the probability of the row's most probable column
+            divided by the total probability of the kept columns.""",
+        lambda i: ({"kept": i64(i["x"].shape[0]), "top_share": f32(i["x"].shape[0])},), _sample_nucleus,
+        refuse=_nucleus_margin, reject=_not_constant("kept")),
+}, levels="L1 the four reductions named; L2 each given by its formula, no call named; L3 softmax-weighted "
+          "row pooling, then the best row; L4 per column the shortest prefix passing a threshold, or -1 "
+          "(the None branch); L5 the smallest top-probability set covering a mass, described not named",
+   branches=(Branch("a column never passes the threshold", _some_column_never, Fraction(1, 5), (4,)),))
+
+
+# spread_statistics L3: between-row against within-row spread -------------------------------------
+def variance_ratio(x):
+    within = x.var(dim=1).mean()
+    between = x.mean(dim=1).var() * x.shape[1]
+    return {"rows": [{"within": within, "between": between, "ratio": between / within}]}
+
+
+def _squared_deviations(xs):
+    m = mean(xs)
+    return sum(((e - m) ** 2 for e in xs), Fraction(0))
+
+
+def _variance_ratio(x):
+    v = values(x)
+    within = mean([_squared_deviations(r) / (len(r) - 1) for r in v])
+    between = _squared_deviations([mean(r) for r in v]) / (len(v) - 1) * len(v[0])
+    return [{"within": ExactTensor.of("float32", within), "between": ExactTensor.of("float32", between),
+             "ratio": ExactTensor.of("float32", between / within)}]
+
+
+# spread_statistics L4: the fewest leading columns whose spread passes a bound ---------------------
+def columns_for_spread(x, bound):
+    for m in range(2, x.shape[1] + 1):
+        if bool((x[:, :m].var(dim=1, correction=0) > bound).all()):
+            return {"rows": [{"columns": m}]}
+    return {"rows": [{"columns": -1}]}
+
+
+def _columns_for_spread(x, bound):
+    v = values(x)
+    for m in range(2, len(v[0]) + 1):
+        if all(_squared_deviations(r[:m]) / m > Fraction(bound) for r in v):
+            return [{"columns": m}]
+    return [{"columns": -1}]
+
+
+def _sample_spread_bound(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
+    v = values(x)
+    # a bound strictly below `reachable` has an answer; one at or above it has none (about 1/5 of draws)
+    reachable = max(min(_squared_deviations(r[:m]) / m for r in v) for m in range(2, len(v[0]) + 1))
+    bound = draw.dyadic(reachable / 4, reachable * 5 / 4, 3)
+    if bound <= 0:
+        raise Reject("the rows have no spread to bound")
+    return {"x": x, "bound": float(bound)}
+
+
+def _spread_none(task) -> bool:
+    return task.expected["rows"][0]["columns"] == -1
+
+
+# spread_statistics L5: exponentially weighted mean and variance, by their recurrence --------------
+def ew_statistics(x, alpha):
+    m = x[:, 0].clone()
+    var = x.new_zeros(x.shape[0])
+    for t in range(1, x.shape[1]):
+        d = x[:, t] - m
+        m = m + alpha * d
+        var = (1 - alpha) * (var + alpha * d * d)
+    return {"rows": [{"mean": m, "var": var}]}
+
+
+def _ew_statistics(x, alpha):
+    a = Fraction(alpha)
+    means, variances = [], []
+    for row in values(x):
+        m, var = row[0], Fraction(0)
+        for e in row[1:]:
+            d = e - m
+            m, var = m + a * d, (1 - a) * (var + a * d * d)
+        means.append(m)
+        variances.append(var)
+    return [{"mean": ExactTensor.of("float32", means), "var": ExactTensor.of("float32", variances)}]
+
+
+def _sample_ew(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
+    return {"x": x, "alpha": draw.choice((0.25, 0.375, 0.5, 0.125))}
+
+
+def _ew_mean_away_from_zero(inputs: Inputs) -> str | None:
+    rows = _ew_statistics(inputs["x"], inputs["alpha"])[0]["mean"].values
+    if any(abs(m) < Fraction(1, 16) for m in rows):
+        return "a weighted mean is within 1/16 of zero: its float32 error would use much of the tolerance"
+    return None
+
+
+SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
+    2: _restated(
+        "spread_statistics", spread_statistics, _spread_statistics,
+        lambda i: f"""For each row of `x` ({i["x"].shape[1]} elements), let S be the sum of the squared
+            differences between the row's elements and the row's mean. Give `row_std`, the square root of
+            S / ({i["x"].shape[1]} - 1), per row; `row_population_var`, S / {i["x"].shape[1]}, per row;
+            and `overall_std`, the square root of S' / (n - 1) where S' is the same sum of squares taken
+            over all n = {i["x"].shape[0] * i["x"].shape[1]} elements about their common mean.""",
+        lambda i: ({"row_std": f32(i["x"].shape[0]), "row_population_var": f32(i["x"].shape[0]),
+                    "overall_std": f32()},), _sample_matrix((2, 1), (4, 4), -3, 6, 2)),
+    3: _restated(
+        "spread_statistics", variance_ratio, _variance_ratio,
+        lambda i: f"""The {i["x"].shape[0]} rows of `x` are groups of {i["x"].shape[1]} measurements each.
+            Give `within`, the average over the groups of each group's sample variance (sum of squared
+            deviations from the group mean, divided by one less than the group size); `between`, the
+            sample variance of the group means (same divisor rule, across the {i["x"].shape[0]} means)
+            multiplied by the group size; and `ratio` = between / within. All three are 0-d tensors.""",
+        lambda i: ({"within": f32(), "between": f32(), "ratio": f32()},),
+        _sample_matrix((2, 1), (4, 4), -3, 6, 2)),
+    4: _restated(
+        "spread_statistics", columns_for_spread, _columns_for_spread,
+        lambda i: """Give `columns`, the smallest m >= 2 such that, in every row of `x`, the population
+            variance (mean squared deviation from the mean, dividing by m) of the row's first m elements
+            is strictly greater than `bound`; -1 if no m up to the full width qualifies.""",
+        lambda i: ({"columns": PY_INT},), _sample_spread_bound),
+    5: _restated(
+        "spread_statistics", ew_statistics, _ew_statistics,
+        lambda i: """Track an exponentially weighted mean m and variance v along each row of `x`, element
+            by element: start with m = the row's first element and v = 0; then for each following
+            element e, with d = e - m (m before the update), set m to m + alpha*d and v to
+            (1 - alpha)*(v + alpha*d^2), where `alpha` is given. Give the final `mean` and `var` of every
+            row.""",
+        lambda i: ({"mean": f32(i["x"].shape[0]), "var": f32(i["x"].shape[0])},), _sample_ew,
+        refuse=_ew_mean_away_from_zero),
+}, levels="L1 torch's std/var defaults named; L2 the statistics by their sums of squares; L3 the "
+          "between/within spread ratio of row groups (intermediates not asked); L4 the fewest leading "
+          "columns whose spread passes a bound, or -1; L5 an exponentially weighted mean/variance "
+          "recurrence to run",
+   branches=(Branch("no prefix passes the bound", _spread_none, Fraction(1, 10), (4,)),))
+
+
+# clamp_and_select L3: clip, leak, then per-row means and the number clipped -----------------------
+def clip_leak_summary(x):
+    import torch
+
+    clipped = torch.clamp(x, min=-1.5, max=2.0)
+    leaky = torch.where(clipped > 0, clipped, 0.1 * clipped)
+    return {"rows": [{"row_means": leaky.mean(dim=1), "changed": int((clipped != x).sum())}]}
+
+
+def _clip_leak_summary(x):
+    v = values(x)
+    low, high = Fraction(-3, 2), Fraction(2)
+    clipped = [[min(max(e, low), high) for e in row] for row in v]
+    leaky = [[e if e > 0 else Fraction(1, 10) * e for e in row] for row in clipped]
+    changed = sum(1 for row, c in zip(v, clipped, strict=True) for e, f in zip(row, c, strict=True) if e != f)
+    return [{"row_means": ExactTensor.of("float32", [mean(row) for row in leaky]), "changed": changed}]
+
+
+# clamp_and_select L4: the tightest symmetric bound that clips at most k elements -----------------
+def tightest_bound(x, k):
+    import torch
+
+    magnitudes = torch.sort(x.abs().reshape(-1), descending=True).values
+    bound = magnitudes[k]
+    return {"rows": [{"bound": float(bound), "clipped_sum": float(torch.clamp(x, -bound, bound).sum())}]}
+
+
+def _tightest_bound(x, k):
+    flat = [e for row in values(x) for e in row]
+    bound = sorted((abs(e) for e in flat), reverse=True)[k]
+    return [{"bound": bound, "clipped_sum": sum((min(max(e, -bound), bound) for e in flat), Fraction(0))}]
+
+
+def _sample_tightest(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 0), (4, 2), -4, 4.5, 2)(draw, level)["x"]
+    return {"x": x, "k": draw.integer(1, max(1, len(x.data) // 2))}
+
+
+# clamp_and_select L5: soft thresholding at the smallest level that zeroes half --------------------
+def shrink_half(x):
+    import torch
+
+    n = x.numel()
+    lam = torch.sort(x.abs().reshape(-1)).values[(n + 1) // 2 - 1]
+    shrunk = torch.sign(x) * torch.clamp(x.abs() - lam, min=0.0)
+    return {"rows": [{"lam": float(lam), "shrunk": shrunk}]}
+
+
+def _shrink_half(x):
+    v = values(x)
+    flat = [e for row in v for e in row]
+    lam = sorted(abs(e) for e in flat)[(len(flat) + 1) // 2 - 1]
+
+    def shrink(e):
+        return (1 if e > 0 else -1) * max(abs(e) - lam, Fraction(0))
+
+    return [{"lam": lam, "shrunk": ExactTensor.of("float32", [[shrink(e) for e in row] for row in v])}]
+
+
+CLAMP_AND_SELECT = leveled(CLAMP_AND_SELECT, {
+    2: _restated(
+        "clamp_and_select", clamp_and_select, _clamp_and_select,
+        """From `x`, give `clipped`, x with every element below -1.5 raised to -1.5 and every element
+            above 2.0 lowered to 2.0; `inverted_bounds`, the result of first raising every element of x
+            below 2.0 to 2.0 and then lowering every element above 1.0 to 1.0; and `leaky`, the function
+            f(e) = e for e > 0 and f(e) = 0.1*e otherwise (0.1 as a float32 constant), applied to every
+            element.""",
+        lambda i: ({"clipped": f32(*_dims(i["x"])), "inverted_bounds": f32(*_dims(i["x"])),
+                    "leaky": f32(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2), refuse=_clamp_makes_its_point),
+    3: _restated(
+        "clamp_and_select", clip_leak_summary, _clip_leak_summary,
+        """Limit every element of `x` to the interval [-1.5, 2.0] (values outside move to the nearer
+            end), then map each result e to e if e > 0 and to 0.1*e otherwise (0.1 as a float32 constant).
+            Give `row_means`, the mean of each row of the final tensor, and `changed`, how many elements of
+            x the limiting step altered.""",
+        lambda i: ({"row_means": f32(i["x"].shape[0]), "changed": PY_INT},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2), refuse=_clamp_makes_its_point),
+    4: _restated(
+        "clamp_and_select", tightest_bound, _tightest_bound,
+        """Limiting `x` to [-b, b] for a number b >= 0 moves every element e with |e| > b to the nearer
+            end. Give `bound`, the smallest b >= 0 for which at most `k` elements of x move, and
+            `clipped_sum`, the sum of all elements of x after limiting it to [-bound, bound].""",
+        lambda i: ({"bound": PY_FLOAT, "clipped_sum": PY_FLOAT},), _sample_tightest),
+    5: _restated(
+        "clamp_and_select", shrink_half, _shrink_half,
+        lambda i: f"""Shrinking `x` by a level L >= 0 moves every element toward zero by L and sets it to
+            zero if it would cross zero (an element e becomes 0 if |e| <= L, otherwise e - L when positive
+            and e + L when negative). Give `lam`, the smallest L for which at least half of the
+            {len(i["x"].data)} elements (half rounded up) become zero, and `shrunk`, x shrunk by lam.""",
+        lambda i: ({"lam": PY_FLOAT, "shrunk": f32(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2)),
+}, levels="L1 clamp and where named, with torch's inverted-bounds rule; L2 the same maps described "
+          "elementwise; L3 clip then leak, reduced to row means and a count; L4 the tightest symmetric "
+          "bound that clips at most k elements; L5 soft thresholding at the level that zeroes half, "
+          "described not named")
+
+# integer_division L3: Euclidean division (remainder never negative) -------------------------------
+def euclidean_division(a, b):
+    import torch
+
+    r = torch.remainder(a, b.abs())
+    return {"rows": [{"q": (a - r) // b, "r": r}]}
+
+
+def _euclidean_division(a, b):
+    pairs = list(zip(values(a), values(b), strict=True))
+    rs = [p % abs(q) for p, q in pairs]
+    return [{"q": ExactTensor.of("int64", [(p - r) // q for (p, q), r in zip(pairs, rs, strict=True)]),
+             "r": ExactTensor.of("int64", rs)}]
+
+
+def _euclid_differs(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
+    if not any(q < 0 and p % q != 0 for p, q in pairs):
+        return "no inexact quotient by a negative divisor: Euclidean and floor division would agree"
+    return _signs_mixed(inputs)
+
+
+# integer_division L4: the smallest divisor on which the two roundings agree -----------------------
+def agreeing_divisor(a, limit):
+    import torch
+
+    for d in range(2, limit + 1):
+        if torch.equal(torch.div(a, d, rounding_mode="floor"), torch.div(a, d, rounding_mode="trunc")):
+            return {"rows": [{"divisor": d}]}
+    return {"rows": [{"divisor": -1}]}
+
+
+def _agreeing_divisor(a, limit):
+    va = values(a)
+    for d in range(2, limit + 1):
+        if all(p // d == int(Fraction(p, d)) for p in va):
+            return [{"divisor": d}]
+    return [{"divisor": -1}]
+
+
+def _sample_agreeing(draw: Draw, level: int) -> dict:
+    n, bound = 6 + 2 * (level - 1), 10 * level + 5
+    base = draw.integer(2, 7)
+    a = []
+    for _ in range(n):
+        p = draw.integer(1, bound)
+        if draw.chance(1, 2):
+            p = -(base * draw.integer(1, max(1, bound // base))) if draw.chance(5, 6) else -p
+        a.append(p)
+    return {"a": tensor("int64", a), "limit": 12}
+
+
+def _has_negative_inexact_at_two(inputs: Inputs) -> str | None:
+    if not any(p < 0 and p % 2 for p in values(inputs["a"])):
+        return "every negative element is even: the divisor would be 2 without any search"
+    return None
+
+
+def _divisor_none(task) -> bool:
+    return task.expected["rows"][0]["divisor"] == -1
+
+
+# integer_division L5: round-half-even quotients and balanced remainders ---------------------------
+def balanced_division(a, b):
+    import torch
+
+    floor = torch.div(a, b, rounding_mode="floor")
+    twice = 2 * (a - b * floor) * torch.sign(b)  # twice the fractional part of a/b, times |b|
+    up = (twice > b.abs()) | ((twice == b.abs()) & (floor % 2 == 1))
+    nearest = floor + up.long()
+    return {"rows": [{"nearest": nearest, "balanced": a - b * nearest,
+                      "ceil": -torch.div(-a, b, rounding_mode="floor")}]}
+
+
+def _balanced_division(a, b):
+    pairs = list(zip(values(a), values(b), strict=True))
+    nearest = [round(Fraction(p, q)) for p, q in pairs]  # Fraction rounds half to even
+    return [{"nearest": ExactTensor.of("int64", nearest),
+             "balanced": ExactTensor.of("int64", [p - q * n
+                                                  for (p, q), n in zip(pairs, nearest, strict=True)]),
+             "ceil": ExactTensor.of("int64", [-((-p) // q) for p, q in pairs])}]
+
+
+def _has_half_tie(inputs: Inputs) -> str | None:
+    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
+    if not any(2 * (p % q) == abs(q) or 2 * (p % q) == -abs(q) for p, q in pairs):
+        return "no quotient lies exactly halfway between two integers: the half-to-even rule is not tested"
+    return _signs_mixed(inputs)
+
+
+def _sample_division_ties(draw: Draw, level: int) -> dict:
+    inputs = _sample_division(draw, level)
+    a, b = list(values(inputs["a"])), list(values(inputs["b"]))
+    for j in draw.sample(range(len(a)), 2):  # two exact halves, of either parity
+        q = 2 * draw.integer(1, 3) * draw.choice((-1, 1))
+        b[j], a[j] = q, q * draw.integer(-4, 4) + q // 2
+    return {"a": tensor("int64", a), "b": tensor("int64", b)}
+
+
+INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
+    2: _restated(
+        "integer_division", integer_division, _integer_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give: `floor_quotient`,
+            the largest integer q with q <= a/b; `trunc_quotient`, a/b with its fractional part dropped
+            (rounded toward zero); `remainder`, a - b*floor_quotient; `fmod`, a - b*trunc_quotient; and
+            `true_quotient`, the real quotient a/b as a float32 tensor.""",
+        lambda i: ({"floor_quotient": i64(*_dims(i["a"])), "trunc_quotient": i64(*_dims(i["a"])),
+                    "remainder": i64(*_dims(i["a"])), "fmod": i64(*_dims(i["a"])),
+                    "true_quotient": f32(*_dims(i["a"]))},),
+        _sample_division, refuse=_signs_mixed),
+    3: _restated(
+        "integer_division", euclidean_division, _euclidean_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give the integers `q`
+            and `r` with a = b*q + r and 0 <= r < |b| (both int64 tensors).""",
+        lambda i: ({"q": i64(*_dims(i["a"])), "r": i64(*_dims(i["a"]))},),
+        _sample_division, refuse=_euclid_differs),
+    4: _restated(
+        "integer_division", agreeing_divisor, _agreeing_divisor,
+        """Dividing an integer by a positive integer d and rounding the quotient down (toward negative
+            infinity) can differ from rounding it toward zero. Give `divisor`, the smallest integer d with
+            2 <= d <= `limit` for which the two roundings of a/d agree for every element of the int64
+            tensor `a`, or -1 if no such d exists.""",
+        lambda i: ({"divisor": PY_INT},), _sample_agreeing, refuse=_has_negative_inexact_at_two),
+    5: _restated(
+        "integer_division", balanced_division, _balanced_division,
+        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give `nearest`, the
+            integer nearest to the real quotient a/b, taking the even one of the two when a/b lies exactly
+            halfway between two integers; `balanced`, a - b*nearest; and `ceil`, the smallest integer
+            >= a/b. All three are int64 tensors.""",
+        lambda i: ({"nearest": i64(*_dims(i["a"])), "balanced": i64(*_dims(i["a"])),
+                    "ceil": i64(*_dims(i["a"]))},), _sample_division_ties, refuse=_has_half_tie),
+}, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
+          "Euclidean division (a third convention, derived from the other two); L4 the smallest divisor "
+          "on which floor and truncation agree, or -1; L5 round-half-even quotients with balanced "
+          "remainders",
+   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),))
+
+# mask_above_mean L2: above the mean of the element's own row --------------------------------------
+def above_row_mean(x):
+    mask = x > x.mean(dim=1, keepdim=True)
+    return {"rows": [{"filled": x.masked_fill(~mask, -1.0), "selected": x[mask],
+                      "positions": mask.nonzero()}]}
+
+
+def _above_row_mean_positions(v):
+    means = [mean(row) for row in v]
+    return [(i, j) for i, row in enumerate(v) for j, e in enumerate(row) if e > means[i]]
+
+
+def _above_row_mean(x):
+    v = values(x)
+    above = set(_above_row_mean_positions(v))
+    ordered = sorted(above)
+    return [{
+        "filled": ExactTensor.of("float32", [[e if (i, j) in above else Fraction(-1)
+                                              for j, e in enumerate(row)] for i, row in enumerate(v)]),
+        "selected": ExactTensor.of("float32", [v[i][j] for i, j in ordered]),
+        "positions": ExactTensor.of("int64", [[i, j] for i, j in ordered]),
+    }]
+
+
+def _no_element_at_its_row_mean(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        if mean(row) in row:
+            return f"an element of row {r} equals the row's mean: the strict mask would hinge on rounding"
+    return None
+
+
+def _count_above_row_mean(x):
+    return len(_above_row_mean_positions(values(x)))
+
+
+# mask_above_mean L3: above both its row's and its column's mean -----------------------------------
+def above_both_means(x):
+    mask = (x > x.mean(dim=1, keepdim=True)) & (x > x.mean(dim=0, keepdim=True))
+    return {"rows": [{"counts": mask.sum(dim=1), "masked_mean": float(x[mask].mean())}]}
+
+
+def _both(v):
+    rows, cols = [mean(r) for r in v], [mean(c) for c in transpose(v)]
+    return [[e > rows[i] and e > cols[j] for j, e in enumerate(row)] for i, row in enumerate(v)]
+
+
+def _above_both_means(x):
+    v = values(x)
+    mask = _both(v)
+    chosen = [e for row, m in zip(v, mask, strict=True) for e, keep in zip(row, m, strict=True) if keep]
+    return [{"counts": ExactTensor.of("int64", [sum(m) for m in mask]), "masked_mean": mean(chosen)}]
+
+
+def _no_element_at_a_mean(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    rows, cols = [mean(r) for r in v], [mean(c) for c in transpose(v)]
+    if any(e in (rows[i], cols[j]) for i, row in enumerate(v) for j, e in enumerate(row)):
+        return "an element equals its row's or its column's mean: the strict mask would hinge on rounding"
+    return None
+
+
+# mask_above_mean L4: the fewest largest elements whose mean falls to a goal -----------------------
+def top_mean_count(x, goal):
+    import torch
+
+    ordered = x.reshape(-1).sort(descending=True).values
+    means = ordered.cumsum(dim=0) / torch.arange(1, ordered.numel() + 1)
+    hits = (means <= goal).nonzero()
+    return {"rows": [{"count": int(hits[0]) + 1 if hits.numel() else -1}]}
+
+
+def _top_mean_count(x, goal):
+    ordered = sorted((e for row in values(x) for e in row), reverse=True)
+    total = Fraction(0)
+    for k, e in enumerate(ordered, start=1):
+        total += e
+        if total / k <= Fraction(goal):
+            return [{"count": k}]
+    return [{"count": -1}]
+
+
+def _sample_top_mean(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((3, 2), (4, 3), -3, 5, 2)(draw, level)["x"]
+    flat = sorted(e for row in values(x) for e in row)
+    low, high = mean(flat) - 1, flat[-2]
+    return {"x": x, "goal": float(draw.dyadic(low, max(low, high), 2))}
+
+
+def _count_none(task) -> bool:
+    return task.expected["rows"][0]["count"] == -1
+
+
+# mask_above_mean L5: iterated clipping of outliers ------------------------------------------------
+def iterated_clipping(x, width):
+    kept = x.reshape(-1).double()
+    rounds = 0
+    while True:
+        m = kept.mean()
+        var = ((kept - m) ** 2).mean()
+        keep = (kept - m) ** 2 <= width * width * var
+        if bool(keep.all()):
+            break
+        kept, rounds = kept[keep], rounds + 1
+    return {"rows": [{"rounds": rounds, "kept": int(kept.numel()), "kept_mean": float(kept.mean())}]}
+
+
+def _clipping_rounds(x, width):
+    kept, rounds, w2 = [e for row in values(x) for e in row], 0, Fraction(width) ** 2
+    while True:
+        m = mean(kept)
+        var = mean([(e - m) ** 2 for e in kept])
+        survivors = [e for e in kept if (e - m) ** 2 <= w2 * var]
+        if len(survivors) == len(kept):
+            return rounds, kept
+        kept, rounds = survivors, rounds + 1
+
+
+def _iterated_clipping(x, width):
+    rounds, kept = _clipping_rounds(x, width)
+    return [{"rounds": rounds, "kept": len(kept), "kept_mean": mean(kept)}]
+
+
+def _sample_outliers(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(3, 2 + level), draw.integer(4, 3 + level))
+    n = shape[0] * shape[1]
+    flat = dyadic_list(draw, n, -2, 2, 2)
+    for j in draw.sample(range(n), draw.integer(1, 2)):
+        flat[j] = float(draw.dyadic(5, 9, 2) * draw.choice((-1, 1)))
+    return {"x": tensor("float32", reshape(flat, shape)), "width": draw.choice((1.5, 2.0, 2.5))}
+
+
+def _clipping_does_something(inputs: Inputs) -> str | None:
+    kept, w2 = [e for row in values(inputs["x"]) for e in row], Fraction(inputs["width"]) ** 2
+    while True:  # every comparison of every pass must be clear of its boundary
+        m = mean(kept)
+        bound = w2 * mean([(e - m) ** 2 for e in kept])
+        if any(abs((e - m) ** 2 - bound) < Fraction(1, 1000) * (1 + bound) for e in kept):
+            return "an element sits on the clipping boundary: the pass would hinge on rounding"
+        survivors = [e for e in kept if (e - m) ** 2 <= bound]
+        if len(survivors) == len(kept):
+            break
+        kept = survivors
+    rounds, kept = _clipping_rounds(inputs["x"], inputs["width"])
+    if rounds < 1:
+        return "no element is ever dropped: the iteration would not run"
+    if len(kept) < 3:
+        return "fewer than three elements survive"
+    return None
+
+
+_MASK_FILL_TEXT = """Mark the elements of `x` that are strictly greater than the mean of their own row.
+    Give `filled`, x with every unmarked element replaced by -1.0; `selected`, the marked elements in
+    row-major order; and `positions`, their (row, column) indices, one row per marked element, in the same
+    order."""
+
+MASK_ABOVE_MEAN = leveled(MASK_ABOVE_MEAN, {
+    2: _restated(
+        "mask_above_mean", above_row_mean, _above_row_mean, _MASK_FILL_TEXT,
+        lambda i: ({"filled": f32(*_dims(i["x"])), "selected": f32(_count_above_row_mean(i["x"])),
+                    "positions": i64(_count_above_row_mean(i["x"]), 2)},),
+        _sample_matrix((3, 2), (4, 3), -3, 5, 2), refuse=_no_element_at_its_row_mean),
+    3: _restated(
+        "mask_above_mean", above_both_means, _above_both_means,
+        """Mark the elements of `x` that are strictly greater than the mean of their row and also
+            strictly greater than the mean of their column. Give `counts`, the number of marked elements in
+            each row, and `masked_mean`, the mean of all marked elements.""",
+        lambda i: ({"counts": i64(i["x"].shape[0]), "masked_mean": PY_FLOAT},),
+        _sample_matrix((3, 2), (4, 3), -3, 5, 2), refuse=_no_element_at_a_mean),
+    4: _restated(
+        "mask_above_mean", top_mean_count, _top_mean_count,
+        """Give `count`, the smallest k >= 1 such that the mean of the k largest elements of `x` is at
+            most `goal` (ties among equal elements do not matter for the mean), or -1 if no k up to the
+            number of elements of x has this property.""",
+        lambda i: ({"count": PY_INT},), _sample_top_mean),
+    5: _restated(
+        "mask_above_mean", iterated_clipping, _iterated_clipping,
+        """Start with all elements of `x` kept. Repeat: compute the mean m and the population variance
+            v (mean squared deviation from m, dividing by the number kept) of the kept elements, and drop
+            every kept element e with (e - m)^2 > width^2 * v, where `width` is given; stop at the first
+            pass that drops nothing (that pass is not counted). Give `rounds`, the number of passes that
+            dropped something; `kept`, how many elements remain; and `kept_mean`, their mean.""",
+        lambda i: ({"rounds": PY_INT, "kept": PY_INT, "kept_mean": PY_FLOAT},), _sample_outliers,
+        refuse=_clipping_does_something),
+}, levels="L1 the mask against the overall mean; L2 against each element's row mean (broadcast derived); "
+          "L3 against its row's and its column's means, reduced; L4 the fewest largest elements whose mean "
+          "falls to a goal, or -1; L5 iterated outlier clipping described, to run to convergence",
+   branches=(Branch("no count reaches the goal", _count_none, Fraction(1, 10), (4,)),))
+
+
+# stable_sort L3: average and dense ranks ---------------------------------------------------------
+def tied_ranks(x):
+    import torch
+
+    order = torch.sort(x, descending=True, stable=True).indices
+    position = torch.argsort(order).double() + 1
+    same = x.unsqueeze(0) == x.unsqueeze(1)
+    average = (same.double() * position.unsqueeze(0)).sum(dim=1) / same.sum(dim=1)
+    dense = (torch.unique(x).unsqueeze(0) > x.unsqueeze(1)).sum(dim=1) + 1
+    return {"rows": [{"average_rank": average.float(), "dense_rank": dense}]}
+
+
+def _tied_ranks(x):
+    v = values(x)
+    distinct = sorted(set(v), reverse=True)
+    average = []
+    for e in v:
+        above = sum(1 for f in v if f > e)
+        ties = v.count(e)
+        average.append(Fraction(2 * above + ties + 1, 2))
+    return [{"average_rank": ExactTensor.of("float32", average),
+             "dense_rank": ExactTensor.of("int64", [distinct.index(e) + 1 for e in v])}]
+
+
+# stable_sort L4: fewest adjacent swaps to reach the stable descending order -----------------------
+def adjacent_swaps(x):
+    n = x.shape[0]
+    return {"rows": [{"swaps": int(sum(int((x[i] < x[i + 1:]).sum()) for i in range(n)))}]}
+
+
+def _adjacent_swaps(x):
+    v = values(x)
+    return [{"swaps": sum(1 for i in range(len(v)) for j in range(i + 1, len(v)) if v[i] < v[j])}]
+
+
+# stable_sort L5: fewest arbitrary swaps, elements tracked by identity -----------------------------
+def any_swaps(x):
+    import torch
+
+    order = torch.sort(x, descending=True, stable=True).indices.tolist()
+    seen, cycles = set(), 0
+    for start in range(len(order)):
+        if start not in seen:
+            cycles += 1
+            while start not in seen:
+                seen.add(start)
+                start = order[start]
+    return {"rows": [{"swaps": len(order) - cycles, "order": torch.tensor(order)}]}
+
+
+def _any_swaps(x):
+    v = values(x)
+    order = sorted(range(len(v)), key=lambda i: (-v[i], i))
+    swaps, arrangement = 0, list(range(len(v)))
+    for position, wanted in enumerate(order):  # selection by swapping: one swap per misplaced element
+        if arrangement[position] != wanted:
+            other = arrangement.index(wanted)
+            arrangement[position], arrangement[other] = arrangement[other], arrangement[position]
+            swaps += 1
+    return [{"swaps": swaps, "order": ExactTensor.of("int64", order)}]
+
+
+def _needs_swaps(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    if all(v[i] >= v[i + 1] for i in range(len(v) - 1)):
+        return "x is already in descending order"
+    return _has_tie(inputs)
+
+
+_STABLE_ORDER = """the descending order of `x` in which equal elements keep their original relative order
+    (the one with the smaller index first)"""
+
+STABLE_SORT = leveled(STABLE_SORT, {
+    2: _restated(
+        "stable_sort", stable_sort, _stable_sort,
+        """Arrange the elements of `x` from largest to smallest; where several elements are equal, the
+            one with the smaller original index comes first. Give `values`, the arranged elements;
+            `indices`, the original index of the element at each arranged position; and `ranks`, for each
+            element of x (in its original order) the 0-based position it takes in the arrangement.""",
+        lambda i: ({"values": f32(*_dims(i["x"])), "indices": i64(*_dims(i["x"])),
+                    "ranks": i64(*_dims(i["x"]))},),
+        _sample_sort, refuse=_has_tie),
+    3: _restated(
+        "stable_sort", tied_ranks, _tied_ranks,
+        """Rank the elements of `x` from the largest (rank 1) downward. Give `average_rank`: for each
+            element, the mean of the 1-based positions that the elements equal to it occupy when x is
+            arranged from largest to smallest; and `dense_rank`: for each element, 1 plus the number of
+            distinct values of x that are strictly larger than it.""",
+        lambda i: ({"average_rank": f32(*_dims(i["x"])), "dense_rank": i64(*_dims(i["x"]))},),
+        _sample_sort, refuse=_has_tie),
+    4: _restated(
+        "stable_sort", adjacent_swaps, _adjacent_swaps,
+        f"""Give `swaps`, the smallest number of exchanges of two neighbouring elements that turns `x`
+            into {_STABLE_ORDER}.""",
+        lambda i: ({"swaps": PY_INT},), _sample_sort, refuse=_needs_swaps),
+    5: _restated(
+        "stable_sort", any_swaps, _any_swaps,
+        f"""Elements are tracked by their original index. Give `order`, the original indices listed in
+            {_STABLE_ORDER}, and `swaps`, the smallest number of exchanges of two elements (any two
+            positions, not only neighbours) that rearranges x into exactly that order of original
+            indices.""",
+        lambda i: ({"swaps": PY_INT, "order": i64(*_dims(i["x"]))},), _sample_sort, refuse=_needs_swaps),
+}, levels="L1 a stable descending sort, named; L2 the order described by its tie rule; L3 average and "
+          "dense ranks of tied values; L4 the fewest neighbour exchanges to the stable order (inversions, "
+          "ties not counted); L5 the fewest arbitrary exchanges (the cycle structure of the order)")
+
+# top_and_kth L3: the spread between the top three and the second smallest, then the widest row ----
+def top_gap(x):
+    import torch
+
+    gap = torch.topk(x, 3, dim=1).values.mean(dim=1) - torch.kthvalue(x, 2, dim=1).values
+    return {"rows": [{"gap": gap, "widest_row": int(gap.argmax())}]}
+
+
+def _gaps(v):
+    return [mean(sorted(row, reverse=True)[:3]) - sorted(row)[1] for row in v]
+
+
+def _top_gap(x):
+    gaps = _gaps(values(x))
+    return [{"gap": ExactTensor.of("float32", gaps), "widest_row": gaps.index(max(gaps))}]
+
+
+def _gap_unique(inputs: Inputs) -> str | None:
+    gaps = _gaps(values(inputs["x"]))
+    if gaps.count(max(gaps)) > 1:
+        return "two rows share the widest gap: the row index would be ambiguous"
+    return _rows_without_ties(inputs)
+
+
+def _widest_first(inputs: Inputs) -> str | None:
+    gaps = _gaps(values(inputs["x"]))
+    return "the first row has the widest gap: widest_row is 0" if gaps.index(max(gaps)) == 0 else None
+
+
+# top_and_kth L4: the fewest largest values of every row that reach a total -----------------------
+def fewest_for_total(x, total):
+    import torch
+
+    ordered = torch.sort(x, dim=1, descending=True).values.cumsum(dim=1)
+    for k in range(1, x.shape[1] + 1):
+        if bool((ordered[:, k - 1] >= total).all()):
+            return {"rows": [{"k": k}]}
+    return {"rows": [{"k": -1}]}
+
+
+def _fewest_for_total(x, total):
+    v = values(x)
+    for k in range(1, len(v[0]) + 1):
+        if all(sum(sorted(row, reverse=True)[:k]) >= Fraction(total) for row in v):
+            return [{"k": k}]
+    return [{"k": -1}]
+
+
+def _sample_fewest(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 0), (5, 4), -4, 6, 2)(draw, level)["x"]
+    best = min(max(sum(sorted(row, reverse=True)[:k]) for k in range(1, len(row) + 1)) for row in values(x))
+    if draw.chance(1, 3):  # no k reaches the total
+        return {"x": x, "total": float(draw.dyadic(best + Fraction(1, 4), best + 2, 2))}
+    return {"x": x, "total": float(draw.dyadic(1, max(1, best), 2))}
+
+
+def _k_none(task) -> bool:
+    return task.expected["rows"][0]["k"] == -1
+
+
+# top_and_kth L5: route every row to its two largest columns --------------------------------------
+def top_two_routing(x):
+    import torch
+
+    top = torch.topk(x, 2, dim=1)
+    gates = torch.zeros_like(x).scatter(1, top.indices, torch.softmax(top.values, dim=1))
+    return {"rows": [{"gates": gates, "load": (gates > 0).sum(dim=0)}]}
+
+
+def _top_two_routing(x):
+    gates, load = [], [0] * x.shape[1]
+    for row in values(x):
+        first, second = sorted(range(len(row)), key=lambda j: -row[j])[:2]
+        weights = _softmax_row([row[first], row[second]])
+        line = [mpmath.mpf(0)] * len(row)
+        line[first], line[second] = weights
+        load[first] += 1
+        load[second] += 1
+        gates.append(line)
+    return [{"gates": ExactTensor.of("float32", gates), "load": ExactTensor.of("int64", load)}]
+
+
+TOP_AND_KTH = leveled(TOP_AND_KTH, {
+    2: _restated(
+        "top_and_kth", top_and_kth, _top_and_kth,
+        """For each row of `x` (one answer row per row of x, in order), give the three largest values
+            in descending order (`top_values`) with their column indices (`top_indices`), and the
+            second-smallest value of the row (`second_smallest`: the value that comes second when the row
+            is arranged in increasing order) with its column index (`second_smallest_index`).""",
+        lambda i: tuple({"top_values": f32(3), "top_indices": i64(3), "second_smallest": PY_FLOAT,
+                         "second_smallest_index": PY_INT} for _ in range(i["x"].shape[0])),
+        _sample_matrix((2, 0), (5, 4), -4, 6, 2), refuse=_rows_without_ties,
+        zero_reason=_second_smallest_in_column_zero),
+    3: _restated(
+        "top_and_kth", top_gap, _top_gap,
+        """For each row of `x`, let its gap be the mean of its three largest values minus the value that
+            comes second when the row is arranged in increasing order. Give `gap`, one per row, and
+            `widest_row`, the index of the row with the largest gap.""",
+        lambda i: ({"gap": f32(i["x"].shape[0]), "widest_row": PY_INT},),
+        _sample_matrix((2, 0), (5, 4), -4, 6, 2), refuse=_gap_unique, zero_reason=_widest_first),
+    4: _restated(
+        "top_and_kth", fewest_for_total, _fewest_for_total,
+        """Give `k`, the smallest k >= 1 such that in every row of `x` the sum of the row's k largest
+            values is at least `total`, or -1 if no k up to the row length works.""",
+        lambda i: ({"k": PY_INT},), _sample_fewest),
+    5: _restated(
+        "top_and_kth", top_two_routing, _top_two_routing,
+        """Each row of `x` scores one input against the columns (experts). Route every row to its two
+            highest-scoring columns: their weights are e^(score) of each of the two divided by the sum of
+            e^(score) over those two; every other column of the row gets weight 0. Give `gates`, the
+            weights (same shape as x), and `load`, for each column the number of rows routed to it (an
+            int64 vector).""",
+        lambda i: ({"gates": f32(*_dims(i["x"])), "load": i64(i["x"].shape[1])},),
+        _sample_matrix((2, 2), (5, 4), -4, 6, 2), refuse=_rows_without_ties),
+}, levels="L1 topk and kthvalue named; L2 the same order statistics described; L3 a gap between order "
+          "statistics, then the widest row; L4 the fewest largest values of every row reaching a total, "
+          "or -1; L5 top-two routing with renormalised weights and per-column load, described not named",
+   branches=(Branch("no k reaches the total", _k_none, Fraction(1, 10), (4,)),))
+
+
+# stack_and_concatenate L3: rows of a and b interleaved, then a diagonal walk ----------------------
+def interleaved_walk(a, b):
+    import torch
+
+    rows = torch.stack([a, b], dim=1).reshape(-1, a.shape[1])
+    picks = rows[torch.arange(rows.shape[0]), torch.arange(rows.shape[0]) % a.shape[1]]
+    return {"rows": [{"walk": picks, "total": int(picks.sum())}]}
+
+
+def _interleaved_walk(a, b):
+    rows = [r for pair in zip(values(a), values(b), strict=True) for r in pair]
+    picks = [row[i % len(row)] for i, row in enumerate(rows)]
+    return [{"walk": ExactTensor.of("int64", picks), "total": sum(picks)}]
+
+
+# stack_and_concatenate L4: which join produced the target ----------------------------------------
+def which_join(a, b, target):
+    import torch
+
+    flat = target.reshape(-1)
+    candidates = [torch.cat([a, b], dim=0), torch.cat([a, b], dim=1), torch.stack([a, b], dim=0),
+                  torch.stack([a, b], dim=1), torch.stack([a, b], dim=2)]
+    for number, joined in enumerate(candidates, start=1):
+        if torch.equal(joined.reshape(-1), flat):
+            return {"rows": [{"join": number}]}
+    return {"rows": [{"join": -1}]}
+
+
+def _joins(va, vb):
+    by_blocks = [e for row in va for e in row] + [e for row in vb for e in row]
+    by_rows = [e for ra, rb in zip(va, vb, strict=True) for e in ra + rb]
+    by_elements = [e for ra, rb in zip(va, vb, strict=True)
+                   for pair in zip(ra, rb, strict=True) for e in pair]
+    return [by_blocks, by_rows, by_blocks, by_rows, by_elements]
+
+
+def _which_join(a, b, target):
+    flat = [e for row in values(target) for e in row]
+    for number, joined in enumerate(_joins(values(a), values(b)), start=1):
+        if joined == flat:
+            return [{"join": number}]
+    return [{"join": -1}]
+
+
+def _sample_which_join(draw: Draw, level: int) -> dict:
+    inputs = _sample_two_int_matrices(draw, level)
+    r, c = inputs["a"].shape
+    joined = list(draw.choice(_joins(values(inputs["a"]), values(inputs["b"]))))
+    if draw.chance(1, 4):
+        i, j = draw.sample(range(len(joined)), 2)
+        joined[i], joined[j] = joined[j], joined[i]
+    shape = draw.choice(((2 * r, c), (r, 2 * c), (2, r * c)))
+    return {**inputs, "target": tensor("int64", reshape(joined, shape))}
+
+
+def _join_none(task) -> bool:
+    return task.expected["rows"][0]["join"] == -1
+
+
+def _distinct_joins(inputs: Inputs) -> str | None:
+    flat = [e for row in values(inputs["a"]) + values(inputs["b"]) for e in row]
+    if first_duplicate(flat) is not None:
+        return "a and b repeat a value: a swapped target could still match a join"
+    return None
+
+
+# stack_and_concatenate L5: repeated perfect interleaving until the sequence returns ---------------
+def riffle_period(a, b):
+    import torch
+
+    start = torch.cat([a.reshape(-1), b.reshape(-1)])
+    half = start.numel() // 2
+    current, period = start, 0
+    while True:
+        current = torch.stack([current[:half], current[half:]], dim=1).reshape(-1)
+        period += 1
+        if period == 1:
+            once = current
+        if torch.equal(current, start):
+            return {"rows": [{"once": once, "period": period}]}
+
+
+def _riffle_period(a, b):
+    start = [e for row in values(a) for e in row] + [e for row in values(b) for e in row]
+    half = len(start) // 2
+    current, period, once = start, 0, None
+    while True:
+        current = [e for pair in zip(current[:half], current[half:], strict=True) for e in pair]
+        period += 1
+        once = once or current
+        if current == start:
+            return [{"once": ExactTensor.of("int64", once), "period": period}]
+
+
+def _sample_riffle(draw: Draw, level: int) -> dict:
+    shape = (draw.integer(2, 1 + level), draw.integer(2, 2 + level))
+    n = shape[0] * shape[1]
+    bound = 20 * level + 40
+    a = [draw.integer(-bound, bound) for _ in range(n)]
+    b = [draw.choice(a) if draw.chance(1, 3) else draw.integer(-bound, bound) for _ in range(n)]
+    return {"a": tensor("int64", reshape(a, shape)), "b": tensor("int64", reshape(b, shape))}
+
+
+STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
+    2: _restated(
+        "stack_and_concatenate", stack_and_concatenate, _stack_and_concatenate,
+        lambda i: f"""`a` and `b` are int64 matrices of shape {shape_text(i["a"].shape)} = (R, C). Give
+            `stacked`, of shape (R, 2, C), with stacked[i, 0, j] = a[i, j] and stacked[i, 1, j] = b[i, j];
+            `concatenated`, of shape (R, 2C), with a[i, j] at column j and b[i, j] at column C + j of row
+            i; and `interleaved`, of shape (R, 2C), with a[i, j] at column 2j and b[i, j] at column 2j + 1
+            of row i.""",
+        lambda i: ({"stacked": i64(i["a"].shape[0], 2, i["a"].shape[1]),
+                    "concatenated": i64(i["a"].shape[0], 2 * i["a"].shape[1]),
+                    "interleaved": i64(i["a"].shape[0], 2 * i["a"].shape[1])},),
+        _sample_two_int_matrices),
+    3: _restated(
+        "stack_and_concatenate", interleaved_walk, _interleaved_walk,
+        lambda i: f"""Form the matrix M whose rows are a[0], b[0], a[1], b[1], ... (the rows of `a` and `b`
+            alternating, {2 * i["a"].shape[0]} rows of {i["a"].shape[1]}). Give `walk`, the int64 vector
+            whose element r is M[r, r mod {i["a"].shape[1]}] for every row r of M, and `total`, the sum of
+            walk.""",
+        lambda i: ({"walk": i64(2 * i["a"].shape[0]), "total": PY_INT},), _sample_two_int_matrices),
+    4: _restated(
+        "stack_and_concatenate", which_join, _which_join,
+        lambda i: f"""`a` and `b` have shape {shape_text(i["a"].shape)} = (R, C). The candidate joins are:
+            1, the rows of b below the rows of a (shape (2R, C)); 2, each row of b appended to the right of
+            the same row of a (shape (R, 2C)); 3, a and b as the two entries of a new first axis (shape (2,
+            R, C)); 4, a new axis placed second, so that entry [i, 0, j] is a[i, j] and [i, 1, j] is b[i, j]
+            (shape (R, 2, C)); 5, a new last axis, so that entry [i, j, 0] is a[i, j] and [i, j, 1] is b[i, j]
+            (shape (R, C, 2)). Give `join`, the number of the first candidate whose elements, read in
+            row-major order (last index fastest), equal those of `target` read the same way, or -1 if no
+            candidate's do.""",
+        lambda i: ({"join": PY_INT},), _sample_which_join, refuse=_distinct_joins),
+    5: _restated(
+        "stack_and_concatenate", riffle_period, _riffle_period,
+        lambda i: f"""Let s be the sequence of the elements of `a` in row-major order followed by those of
+            `b` in row-major order ({2 * len(i["a"].data)} elements). One shuffle splits the current
+            sequence into its first and second halves and interleaves them: first element of the first
+            half, first of the second half, second of the first half, second of the second half, and so
+            on. Give `once`, the sequence after one shuffle of s (an int64 vector), and `period`, the
+            smallest number of shuffles, starting from s, after which the sequence of values equals s
+            again.""",
+        lambda i: ({"once": i64(2 * len(i["a"].data)), "period": PY_INT},), _sample_riffle),
+}, levels="L1 stack and cat named; L2 the joins given by their index maps; L3 rows interleaved and walked "
+          "(intermediate not asked); L4 which of five joins produced a target, by memory order, or -1; "
+          "L5 a perfect shuffle and its period on the values, described not named",
+   branches=(Branch("no join produces the target", _join_none, Fraction(1, 10), (4,)),))
+
+# batched_products L3: squared Frobenius norms and the grand total --------------------------------
+def product_summary(a, b):
+    gram = a @ a.transpose(1, 2)
+    return {"rows": [{"traces": gram.diagonal(dim1=1, dim2=2).sum(dim=1), "total": float((a @ b).sum())}]}
+
+
+def _product_summary(a, b):
+    va, vb = values(a), values(b)
+    return [{"traces": ExactTensor.of("float32", [sum((e * e for row in m for e in row), Fraction(0))
+                                                  for m in va]),
+             "total": sum((e for m in va for row in matmul(m, vb) for e in row), Fraction(0))}]
+
+
+# batched_products L4: the batch element whose product is largest ---------------------------------
+def largest_product(a, b):
+    norms = ((a @ b) ** 2).sum(dim=(1, 2))
+    best = int(norms.argmax())
+    return {"rows": [{"best": best, "squared_norm": float(norms[best])}]}
+
+
+def _product_norms(va, vb):
+    return [sum((e * e for row in matmul(m, vb) for e in row), Fraction(0)) for m in va]
+
+
+def _largest_product(a, b):
+    norms = _product_norms(values(a), values(b))
+    best = norms.index(max(norms))
+    return [{"best": best, "squared_norm": norms[best]}]
+
+
+def _largest_unique(inputs: Inputs) -> str | None:
+    norms = _product_norms(values(inputs["a"]), values(inputs["b"]))
+    if norms.count(max(norms)) > 1:
+        return "two batch elements tie for the largest product: the index would be ambiguous"
+    return None
+
+
+def _largest_first(inputs: Inputs) -> str | None:
+    norms = _product_norms(values(inputs["a"]), values(inputs["b"]))
+    return "the first batch element is the largest: best is 0" if norms.index(max(norms)) == 0 else None
+
+
+# batched_products L5: three steps of max-normalised power iteration on each Gram matrix -----------
+def gram_power_iteration(a):
+    import torch
+
+    gram = a @ a.transpose(1, 2)
+    v = torch.ones(a.shape[0], a.shape[1], 1, dtype=a.dtype)
+    for _ in range(3):
+        w = gram @ v
+        scale = w.abs().amax(dim=1, keepdim=True)
+        v = w / scale
+    return {"rows": [{"vector": v.squeeze(2), "scale": scale.reshape(-1)}]}
+
+
+def _power_steps(va):
+    vectors, scales = [], []
+    for m in va:
+        gram = matmul(m, transpose(m))
+        v = [Fraction(1)] * len(gram)
+        for _ in range(3):
+            w = [sum((g * e for g, e in zip(row, v, strict=True)), Fraction(0)) for row in gram]
+            scale = max(abs(e) for e in w)
+            v = [e / scale for e in w]
+        vectors.append(v)
+        scales.append(scale)
+    return vectors, scales
+
+
+def _gram_power_iteration(a):
+    vectors, scales = _power_steps(values(a))
+    return [{"vector": ExactTensor.of("float32", vectors), "scale": ExactTensor.of("float32", scales)}]
+
+
+def _power_well_scaled(inputs: Inputs) -> str | None:
+    vectors, _ = _power_steps(values(inputs["a"]))
+    if any(abs(e) < Fraction(1, 16) for v in vectors for e in v):
+        return "an iterate element is within 1/16 of zero: its float32 error would use much of the tolerance"
+    return None
+
+
+def _sample_power(draw: Draw, level: int) -> dict:
+    batch, m, k = draw.integer(2, 1 + max(level, 2)), draw.integer(2, 2 + level), draw.integer(2, 2 + level)
+    return {"a": dyadic_tensor(draw, (batch, m, k), -3, 3, 2)}
+
+
+BATCHED_PRODUCTS = leveled(BATCHED_PRODUCTS, {
+    2: _restated(
+        "batched_products", batched_products, _batched_products,
+        lambda i: f"""`a` has shape {shape_text(i["a"].shape)} = (B, M, K) and `b` has shape
+            {shape_text(i["b"].shape)} = (K, N). Give `product`, of shape (B, M, N), with product[t, i, j] =
+            sum over l of a[t, i, l] * b[l, j]; and `gram`, of shape (B, M, M), with gram[t, i, j] = sum
+            over l of a[t, i, l] * a[t, j, l].""",
+        lambda i: ({"product": f32(i["a"].shape[0], i["a"].shape[1], i["b"].shape[1]),
+                    "gram": f32(i["a"].shape[0], i["a"].shape[1], i["a"].shape[1])},), _sample_batched),
+    3: _restated(
+        "batched_products", product_summary, _product_summary,
+        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t of shape
+            {i["a"].shape[1]}x{i["a"].shape[2]} and `b` a {i["b"].shape[0]}x{i["b"].shape[1]} matrix.
+            Give `traces`, for every t the trace of A_t times its own transpose, and `total`, the sum of
+            all elements of all the matrix products A_t b.""",
+        lambda i: ({"traces": f32(i["a"].shape[0]), "total": PY_FLOAT},), _sample_batched),
+    4: _restated(
+        "batched_products", largest_product, _largest_product,
+        lambda i: f"""`a` is a batch of {i["a"].shape[0]} matrices A_t and `b` one matrix. Give `best`, the
+            index t whose matrix product A_t b has the largest sum of squared elements, and
+            `squared_norm`, that sum.""",
+        lambda i: ({"best": PY_INT, "squared_norm": PY_FLOAT},), _sample_batched, refuse=_largest_unique,
+        zero_reason=_largest_first),
+    5: _restated(
+        "batched_products", gram_power_iteration, _gram_power_iteration,
+        lambda i: f"""For each of the {i["a"].shape[0]} matrices A_t of `a` (shape
+            {i["a"].shape[1]}x{i["a"].shape[2]}), let G be A_t times its own transpose. Start from the vector
+            v of {i["a"].shape[1]} ones and repeat three times: w = G v, s = the largest absolute value of an
+            element of w, v = w / s. Give `vector`, the final v of every t (one row per t), and `scale`,
+            the final s of every t.""",
+        lambda i: ({"vector": f32(i["a"].shape[0], i["a"].shape[1]), "scale": f32(i["a"].shape[0])},),
+        _sample_power, refuse=_power_well_scaled),
+}, levels="L1 the batched product and Gram matrix named; L2 both by their index sums; L3 traces and a "
+          "grand total of the products (intermediates not asked); L4 the batch element with the largest "
+          "product; L5 three steps of max-normalised power iteration on every Gram matrix")
+
+
+# normalise L3: the most similar other row by cosine ----------------------------------------------
+def nearest_rows(x):
+    import torch
+    import torch.nn.functional as F
+
+    unit = F.normalize(x, dim=1)
+    similarity = unit @ unit.T - 3 * torch.eye(x.shape[0])
+    best = similarity.max(dim=1)
+    return {"rows": [{"nearest": best.indices, "similarity": best.values}]}
+
+
+def _cosines(v):
+    norms = [mpmath.sqrt(hp(sum((e * e for e in row), Fraction(0)))) for row in v]
+    return [[mpmath.fsum(hp(p) * hp(q) for p, q in zip(v[i], v[j], strict=True)) / (norms[i] * norms[j])
+             if i != j else mpmath.mpf(-3) for j in range(len(v))] for i in range(len(v))]
+
+
+def _nearest_rows(x):
+    cos = _cosines(values(x))
+    best = [row.index(max(row)) for row in cos]
+    return [{"nearest": ExactTensor.of("int64", best),
+             "similarity": ExactTensor.of("float32", [row[j] for row, j in zip(cos, best, strict=True)])}]
+
+
+def _nearest_clear(inputs: Inputs) -> str | None:
+    for row in _cosines(values(inputs["x"])):
+        top = sorted(row, reverse=True)
+        if top[0] - top[1] < mpmath.mpf("1e-4"):
+            return "two rows are almost equally similar to a third: the index would hinge on rounding"
+    return _nonzero_lines(inputs)
+
+
+def _nonzero_lines(inputs: Inputs) -> str | None:
+    v = values(inputs["x"])
+    if any(all(e == 0 for e in row) for row in v) or any(all(e == 0 for e in c) for c in transpose(v)):
+        return "a zero row or column has no direction to normalise"
+    return None
+
+
+# normalise L4: the smallest integer p whose norm of every row stays under a bound ----------------
+def smallest_norm_order(x, bound):
+    for p in range(1, 9):
+        if bool((x.double().abs().pow(p).sum(dim=1) <= bound ** p).all()):
+            return {"rows": [{"p": p}]}
+    return {"rows": [{"p": -1}]}
+
+
+def _smallest_norm_order(x, bound):
+    v, b = values(x), Fraction(bound)
+    for p in range(1, 9):
+        if all(sum((abs(e) ** p for e in row), Fraction(0)) <= b ** p for row in v):
+            return [{"p": p}]
+    return [{"p": -1}]
+
+
+def _sample_norm_bound(draw: Draw, level: int) -> dict:
+    x = _sample_normalise(draw, level)["x"]
+    largest = max(abs(e) for row in values(x) for e in row)
+    return {"x": x, "bound": float(draw.dyadic(largest * 3 / 4, largest * 2, 2))}
+
+
+def _p_none(task) -> bool:
+    return task.expected["rows"][0]["p"] == -1
+
+
+def _p_not_one(task) -> str | None:
+    if task.expected["rows"][0]["p"] == 1:
+        return "the bound already holds for the sum of absolute values: no search"
+    return None
+
+
+# normalise L5: alternate row and column scaling of the magnitudes --------------------------------
+def alternate_scaling(x):
+    m = x.abs() + 0.25
+    for _ in range(3):
+        m = m / m.sum(dim=1, keepdim=True)
+        m = m / m.sum(dim=0, keepdim=True)
+    return {"rows": [{"scaled": m, "row_sums": m.sum(dim=1)}]}
+
+
+def _alternate_scaling(x):
+    m = [[abs(e) + Fraction(1, 4) for e in row] for row in values(x)]
+    for _ in range(3):
+        m = [[e / sum(row) for e in row] for row in m]
+        sums = [sum(c) for c in transpose(m)]
+        m = [[e / sums[j] for j, e in enumerate(row)] for row in m]
+    return [{"scaled": ExactTensor.of("float32", m),
+             "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
+
+
+NORMALISE = leveled(NORMALISE, {
+    2: _restated(
+        "normalise", normalise, _normalise,
+        """Give `rows_unit_l2`, each row of `x` divided by the square root of the sum of the squares of
+            its elements, and `columns_unit_l1`, each column of x divided by the sum of the absolute values
+            of its elements.""",
+        lambda i: ({"rows_unit_l2": f32(*_dims(i["x"])), "columns_unit_l1": f32(*_dims(i["x"]))},),
+        _sample_normalise),
+    3: _restated(
+        "normalise", nearest_rows, _nearest_rows,
+        """Compare the rows of `x` by the cosine of the angle between them (their dot product divided
+            by the product of their Euclidean lengths). For each row, give in `nearest` the index of the
+            other row (never itself) with the largest cosine, and in `similarity` that cosine.""",
+        lambda i: ({"nearest": i64(i["x"].shape[0]), "similarity": f32(i["x"].shape[0])},),
+        _sample_normalise, refuse=_nearest_clear),
+    4: _restated(
+        "normalise", smallest_norm_order, _smallest_norm_order,
+        """For an integer p >= 1, the p-norm of a row is (sum of |element|^p over the row)^(1/p). Give
+            `p`, the smallest integer p from 1 to 8 for which the p-norm of every row of `x` is at most
+            `bound`, or -1 if none of them is.""",
+        lambda i: ({"p": PY_INT},), _sample_norm_bound, refuse=_nonzero_lines, reject=_p_not_one),
+    5: _restated(
+        "normalise", alternate_scaling, _alternate_scaling,
+        """Let M be the matrix of |x| + 0.25 (elementwise). Repeat three times: divide every row of M by
+            its sum, then divide every column of the result by its sum. Give `scaled`, the final M, and
+            `row_sums`, the sums of its rows.""",
+        lambda i: ({"scaled": f32(*_dims(i["x"])), "row_sums": f32(i["x"].shape[0])},), _sample_normalise),
+}, levels="L1 F.normalize named; L2 the two normalisations described; L3 cosine similarity between rows, "
+          "then the nearest other row; L4 the smallest integer p whose p-norm of every row stays under a "
+          "bound, or -1; L5 alternating row/column scaling (three rounds), described not named",
+   branches=(Branch("no p up to 8", _p_none, Fraction(1, 10), (4,)),))
+
+# running_statistics L3: the deepest fall of the running total below its running peak --------------
+def deepest_fall(x):
+    import torch
+
+    path = torch.cumsum(x, dim=1)
+    fall = torch.cummax(path, dim=1).values - path
+    deepest = fall.max(dim=1)
+    return {"rows": [{"fall": deepest.values, "at": deepest.indices}]}
+
+
+def _falls(v):
+    out = []
+    for row in v:
+        total, peak, falls = Fraction(0), None, []
+        for e in row:
+            total += e
+            peak = total if peak is None else max(peak, total)
+            falls.append(peak - total)
+        out.append(falls)
+    return out
+
+
+def _deepest_fall(x):
+    falls = _falls(values(x))
+    return [{"fall": ExactTensor.of("float32", [max(f) for f in falls]),
+             "at": ExactTensor.of("int64", [f.index(max(f)) for f in falls])}]
+
+
+def _fall_unique(inputs: Inputs) -> str | None:
+    for r, f in enumerate(_falls(values(inputs["x"]))):
+        if max(f) == 0:
+            return f"row {r} never falls below its running peak"
+        if f.count(max(f)) > 1:
+            return f"row {r} reaches its deepest fall twice: the position would be ambiguous"
+    return None
+
+
+# running_statistics L4: the first position where the running mean passes a level -----------------
+def first_mean_above(x, level):
+    import torch
+
+    running = torch.cumsum(x, dim=1) / torch.arange(1, x.shape[1] + 1)
+    above = running > level
+    return {"rows": [{"first": torch.where(above.any(dim=1), above.int().argmax(dim=1), torch.tensor(-1))}]}
+
+
+def _first_mean_above(x, level):
+    out = []
+    for row in values(x):
+        total, found = Fraction(0), -1
+        for j, e in enumerate(row):
+            total += e
+            if total / (j + 1) > Fraction(level):
+                found = j
+                break
+        out.append(found)
+    return [{"first": ExactTensor.of("int64", out)}]
+
+
+def _sample_mean_level(draw: Draw, level: int) -> dict:
+    x = _sample_matrix((2, 1), (5, 1), -3, 3, 3)(draw, level)["x"]
+    return {"x": x, "level": float(draw.dyadic(-1, 2, 3))}
+
+
+def _first_none(task) -> bool:
+    return -1 in task.expected["rows"][0]["first"].data
+
+
+def _mean_level_clear(inputs: Inputs) -> str | None:
+    level = Fraction(inputs["level"])
+    for row in values(inputs["x"]):
+        total = Fraction(0)
+        for j, e in enumerate(row):
+            total += e
+            if abs(total / (j + 1) - level) < Fraction(1, 2**20):
+                return "a running mean sits on the level: the float32 division would decide it"
+    return None
+
+
+# running_statistics L5: the contiguous run with the largest sum ----------------------------------
+def best_run(x):
+    import torch
+
+    sums, spans = [], []
+    for row in x.tolist():
+        best, span = None, None
+        for start in range(len(row)):
+            total = 0.0
+            for end in range(start, len(row)):
+                total += row[end]
+                if best is None or total > best:
+                    best, span = total, [start, end]
+        sums.append(best)
+        spans.append(span)
+    return {"rows": [{"best_sum": torch.tensor(sums), "span": torch.tensor(spans)}]}
+
+
+def _best_run(x):
+    sums, spans = [], []
+    for row in values(x):
+        best, span = None, None
+        for start in range(len(row)):
+            for end in range(start, len(row)):
+                total = sum(row[start:end + 1], Fraction(0))
+                if best is None or total > best:
+                    best, span = total, [start, end]
+        sums.append(best)
+        spans.append(span)
+    return [{"best_sum": ExactTensor.of("float32", sums), "span": ExactTensor.of("int64", spans)}]
+
+
+def _best_run_unique(inputs: Inputs) -> str | None:
+    for r, row in enumerate(values(inputs["x"])):
+        totals = [sum(row[s:e + 1], Fraction(0)) for s in range(len(row)) for e in range(s, len(row))]
+        if max(totals) <= 0:
+            return f"row {r} has no positive run"
+    return None
+
+
+RUNNING_STATISTICS = leveled(RUNNING_STATISTICS, {
+    2: _restated(
+        "running_statistics", running_statistics, _running_statistics,
+        """Along each row of `x`, for every position j give: `cumsum`, the sum of the row's elements at
+            positions 0 to j; `cumprod`, their product; `running_max`, their largest value; and
+            `running_max_index`, the position (0 to j) at which that largest value occurs.""",
+        lambda i: ({"cumsum": f32(*_dims(i["x"])), "cumprod": f32(*_dims(i["x"])),
+                    "running_max": f32(*_dims(i["x"])), "running_max_index": i64(*_dims(i["x"]))},),
+        _sample_matrix((2, 0), (5, 1), -3, 3, 3), refuse=_cummax_without_ties),
+    3: _restated(
+        "running_statistics", deepest_fall, _deepest_fall,
+        """Read each row of `x` as daily changes of a balance that starts at 0: the balance after day j
+            is the sum of the changes of days 0 to j. For each row, give `fall`, the largest amount by which
+            the balance after some day is below the highest balance reached after any day up to and
+            including it, and `at`, the day (0-based) on which that largest fall is reached.""",
+        lambda i: ({"fall": f32(i["x"].shape[0]), "at": i64(i["x"].shape[0])},),
+        _sample_matrix((2, 1), (5, 1), -3, 3, 3), refuse=_fall_unique),
+    4: _restated(
+        "running_statistics", first_mean_above, _first_mean_above,
+        """For each row of `x`, give the first position j (0-based) at which the mean of the row's
+            elements at positions 0 to j is strictly greater than `level`, or -1 if there is none; `first`
+            is the int64 vector of these positions, one per row.""",
+        lambda i: ({"first": i64(i["x"].shape[0])},), _sample_mean_level, refuse=_mean_level_clear,
+        reject=_not_constant("first")),
+    5: _restated(
+        "running_statistics", best_run, _best_run,
+        """For each row of `x`, find the contiguous non-empty run of positions start..end (inclusive)
+            whose elements have the largest sum; if several runs share that sum, take the one with the
+            smallest start, and among those the smallest end. Give `best_sum`, the sum per row, and `span`,
+            the [start, end] of each row's run (one row of two int64 numbers per row of x).""",
+        lambda i: ({"best_sum": f32(i["x"].shape[0]), "span": i64(i["x"].shape[0], 2)},),
+        _sample_matrix((2, 1), (5, 1), -3, 3, 3), refuse=_best_run_unique),
+}, levels="L1 cumsum, cumprod and cummax named; L2 the running quantities described; L3 the deepest fall "
+          "of a running total below its running peak; L4 the first position where the running mean "
+          "passes a level, or -1; L5 the contiguous run with the largest sum, with a stated tie rule",
+   branches=(Branch("a row never passes the level", _first_none, Fraction(1, 10), (4,)),))
+
+
+# casts_and_wraparound L3: quantise to int8 with a scale, then the worst error ---------------------
+def quantise_int8(x, scale):
+    import torch
+
+    q = torch.clamp(torch.round(x / scale), -128, 127)
+    return {"rows": [{"q": q.to(torch.int64), "max_error": float((x - q * scale).abs().max())}]}
+
+
+def _quantise_int8(x, scale):
+    s = Fraction(scale)
+    qs = [min(max(round(e / s), -128), 127) for e in values(x)]
+    return [{"q": ExactTensor.of("int64", qs),
+             "max_error": max(abs(e - q * s) for e, q in zip(values(x), qs, strict=True))}]
+
+
+def _sample_quantise(draw: Draw, level: int) -> dict:
+    x = _sample_casts(draw, level)["x"]
+    return {"x": x, "scale": draw.choice((0.0625, 0.046875, 0.09375, 0.03125))}
+
+
+def _quantise_clips_and_ties(inputs: Inputs) -> str | None:
+    s = Fraction(inputs["scale"])
+    ratios = [e / s for e in values(inputs["x"])]
+    if not any(abs(r) > 128 for r in ratios):
+        return "no element leaves the int8 range: the saturation would not be tested"
+    return None
+
+
+# casts_and_wraparound L4: the smallest added constant that wraps enough elements -----------------
+def smallest_wrapping_add(u, wraps):
+    import torch
+
+    for k in range(1, 256):
+        if int(((u + k) < u).sum()) >= wraps:
+            return {"rows": [{"k": k, "wrapped": u + torch.tensor(k, dtype=torch.uint8)}]}
+    return {"rows": [{"k": -1, "wrapped": u}]}
+
+
+def _smallest_wrapping_add(u, wraps):
+    vu = values(u)
+    for k in range(1, 256):
+        if sum(1 for e in vu if e + k > 255) >= wraps:
+            return [{"k": k, "wrapped": ExactTensor.of("uint8", [(e + k) % 256 for e in vu])}]
+    return [{"k": -1, "wrapped": ExactTensor.of("uint8", vu)}]
+
+
+def _sample_wraps(draw: Draw, level: int) -> dict:
+    u = values(_sample_casts(draw, level)["u"])
+    return {"u": tensor("uint8", u), "wraps": draw.integer(2, max(2, len(u) - 1))}
+
+
+def _wrap_needs_search(inputs: Inputs) -> str | None:
+    if sum(1 for e in values(inputs["u"]) if e > 0) < inputs["wraps"]:
+        return "fewer non-zero elements than wraps asked: no constant wraps enough"
+    return None
+
+
+# casts_and_wraparound L5: a two-sum byte checksum of the rounded values --------------------------
+def byte_checksum(x, u):
+    import torch
+
+    data = torch.cat([u.to(torch.int64), torch.round(x).to(torch.int64) % 256])
+    low, high = 0, 0
+    for byte in data.tolist():
+        low = (low + byte) % 255
+        high = (high + low) % 255
+    return {"rows": [{"bytes": data, "checksum": high * 256 + low}]}
+
+
+def _byte_checksum(x, u):
+    data = list(values(u)) + [round(e) % 256 for e in values(x)]
+    low = high = 0
+    for byte in data:
+        low = (low + byte) % 255
+        high = (high + low) % 255
+    return [{"bytes": ExactTensor.of("int64", data), "checksum": high * 256 + low}]
+
+
+CASTS_AND_WRAPAROUND = leveled(CASTS_AND_WRAPAROUND, {
+    2: _restated(
+        "casts_and_wraparound", casts_and_wraparound, _casts_and_wraparound,
+        """Give `truncated`, each element of `x` with its fractional part dropped (toward zero), as
+            int64; `rounded`, each element rounded to the nearest integer, halves going to the even
+            neighbour, as float32; `floored`, the largest integer not above each element, as int64;
+            `wrapped`, each element of the uint8 tensor `u` plus 10, reduced modulo 256, as uint8; and
+            `total`, the exact sum of the elements of u as a 0-d int64 tensor.""",
+        lambda i: ({"truncated": i64(*_dims(i["x"])), "rounded": f32(*_dims(i["x"])),
+                    "floored": i64(*_dims(i["x"])), "wrapped": TensorSpec("uint8", _dims(i["u"])),
+                    "total": i64()},), _sample_casts, refuse=_some_wrap),
+    3: _restated(
+        "casts_and_wraparound", quantise_int8, _quantise_int8,
+        """Quantise `x` to signed 8-bit codes with step `scale`: the code of an element e is e / scale
+            rounded to the nearest integer (halves to the even neighbour), then limited to the range -128
+            to 127. Give `q`, the codes as an int64 tensor, and `max_error`, the largest |e - code*scale|
+            over the elements.""",
+        lambda i: ({"q": i64(*_dims(i["x"])), "max_error": PY_FLOAT},), _sample_quantise,
+        refuse=_quantise_clips_and_ties),
+    4: _restated(
+        "casts_and_wraparound", smallest_wrapping_add, _smallest_wrapping_add,
+        """Adding a constant k to the uint8 tensor `u` in uint8 arithmetic wraps an element around (its
+            true sum exceeds 255 and the stored result is the sum minus 256). Give `k`, the smallest k from
+            1 to 255 for which at least `wraps` elements wrap, and `wrapped`, u plus that k computed in
+            uint8 (a uint8 tensor).""",
+        lambda i: ({"k": PY_INT, "wrapped": TensorSpec("uint8", _dims(i["u"]))},), _sample_wraps,
+        refuse=_wrap_needs_search),
+    5: _restated(
+        "casts_and_wraparound", byte_checksum, _byte_checksum,
+        """Form the byte sequence made of the elements of the uint8 tensor `u`, followed by each element
+            of `x` rounded to the nearest integer (halves to the even neighbour) and reduced modulo 256
+            into 0..255. Give `bytes`, that sequence as an int64 vector, and `checksum` = 256*B + A, where
+            A and B start at 0 and, for each byte in order, A becomes (A + byte) mod 255 and then B becomes
+            (B + A) mod 255.""",
+        lambda i: ({"bytes": i64(len(i["u"].data) + len(i["x"].data)), "checksum": PY_INT},), _sample_casts),
+}, levels="L1 the casts named; L2 each rounding and the wrap described; L3 int8 quantisation with "
+          "saturation and the worst error; L4 the smallest constant that wraps enough uint8 elements; L5 "
+          "a two-sum byte checksum of the rounded values, described not named")
+
+# gather_and_index L3: gather through a picked row, then a total ----------------------------------
+def gather_chain(x, idx, rows):
+    import torch
+
+    g = idx.shape[1]
+    chosen = x[rows, idx[rows, torch.arange(rows.shape[0]) % g]]
+    return {"rows": [{"chained": chosen, "total": float(chosen.sum())}]}
+
+
+def _gather_chain(x, idx, rows):
+    v, vi, vr = values(x), values(idx), values(rows)
+    g = len(vi[0])
+    chosen = [v[r][vi[r][k % g]] for k, r in enumerate(vr)]
+    return [{"chained": ExactTensor.of("float32", chosen), "total": sum(chosen, Fraction(0))}]
+
+
+def _sample_gather_chain(draw: Draw, level: int) -> dict:
+    inputs = _sample_gather(draw, level)
+    return {"x": inputs["x"], "idx": inputs["idx"], "rows": inputs["rows"]}
+
+
+# gather_and_index L4: where in x each wanted value sits ------------------------------------------
+def locate_values(x, wanted):
+    import torch
+
+    hits = x.unsqueeze(0) == wanted.reshape(-1, 1, 1)
+    found = hits.flatten(1).any(dim=1)
+    flat = hits.flatten(1).int().argmax(dim=1)
+    where = torch.stack([flat // x.shape[1], flat % x.shape[1]], dim=1)
+    return {"rows": [{"where": torch.where(found.unsqueeze(1), where, torch.tensor(-1))}]}
+
+
+def _locate_values(x, wanted):
+    v = values(x)
+    out = []
+    for w in values(wanted):
+        spots = [[i, j] for i, row in enumerate(v) for j, e in enumerate(row) if e == w]
+        out.append(spots[0] if spots else [-1, -1])
+    return [{"where": ExactTensor.of("int64", out)}]
+
+
+def _sample_locate(draw: Draw, level: int) -> dict:
+    x = _sample_gather(draw, level)["x"]
+    flat = [e for row in values(x) for e in row]
+    step = abs(flat[1] - flat[0])
+    wanted = []
+    for _ in range(draw.integer(3, 2 + level)):
+        e = draw.choice(flat)
+        wanted.append(float(e + step / 2) if draw.chance(1, 5) else float(e))
+    return {"x": x, "wanted": tensor("float32", wanted)}
+
+
+def _located_some_missing(task) -> bool:
+    return -1 in task.expected["rows"][0]["where"].data
+
+
+# gather_and_index L5: the mean of the table rows listed in each bag ------------------------------
+def bag_means(x, ids, starts):
+    import torch
+
+    ends = torch.cat([starts[1:], torch.tensor([ids.shape[0]])])
+    means = [x[ids[s:e]].mean(dim=0) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return {"rows": [{"means": torch.stack(means)}]}
+
+
+def _bag_means(x, ids, starts):
+    v, vi, vs = values(x), values(ids), values(starts)
+    ends = vs[1:] + [len(vi)]
+    return [{"means": ExactTensor.of("float32", [[mean([v[k][j] for k in vi[s:e]]) for j in range(len(v[0]))]
+                                                 for s, e in zip(vs, ends, strict=True)])}]
+
+
+def _sample_bags(draw: Draw, level: int) -> dict:
+    r, c = draw.integer(3, 2 + level), draw.integer(3, 2 + level)
+    bags = draw.integer(2, 1 + level)
+    sizes = [draw.integer(1, 4) for _ in range(bags)]
+    ids = [draw.integer(0, r - 1) for _ in range(sum(sizes))]
+    starts = [sum(sizes[:b]) for b in range(bags)]
+    return {"x": dyadic_tensor(draw, (r, c), -3, 3, 2), "ids": tensor("int64", ids),
+            "starts": tensor("int64", starts)}
+
+
+GATHER_AND_INDEX = leveled(GATHER_AND_INDEX, {
+    2: _restated(
+        "gather_and_index", gather_and_index, _gather_and_index,
+        lambda i: f"""From the {i["x"].shape[0]}x{i["x"].shape[1]} matrix `x`: `gathered`, of the shape of
+            `idx`, with gathered[i, k] = x[i, idx[i, k]]; `picked`, the vector whose element k is the element
+            of x in row rows[k] and column cols[k], for k = 0..{i["rows"].shape[0] - 1}, where a negative
+            column c means column {i["x"].shape[1]} + c; and `selected_rows`, the matrix whose row k is row
+            rows[k] of x.""",
+        lambda i: ({"gathered": f32(*_dims(i["idx"])), "picked": f32(*_dims(i["rows"])),
+                    "selected_rows": f32(i["rows"].shape[0], i["x"].shape[1])},),
+        _sample_gather, refuse=_uses_negative_column),
+    3: _restated(
+        "gather_and_index", gather_chain, _gather_chain,
+        lambda i: f"""`idx` lists, for every row of `x`, {i["idx"].shape[1]} column numbers. For each k =
+            0..{i["rows"].shape[0] - 1}, let r = rows[k] and let c be entry number (k mod
+            {i["idx"].shape[1]}) of the list of row r in idx; give in `chained` the element of x at row r,
+            column c, and in `total` the sum of chained.""",
+        lambda i: ({"chained": f32(*_dims(i["rows"])), "total": PY_FLOAT},), _sample_gather_chain),
+    4: _restated(
+        "gather_and_index", locate_values, _locate_values,
+        """For each element of `wanted`, give the (row, column) of the first element of `x` in
+            row-major order that equals it exactly, or (-1, -1) if no element of x does; `where` holds one
+            such pair per element of wanted.""",
+        lambda i: ({"where": i64(i["wanted"].shape[0], 2)},), _sample_locate),
+    5: _restated(
+        "gather_and_index", bag_means, _bag_means,
+        lambda i: f"""`x` is a table of {i["x"].shape[0]} rows. The list `ids` of row numbers is cut into
+            {i["starts"].shape[0]} consecutive bags: bag b starts at position starts[b] of ids and ends just
+            before starts[b + 1] (the last bag ends at the end of ids). Give `means`, one row per bag: the
+            elementwise mean of the rows of x whose numbers the bag lists (a row listed twice counts
+            twice).""",
+        lambda i: ({"means": f32(i["starts"].shape[0], i["x"].shape[1])},), _sample_bags),
+}, levels="L1 gather, advanced indexing and index_select named; L2 each by its index formula; L3 a "
+          "gather through a picked row, reduced (intermediate not asked); L4 the inverse: where each "
+          "wanted value sits, or (-1, -1); L5 mean pooling of table rows over bags given by offsets, "
+          "described not named",
+   branches=(Branch("a wanted value is absent", _located_some_missing, Fraction(1, 5), (4,)),))
+
+
+# broadcast_arithmetic L3: for each point of a, the nearest point of c ----------------------------
+def nearest_points(a, c):
+    distance = (a - c) ** 2
+    best = distance.min(dim=1)
+    return {"rows": [{"nearest": best.indices, "total": float(best.values.sum())}]}
+
+
+def _nearest_points(a, c):
+    column, vc = [row[0] for row in values(a)], values(c)
+    best = [min(range(len(vc)), key=lambda j: ((p - vc[j]) ** 2, j)) for p in column]
+    return [{"nearest": ExactTensor.of("int64", best),
+             "total": sum(((p - vc[j]) ** 2 for p, j in zip(column, best, strict=True)), Fraction(0))}]
+
+
+def _nearest_unique(inputs: Inputs) -> str | None:
+    vc = values(inputs["c"])
+    for row in values(inputs["a"]):
+        d = sorted((row[0] - e) ** 2 for e in vc)
+        if d[0] == d[1]:
+            return f"{float(row[0])} is equally near two points of c: the index would be ambiguous"
+    return None
+
+
+def _sample_points(draw: Draw, level: int) -> dict:
+    inputs = _sample_broadcast(draw, level)
+    return {"a": inputs["a"], "c": inputs["c"]}
+
+
+# broadcast_arithmetic L4: the column of a*b + c with the largest minimum ------------------------
+def best_worst_column(a, b, c):
+    worst = (a * b + c).min(dim=0).values
+    best = int(worst.argmax())
+    return {"rows": [{"column": best, "worst": float(worst[best])}]}
+
+
+def _column_minima(a, b, c):
+    column, line, vc = [row[0] for row in values(a)], values(b)[0], values(c)
+    return [min(p * q + r for p in column) for q, r in zip(line, vc, strict=True)]
+
+
+def _best_worst_column(a, b, c):
+    minima = _column_minima(a, b, c)
+    best = minima.index(max(minima))
+    return [{"column": best, "worst": minima[best]}]
+
+
+def _best_worst_unique(inputs: Inputs) -> str | None:
+    minima = _column_minima(inputs["a"], inputs["b"], inputs["c"])
+    return "two columns share the largest minimum" if minima.count(max(minima)) > 1 else None
+
+
+def _best_worst_first(inputs: Inputs) -> str | None:
+    minima = _column_minima(inputs["a"], inputs["b"], inputs["c"])
+    return "the first column is best: column is 0" if minima.index(max(minima)) == 0 else None
+
+
+# broadcast_arithmetic L5: piecewise-linear interpolation between knots ---------------------------
+def interpolate(knots, heights, queries):
+    import torch
+
+    right = torch.searchsorted(knots, queries).clamp(1, knots.shape[0] - 1)
+    left = right - 1
+    t = ((queries - knots[left]) / (knots[right] - knots[left])).clamp(0, 1)
+    return {"rows": [{"y": heights[left] + t * (heights[right] - heights[left])}]}
+
+
+def _interpolate(knots, heights, queries):
+    k, h = values(knots), values(heights)
+    out = []
+    for q in values(queries):
+        if q <= k[0]:
+            out.append(h[0])
+        elif q >= k[-1]:
+            out.append(h[-1])
+        else:
+            j = next(j for j in range(1, len(k)) if q <= k[j])
+            out.append(h[j - 1] + (q - k[j - 1]) / (k[j] - k[j - 1]) * (h[j] - h[j - 1]))
+    return [{"y": ExactTensor.of("float32", out)}]
+
+
+def _sample_knots(draw: Draw, level: int) -> dict:
+    n = draw.integer(3, 3 + level)
+    knots = sorted(draw.sample(range(-12, 13), n))
+    queries = [float(draw.dyadic(knots[0] - 2, knots[-1] + 2, 2)) for _ in range(draw.integer(4, 3 + level))]
+    return {"knots": tensor("float32", [k / 2 for k in knots]),
+            "heights": dyadic_tensor(draw, (n,), -3, 3, 2),
+            "queries": tensor("float32", [q / 2 for q in queries])}
+
+
+def _queries_inside_and_out(inputs: Inputs) -> str | None:
+    k, q = values(inputs["knots"]), values(inputs["queries"])
+    if not any(e < k[0] or e > k[-1] for e in q) or not any(k[0] < e < k[-1] and e not in k for e in q):
+        return "the queries do not fall both between knots and outside them"
+    return None
+
+
+BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
+    2: _restated(
+        "broadcast_arithmetic", broadcast_arithmetic, _broadcast_arithmetic,
+        lambda i: f"""`a` has shape {shape_text(i["a"].shape)}, `b` has shape {shape_text(i["b"].shape)}
+            and `c` has {i["c"].shape[0]} elements. Give `affine`, the {i["a"].shape[0]}x{i["b"].shape[1]}
+            matrix with element [i, j] = a[i, 0]*b[0, j] + c[j]; `difference`, the matrix of the same shape
+            with element [i, j] = a[i, 0] - c[j]; and `column_totals`, with element j = the sum over i of
+            a[i, 0]*b[0, j].""",
+        lambda i: ({"affine": f32(i["a"].shape[0], i["b"].shape[1]),
+                    "difference": f32(i["a"].shape[0], i["b"].shape[1]),
+                    "column_totals": f32(i["b"].shape[1])},), _sample_broadcast),
+    3: _restated(
+        "broadcast_arithmetic", nearest_points, _nearest_points,
+        lambda i: f"""The {i["a"].shape[0]} values of `a` (shape {shape_text(i["a"].shape)}) and the
+            {i["c"].shape[0]} values of `c` are points on a line. Give `nearest`, for each point of a the
+            index of the nearest point of c, and `total`, the sum over the points of a of the squared
+            distance to that nearest point.""",
+        lambda i: ({"nearest": i64(i["a"].shape[0]), "total": PY_FLOAT},), _sample_points,
+        refuse=_nearest_unique),
+    4: _restated(
+        "broadcast_arithmetic", best_worst_column, _best_worst_column,
+        lambda i: f"""Let M be the {i["a"].shape[0]}x{i["b"].shape[1]} matrix with M[i, j] = a[i, 0]*b[0, j]
+            + c[j] (`a`, `b` and `c` as given). Give `column`, the index j of the column of M whose smallest
+            element is largest, and `worst`, that smallest element.""",
+        lambda i: ({"column": PY_INT, "worst": PY_FLOAT},), _sample_broadcast, refuse=_best_worst_unique,
+        zero_reason=_best_worst_first),
+    5: _restated(
+        "broadcast_arithmetic", interpolate, _interpolate,
+        """The increasing positions `knots` carry the values `heights`. Define a function on the whole
+            line: between two neighbouring knots it is the straight line joining their (position, value)
+            points; left of the first knot it equals the first value, right of the last knot the last
+            value. Give `y`, that function at each of the `queries`.""",
+        lambda i: ({"y": f32(i["queries"].shape[0])},), _sample_knots, refuse=_queries_inside_and_out),
+}, levels="L1 broadcasting expressions given; L2 the same results by their index formulas; L3 nearest "
+          "points between two broadcast sets, reduced; L4 the column of a broadcast matrix with the best "
+          "worst case; L5 piecewise-linear interpolation with constant ends, described not named")
+
+
+# group_by_key L3: each element's deviation from its group mean, and the best group ---------------
+def group_deviation(keys, vals):
+    import torch
+
+    unique, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
+    means = torch.zeros(unique.shape[0], dtype=vals.dtype).index_add_(0, inverse, vals) / counts
+    return {"rows": [{"deviation": vals - means[inverse], "best_key": int(unique[means.argmax()])}]}
+
+
+def _group_means(vk, vv):
+    groups: dict = {}
+    for k, v in zip(vk, vv, strict=True):
+        groups.setdefault(k, []).append(v)
+    return {k: mean(m) for k, m in groups.items()}
+
+
+def _group_deviation(keys, vals):
+    vk, vv = values(keys), values(vals)
+    means = _group_means(vk, vv)
+    best = max(sorted(means), key=lambda k: means[k])
+    return [{"deviation": ExactTensor.of("float32", [v - means[k] for k, v in zip(vk, vv, strict=True)]),
+             "best_key": best}]
+
+
+def _best_group_unique(inputs: Inputs) -> str | None:
+    means = _group_means(values(inputs["keys"]), values(inputs["vals"]))
+    top = max(means.values())
+    if list(means.values()).count(top) > 1:
+        return "two groups share the largest mean: the key would be ambiguous"
+    return _a_group_repeats(inputs)
+
+
+# group_by_key L4: the shortest prefix that holds every key twice ---------------------------------
+def prefix_with_pairs(keys):
+    import torch
+
+    everyone = torch.unique(keys)
+    for m in range(1, keys.shape[0] + 1):
+        if bool(((keys[:m].unsqueeze(0) == everyone.unsqueeze(1)).sum(dim=1) >= 2).all()):
+            return {"rows": [{"length": m}]}
+    return {"rows": [{"length": -1}]}
+
+
+def _prefix_with_pairs(keys):
+    vk = values(keys)
+    for m in range(1, len(vk) + 1):
+        if all(vk[:m].count(k) >= 2 for k in set(vk)):
+            return [{"length": m}]
+    return [{"length": -1}]
+
+
+def _sample_pairs(draw: Draw, level: int) -> dict:
+    n = 8 + 3 * (level - 1)
+    pool = draw.sample(range(0, 10 + 10 * level), 2 + level // 2)
+    keys = [draw.choice(pool) for _ in range(n)]
+    return {"keys": tensor("int64", keys)}
+
+
+def _length_none(task) -> bool:
+    return task.expected["rows"][0]["length"] == -1
+
+
+# group_by_key L5: a running mean within each group, and each element's place in its group ---------
+def grouped_running_mean(keys, vals):
+    import torch
+
+    same = (keys.unsqueeze(0) == keys.unsqueeze(1)) & torch.ones(keys.shape[0], keys.shape[0]).tril().bool()
+    counts = same.sum(dim=1)
+    return {"rows": [{"running_mean": (same.to(vals.dtype) @ vals) / counts, "place": counts - 1}]}
+
+
+def _grouped_running_mean(keys, vals):
+    vk, vv = values(keys), values(vals)
+    seen: dict = {}
+    means, places = [], []
+    for k, v in zip(vk, vv, strict=True):
+        seen.setdefault(k, []).append(v)
+        means.append(mean(seen[k]))
+        places.append(len(seen[k]) - 1)
+    return [{"running_mean": ExactTensor.of("float32", means), "place": ExactTensor.of("int64", places)}]
+
+
+GROUP_BY_KEY = leveled(GROUP_BY_KEY, {
+    2: _restated(
+        "group_by_key", group_by_key, _group_by_key,
+        """The elements of `vals` are labelled by the integers in `keys` (same length). Give
+            `unique_keys`, every label that occurs, once each, in increasing order; `inverse`, for each
+            element the 0-based position of its label in unique_keys; `counts`, for each label in
+            unique_keys the number of elements carrying it; and `group_means`, for each label in
+            unique_keys the average of the vals carrying it.""",
+        lambda i: ({"unique_keys": i64(len(set(values(i["keys"])))), "inverse": i64(*_dims(i["keys"])),
+                    "counts": i64(len(set(values(i["keys"])))),
+                    "group_means": f32(len(set(values(i["keys"]))))},),
+        _sample_groups, refuse=_a_group_repeats),
+    3: _restated(
+        "group_by_key", group_deviation, _group_deviation,
+        """The elements of `vals` are labelled by the integers in `keys`. Give `deviation`, each element
+            of vals minus the average of the vals carrying the same label, and `best_key`, the label whose
+            elements have the largest average.""",
+        lambda i: ({"deviation": f32(*_dims(i["vals"])), "best_key": PY_INT},), _sample_groups,
+        refuse=_best_group_unique),
+    4: _restated(
+        "group_by_key", prefix_with_pairs, _prefix_with_pairs,
+        """Give `length`, the smallest m >= 1 such that every label that occurs anywhere in `keys`
+            occurs at least twice among the first m elements of keys, or -1 if even the whole of keys does
+            not hold some label twice.""",
+        lambda i: ({"length": PY_INT},), _sample_pairs),
+    5: _restated(
+        "group_by_key", grouped_running_mean, _grouped_running_mean,
+        """Walk through `keys` and `vals` together, in order. For each element, give in `running_mean`
+            the average of the vals of all elements so far (this one included) that carry the same key,
+            and in `place` how many earlier elements carry that key (an int64 vector).""",
+        lambda i: ({"running_mean": f32(*_dims(i["vals"])), "place": i64(*_dims(i["keys"]))},),
+        _sample_groups, refuse=_a_group_repeats),
+}, levels="L1 grouping described by its outputs; L2 the same with every output defined; L3 deviations "
+          "from group means and the best group; L4 the shortest prefix holding every key twice, or -1; "
+          "L5 a running mean within each group and each element's place in it")
+
+
+# ------------------------------------------------------------------------------------ the table
+FAMILIES = (PERMUTE_AND_RESHAPE, REDUCTIONS, SPREAD_STATISTICS, CLAMP_AND_SELECT, INTEGER_DIVISION,
+            MASK_ABOVE_MEAN, STABLE_SORT, TOP_AND_KTH, STACK_AND_CONCATENATE, BATCHED_PRODUCTS, NORMALISE,
+            RUNNING_STATISTICS, CASTS_AND_WRAPAROUND, GATHER_AND_INDEX, BROADCAST_ARITHMETIC, GROUP_BY_KEY)

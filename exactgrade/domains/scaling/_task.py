@@ -10,11 +10,12 @@ from fractions import Fraction
 from typing import Any
 
 from exactgrade.domains.scaling._text import api_description, renderer
-from exactgrade.family import Draw, Family
-from exactgrade.policy import RelTol
+from exactgrade.family import Branch, Draw, Family, constant_fields
+from exactgrade.policy import Exact, RelTol
 from exactgrade.task import Task, TaskDef
 
 POLICY = RelTol(1e-9)
+SYMBOLIC_POLICY = Exact()
 
 
 def scaling_task(
@@ -27,12 +28,14 @@ def scaling_task(
     float_formula: Callable[..., Any],
     mistake: str,
     tags: tuple[str, ...] = (),
+    symbolic: bool = False,
 ) -> TaskDef:
-    """A TaskDef graded under RelTol(1e-9).
+    """A TaskDef graded under RelTol(1e-9) (Exact() for a closed form in symbols).
 
     ``float_formula(**float_inputs, mistake=None)`` recomputes the answer in floats with the
-    operations in another order; ``mistake`` names the error it reproduces when asked (a common
-    slip that the grader must reject).
+    operations in another order (for a symbolic task: derives it another way from the exact
+    inputs); ``mistake`` names the error it reproduces when asked (a common slip that the grader
+    must reject).
     """
     return TaskDef(
         id=id,
@@ -40,10 +43,10 @@ def scaling_task(
         inputs=dict(inputs),
         reference=reference,
         render=renderer(question, answer_shape),
-        api_description=api_description(category),
-        policy=POLICY,
+        api_description=api_description(category, symbolic=symbolic),
+        policy=SYMBOLIC_POLICY if symbolic else POLICY,
         tags=tags,
-        meta={"float_formula": float_formula, "mistake": mistake},
+        meta={"float_formula": float_formula, "mistake": mistake, "symbolic": symbolic},
     )
 
 
@@ -58,6 +61,25 @@ MAX_KEY_DIGITS = 60
 """A generated key whose numerators or denominators need more digits than this is rejected."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """An upper level of a scaling family: another question of the family's setting, with its
+    own reference, float twin and named mistake (checked like level 1), and optionally its own
+    sampler, degenerate-instance test and varying fields (key paths of this level's answer)."""
+
+    reference: Callable[..., Any]
+    question: str
+    answer_shape: str
+    float_formula: Callable[..., Any]
+    mistake: str
+    sample: Callable[[Draw, int], Mapping[str, Any]] | None = None
+    reject: Callable[[Task], str | None] | None = None
+    varying: tuple[str, ...] = ()
+    symbolic: bool = False
+    """A closed form in declared symbols (sympy Symbol inputs): graded Exact(), its twin is a
+    second derivation run on the exact inputs (floats would make it inexact)."""
+
+
 def scaling_family(
     name: str,
     category: str,
@@ -70,20 +92,55 @@ def scaling_family(
     levels: str,
     tags: tuple[str, ...] = (),
     reject: Callable[[Task], str | None] | None = None,
+    upper: Mapping[int, Level] | None = None,
+    varying: tuple[str, ...] = (),
+    constant: Mapping[str, str] | None = None,
+    branches: tuple[Branch, ...] = (),
 ) -> Family:
     """A scaling Family: one question text for its canonical and generated tasks, and the
     discrimination rules every generated instance must pass (see ``discriminates``); ``reject``
     adds family-specific rules (ties of a classification, integers a float method could round
-    the other way)."""
+    the other way). ``upper`` maps a level 2..5 to its own question (``Level``); a level not in
+    it asks the nearest defined level's question below it, else level 1's, of its own sample.
+    ``varying`` holds at level 1 and wherever level 1's question is asked; a Level names its own."""
+    upper = dict(upper or {})
+    if not set(upper) <= {2, 3, 4, 5}:
+        raise ValueError(f"family {name!r}: upper levels must be among 2..5, got {sorted(upper)}")
 
     def build(task_id: str, inputs: Mapping[str, Any]) -> TaskDef:
         return scaling_task(task_id, category, reference, inputs, question, answer_shape, float_formula,
                             mistake, tags)
 
-    def reject_instance(task: Task) -> str | None:
-        return discriminates(task) or (reject(task) if reject is not None else None)
+    def level_of(level: int) -> Level | None:
+        """The Level a level asks: its own, else the nearest defined one below it (no upper
+        level restates a formula a lower one withholds, none is easier than the one below), else
+        None (level 1's question)."""
+        return next((upper[lv] for lv in range(level, 1, -1) if lv in upper), None)
 
-    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance)
+    def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
+        lv = level_of(level)
+        if lv is None:
+            return build(task_id, inputs)
+        return scaling_task(task_id, category, lv.reference, inputs, lv.question, lv.answer_shape,
+                            lv.float_formula, lv.mistake, symbolic=lv.symbolic)
+
+    def sample_level(draw: Draw, level: int) -> Mapping[str, Any]:
+        lv = level_of(level)
+        return (lv.sample if lv is not None and lv.sample is not None else sample)(draw, level)
+
+    def reject_instance(task: Task) -> str | None:
+        lv = level_of(task.level or 1)
+        own = reject if lv is None else lv.reject
+        problem = discriminates(task) or (own(task) if own is not None else None)
+        if problem is None:  # the level's varying fields that Family.varying (all levels) lacks
+            problem = constant_fields(task.expected, [path for path in (varying if lv is None else lv.varying)
+                                                      if path not in everywhere])
+        return problem
+
+    everywhere = tuple(path for path in varying if all(path in lv.varying for lv in upper.values()))
+    return Family(name=name, build=build, sample=sample_level, levels=levels, reject=reject_instance,
+                  build_level=build_level if upper else None, varying=everywhere,
+                  constant=dict(constant or {}), branches=branches)
 
 
 def discriminates(task: Task) -> str | None:
@@ -96,7 +153,7 @@ def discriminates(task: Task) -> str | None:
     for number in _key_numbers(task.expected):
         if type(number) is Fraction and max(abs(number.numerator), number.denominator) >= 10**MAX_KEY_DIGITS:
             return f"a key number needs more than {MAX_KEY_DIGITS} digits"
-    floats = as_floats(dict(task.inputs))
+    floats = dict(task.inputs) if task.meta.get("symbolic") else as_floats(dict(task.inputs))
     formula, mistake = task.meta["float_formula"], task.meta["mistake"]
     try:
         twin, wrong = formula(**floats), formula(**floats, mistake=mistake)

@@ -73,9 +73,27 @@ Throughput in tokens per second = batch / step time.
 INPUT_LISTING = "Inputs (already defined as Python variables in the sandbox):"
 
 
-def api_description(category: str) -> str:
-    """The shared conventions plus those of one category."""
-    return f"{_COMMON}\n{_CATEGORY[category]}"
+_SYMBOLIC_FORMAT = """\
+Answer format: leave the answer in the variable `result` as a dict `{"rows": [...]}` with exactly
+the row keys and row order the prompt shows.
+- `<expression>`: an exact sympy expression in the task's symbols, which are preloaded as sympy
+  Symbols under their names (building them with the same assumptions gives the same symbols). It
+  passes when it equals the exact answer as a function of the symbols (any algebraically equal
+  form passes). No floats (write Rational(3, 7) or Fraction-derived Rationals), and no Abs, floor,
+  sign, Min, Max or Piecewise; sqrt is allowed.
+"""
+
+
+def api_description(category: str, symbolic: bool = False) -> str:
+    """The shared conventions plus those of one category (a symbolic task's answer format
+    instead of the numeric one)."""
+    common = _COMMON
+    if symbolic:
+        start, end = common.index("Answer format:"), common.index("Units and conventions")
+        common = common[:start] + _SYMBOLIC_FORMAT + "\n" + common[end:]
+        common = common.replace("the standard library only (`fractions`, `math`, ...)",
+                                "the standard library (`fractions`, `math`, ...) and sympy")
+    return f"{common}\n{_CATEGORY[category]}"
 
 
 def show(value: Any) -> str:
@@ -89,6 +107,9 @@ def show(value: Any) -> str:
         return f"Fraction({value.numerator}, {value.denominator})"
     if isinstance(value, str):
         return repr(value)
+    if type(value).__name__ == "Symbol" and type(value).__module__.startswith("sympy"):
+        flags = "".join(f", {name}=True" for name in ("integer", "positive") if value.assumptions0.get(name))
+        return f"Symbol({value.name!r}{flags})"
     if isinstance(value, list):
         return "[" + ", ".join(show(v) for v in value) + "]"
     if isinstance(value, dict):

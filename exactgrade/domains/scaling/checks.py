@@ -16,7 +16,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from exactgrade.domains.scaling._task import POLICY
+from exactgrade.domains.scaling._task import POLICY, SYMBOLIC_POLICY
 from exactgrade.domains.scaling._text import INPUT_LISTING
 from exactgrade.task import Task, TaskDef
 
@@ -90,8 +90,9 @@ HEADLINES: dict[str, tuple[str, Callable[[Rows], bool]]] = {
 def task_problems(task: Task) -> list[str]:
     """Everything wrong with one materialised task (empty list: it passes)."""
     problems: list[str] = []
-    if task.policy != POLICY:
-        problems.append(f"policy is {task.policy.describe()}, expected {POLICY.describe()}")
+    policy = SYMBOLIC_POLICY if task.meta.get("symbolic") else POLICY
+    if task.policy != policy:
+        problems.append(f"policy is {task.policy.describe()}, expected {policy.describe()}")
     expected = task.expected
     if not (isinstance(expected, dict) and set(expected) == {"rows"} and isinstance(expected["rows"], list)
             and expected["rows"] and all(isinstance(row, dict) for row in expected["rows"])):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_flops, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -22,6 +23,7 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -262,14 +264,21 @@ def sample_layer_flops(draw: Draw, level: int) -> dict:
     return {**attention_shape(draw, level), "seq_lens": seq_lens}
 
 
+_LAYER_ROW = ('{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
+              '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order')
+
 LAYER_FLOPS = scaling_family(
     "layer_flops", "flops", layer_flops_per_token, _LAYER_QUESTION,
-    '{"rows": [{"seq_len": <int>, "attention_flops": <number>, "dense_flops": <number>, '
-    '"attention_fraction": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    _LAYER_ROW,
     layer_flops_per_token_float, "scores_only",
     sample=sample_layer_flops,
-    levels="context lengths 2+level up to 32k*2**level; wider layers (d_model up to 8k*level); level "
-           "3+: widths and contexts off the powers of two",
+    levels="L2: the layer described, its FLOPs derived; L3: the whole model's training FLOPs per token "
+           "with the output projection, and attention's share; L4: the longest context under each "
+           "attention share; L5: the candidate layer with the most weights under a FLOP and a "
+           "KV-cache budget (None when none fits)",
+    upper={2: Level(layer_flops_per_token, levels_flops.LAYER_L2, _LAYER_ROW, layer_flops_per_token_float,
+                    "scores_only"), **levels_flops.LEVELS},
+    branches=levels_flops.BRANCHES,
 )
 
 
@@ -310,6 +319,9 @@ def _crossover_edges(task: Task) -> str | None:
     return None
 
 
+_CROSSOVER_ROW = ('{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
+                  "  # one row per model, in order")
+
 ATTENTION_CROSSOVER = scaling_family(
     "attention_crossover", "flops", attention_crossover_seq_len,
     """\
@@ -320,13 +332,14 @@ output projection [n_heads*head_dim -> d_model], and `mlp_matrices` MLP matrices
 2*2*S*n_heads*head_dim FLOPs per token (full context, no causal savings). Give the dense FLOPs per
 token and the smallest integer context length S at which attention FLOPs are at least the dense
 FLOPs.""",
-    '{"rows": [{"model": <str>, "dense_flops": <number>, "crossover_seq_len": <int>}, ...]}'
-    "  # one row per model, in order",
+    _CROSSOVER_ROW,
     attention_crossover_seq_len_float, "mha_kv_projections",
     sample=sample_attention_crossover,
-    levels="models 2+level (the first grouped-query); wider layers with the level; level 3+: widths "
-           "off the powers of two",
+    levels="L2+: the layer described, its FLOPs derived; models 2+level (the first grouped-query); "
+           "wider layers with the level; level 3+: widths off the powers of two",
     reject=_crossover_edges,
+    upper={2: Level(attention_crossover_seq_len, levels_flops.CROSSOVER_L2, _CROSSOVER_ROW,
+                    attention_crossover_seq_len_float, "mha_kv_projections", reject=_crossover_edges)},
 )
 
 
@@ -353,7 +366,11 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     "  # one row per cluster, in order",
     time_to_train_float, "forward_only",
     sample=sample_time_to_train,
-    levels="clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
+    upper={4: levels_inverse.DEADLINE},
+    branches=levels_inverse.NONE_AT_L4,
+    levels="L4: the fewest chips per cluster for a deadline (None above the cap); "
+           "L5 asks it at L5 sizes; the rest: "
+           "clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
            "parameter and token counts, chips, peaks and basis-point MFUs",
     tags=("headline:time_to_train",),
 )
@@ -397,7 +414,9 @@ utilization (MFU).""",
     "  # one row per run, in order",
     model_flops_utilization_float, "inference_flops",
     sample=sample_model_flops_utilization,
-    levels="runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
+    upper={4: levels_inverse2.MFU},
+    levels="L4: the most chips at which each run keeps an MFU floor; L5 asks it at L5 sizes; the rest: "
+           "runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
            "counts, chips, peaks, batches and millisecond step times",
     tags=("headline:mfu",),
 )
@@ -407,12 +426,39 @@ def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
     params, chips, peak = n_params(draw, level), _chip_count(draw, level), peak_flops(draw, level)
     tokens = _tokens_per_step(draw, level)
     seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
-    return {"n_params": params, "layers": draw.integer(8, 40 * level), "n_heads": draw.integer(8, 64),
-            "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
+    layers, n_heads = draw.integer(8, 40 * level), draw.integer(8, 64)
+    head_dim = draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256))
+    # The step time is drawn against the largest count (recomputation), so every utilization
+    # stays below 100%.
+    hardware = 8 * params + 16 * layers * n_heads * head_dim * seq_len
+    return {"n_params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim,
             "seq_len": seq_len, "tokens_per_step": tokens,
-            "step_time_s": _step_time(draw, level, 6 * params * tokens, chips * peak), "chips": chips,
+            "step_time_s": _step_time(draw, level, hardware * tokens, chips * peak), "chips": chips,
             "peak_flops": peak}
 
+
+def _utilization_physical(task: Task) -> str | None:
+    for row in task.expected["rows"]:
+        if not 0 < row["utilization"] < 1:
+            return f"{row['counting']}: utilization {float(row['utilization']):.4g} is outside (0, 1)"
+    return None
+
+
+_UTILIZATION_ROW = ('{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
+                    '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}')
+
+_UTILIZATION_L2 = """\
+A training step of a dense model with `n_params` parameters, `layers` layers of `n_heads` attention
+heads of size `head_dim`, at context length `seq_len`, processes `tokens_per_step` tokens in
+`step_time_s` seconds on `chips` chips of `peak_flops` FLOP/s each. A forward pass costs 2 FLOPs
+per parameter per token, plus attention: in every layer each head of a token dots its query with
+the keys of all seq_len positions and sums the seq_len value vectors weighted by the scores (2
+FLOPs per multiply-add, full context, no causal savings); the backward pass costs twice the
+forward. Give the utilization (FLOPs counted per token x tokens per second / (chips*peak_flops))
+under three conventions, in this order: "6N" (the parameters' training FLOPs only);
+"6N+attention" (plus attention's training FLOPs); "recompute_8N+attention" (the FLOPs the hardware
+runs with full activation recomputation, where the forward pass runs a second time during the
+backward pass, for the parameters and for attention)."""
 
 UTILIZATION_BY_COUNTING = scaling_family(
     "utilization_by_counting", "flops", utilization_by_counting,
@@ -425,12 +471,15 @@ utilization (FLOPs counted per token x tokens per second / (chips*peak_flops)) u
 conventions, in this order: "6N" (parameters only); "6N+attention" (6N plus the training attention
 FLOPs); "recompute_8N+attention" (the hardware FLOPs with full activation recomputation, where the
 forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
-    '{"rows": [{"counting": "6N", "flops_per_token": <number>, "utilization": <number>}, '
-    '{"counting": "6N+attention", ...}, {"counting": "recompute_8N+attention", ...}]}',
+    _UTILIZATION_ROW,
     utilization_by_counting_float, "attention_forward_only",
     sample=sample_utilization_by_counting,
-    levels="larger models, more layers, longer contexts and batches with the level; level 3+: "
-           "non-round counts, peaks and millisecond step times",
+    upper={2: Level(utilization_by_counting, _UTILIZATION_L2, _UTILIZATION_ROW, utilization_by_counting_float,
+                    "attention_forward_only", reject=_utilization_physical)},
+    reject=_utilization_physical,
+    levels="L2+: attention and recomputation described, their FLOPs derived; larger models, more "
+           "layers, longer contexts and batches with the level; level 3+: non-round counts, peaks "
+           "and millisecond step times",
 )
 
 
@@ -457,7 +506,11 @@ total to active parameters.""",
     '"total_to_active": <number>}]}',
     moe_training_flops_float, "flops_from_total_params",
     sample=sample_moe_training_flops,
-    levels="more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
+    upper={4: levels_inverse2.EXPERTS},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the most experts per layer under each parameter budget (None below top_k); "
+           "L5 asks it at L5 sizes; the rest: "
+           "more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
            "widths off the powers of two, non-round token counts",
 )
 
@@ -485,7 +538,10 @@ biases. Give the parameters per layer, the total parameter count and the trainin
     '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}',
     dense_param_count_float, "embeddings_counted_once",
     sample=sample_dense_param_count,
-    levels="more and wider layers, more tokens with the level (untied embeddings, so the named "
+    upper={4: levels_inverse2.LAYERS},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the most layers under each parameter budget (None); L5 asks it at L5 sizes; the rest: "
+           "more and wider layers, more tokens with the level (untied embeddings, so the named "
            "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
 )
 

@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -22,8 +23,15 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
     value_bytes,
 )
-from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge, with_tags
-from exactgrade.family import Draw
+from exactgrade.domains.scaling._task import (
+    Level,
+    known_mistake,
+    rounding_edge,
+    scaling_family,
+    tie_edge,
+    with_tags,
+)
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -249,13 +257,16 @@ def serving_cost_float(n_params, weight_bytes, peak_flops, hbm_bandwidth, dollar
 # ---------------------------------------------------------------- families and tasks
 
 
-def _decode_batch(draw: Draw, level: int) -> int:
-    return draw.integer(1, 16 * level)
-
-
 def sample_decode_step(draw: Draw, level: int) -> dict:
-    return {"chips": sample.chips(draw, level, rows(level, 3)), "n_params": n_params(draw, level),
-            "bytes_per_param": value_bytes(draw, level), "batch": _decode_batch(draw, level)}
+    """The batch lies between the chips' compute-bound thresholds (batch >= bytes_per_param *
+    peak / (2 * bandwidth)), so the bound differs between chips in every instance."""
+    chips, width = sample.chips(draw, level, rows(level, 3)), value_bytes(draw, level)
+    thresholds = sorted(Fraction(width * c["peak_flops"], 2 * c["hbm_bandwidth"]) for c in chips)
+    low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
+    if low > high:
+        raise Reject("no batch between the chips' thresholds")
+    return {"chips": chips, "n_params": n_params(draw, level), "bytes_per_param": width,
+            "batch": draw.integer(low, high)}
 
 
 def _decode_step_not_tied(task: Task) -> str | None:
@@ -281,9 +292,13 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="chips 2+level, batches up to 16*level, larger models; level 3+: non-round chips and "
-           "parameter counts, int8/fp32 weights",
+    levels="L4: the smallest compute-bound batch per chip and its step time; "
+           "L5 asks it at L5 sizes; the rest: "
+           "chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
+           "non-round chips and parameter counts, int8/fp32 weights",
     reject=_decode_step_not_tied,
+    varying=("rows[].bound",),
+    upper={4: levels_inverse2.DECODE},
 )
 
 
@@ -313,7 +328,10 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     '"step_time_s": <number>}, ...]}  # one row per case, in order',
     kv_read_share_float, "keys_only",
     sample=sample_kv_read_share,
-    levels="cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
+    upper={4: levels_inverse2.SHARE},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the longest context per batch under a KV share (None); L5 asks it at L5 sizes; the rest: "
+           "cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
            "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
 )
 
@@ -321,11 +339,29 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
 def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
-    seq_lens = [128 * s - jitter(draw, level, 128)
-                for s in sorted_sample(draw, 1, 64 * 2**level, rows(level, 4))]
-    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "kv_bytes_per_token": per_token, "seq_lens": seq_lens, "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+              "kv_bytes_per_token": per_token, "peak_flops": peak_flops(draw, level),
+              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    # Past S* = 2*N*bw / (peak*kv) a sequence's KV read outlasts its compute: no batch is
+    # compute-bound (None). Half the instances reach past it; every one keeps a length below.
+    limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token) / 128
+    past = draw.chance(1, 2)
+    top = math.floor(2 * limit) if past else math.ceil(limit) - 1
+    if top < rows(level, 4) or (past and math.floor(limit) < 1):
+        raise Reject("the no-batch length does not fit the lengths drawn")
+    picks = sorted_sample(draw, 1, top, rows(level, 4))
+    if past and picks[-1] <= limit:
+        picks[-1] = draw.integer(math.floor(limit) + 1, top)
+        picks = sorted(set(picks))
+    if picks[0] >= limit:
+        raise Reject("no length below the no-batch length")
+    inputs["seq_lens"] = [128 * s - jitter(draw, level, 128) for s in picks]
+    return {k: inputs[k] for k in ("n_params", "weight_bytes", "kv_bytes_per_token", "seq_lens", "peak_flops",
+                                   "hbm_bandwidth")}
+
+
+def _no_batch_is_compute_bound(task: Task) -> bool:
+    return any(row["min_batch"] is None for row in task.expected["rows"])
 
 
 def _compute_bound_batch_edges(task: Task) -> str | None:
@@ -344,6 +380,9 @@ def _compute_bound_batch_edges(task: Task) -> str | None:
     return None
 
 
+_COMPUTE_BOUND_ROW = ('{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}'
+                      "  # one row per entry of `seq_lens`")
+
 DECODE_COMPUTE_BOUND_BATCH = scaling_family(
     "decode_compute_bound_batch", "inference", decode_compute_bound_batch,
     """\
@@ -353,12 +392,19 @@ sequence's KV cache (B * seq_len * kv_bytes_per_token bytes). On a chip with `pe
 and `hbm_bandwidth` bytes/s, give for each length in `seq_lens` the smallest integer batch B at
 which the step is compute-bound (FLOPs / peak_flops >= bytes / hbm_bandwidth), or None if no batch
 size makes it compute-bound.""",
-    '{"rows": [{"seq_len": <int>, "min_batch": <int> | None}, ...]}  # one row per entry of `seq_lens`',
+    _COMPUTE_BOUND_ROW,
     decode_compute_bound_batch_float, "ignore_kv_cache",
     sample=sample_decode_compute_bound_batch,
-    levels="lengths 3+level up to 8k*2**level, larger models and KV caches; level 3+: non-round "
-           "lengths, chips and parameter counts, int8 weights and cache",
+    levels="L2: the decode step described, the compute-bound condition derived; L3: the KV cache "
+           "derived from the attention shape, with the step time at the smallest compute-bound "
+           "batch; L4: the largest batch the HBM holds, its throughput and bound; L5: the chip "
+           "count and batch of the fewest chip-seconds per token under a latency budget and the HBM "
+           "(None branches at L1-L4)",
     reject=_compute_bound_batch_edges,
+    upper={2: Level(decode_compute_bound_batch, levels_decode.L2_QUESTION, _COMPUTE_BOUND_ROW,
+                    decode_compute_bound_batch_float, "ignore_kv_cache", reject=_compute_bound_batch_edges),
+           **levels_decode.LEVELS},
+    branches=(Branch("none", _no_batch_is_compute_bound, Fraction(1, 4), (1, 2)), *levels_decode.BRANCHES),
 )
 
 
@@ -370,6 +416,18 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
             "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
+_PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
+                '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order')
+
+_PREFILL_L2 = """\
+A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) on a
+chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s first prefills its prompt in one forward
+pass over all prompt tokens, then decodes one token per forward pass; a forward pass costs 2 FLOPs
+per parameter per token it processes and reads every weight from HBM once (ignore the KV cache).
+For each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in
+seconds) and the ratio of prefill throughput (prompt tokens per second) to decode throughput
+(tokens per second)."""
+
 PREFILL_VS_DECODE = scaling_family(
     "prefill_vs_decode", "inference", prefill_vs_decode,
     """\
@@ -380,22 +438,39 @@ Use the roofline time max(FLOPs / peak_flops, bytes / hbm_bandwidth) and ignore 
 each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in seconds)
 and the ratio of prefill throughput (prompt tokens per second) to decode throughput (tokens per
 second).""",
-    '{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
-    '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order',
+    _PREFILL_ROW,
     prefill_vs_decode_float, "prefill_as_decode_steps",
     sample=sample_prefill_vs_decode,
-    levels="prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
+    upper={2: Level(prefill_vs_decode, _PREFILL_L2, _PREFILL_ROW, prefill_vs_decode_float,
+                    "prefill_as_decode_steps")},
+    levels="L2+: the passes described, no roofline formula restated; "
+           "prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
            "chips and parameter counts, int8 weights",
 )
 
 
 def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
+    """The chip counts straddle the fewest chips that hold weights plus cache, so fits takes
+    both values in every instance."""
     counts = sorted({2 ** draw.integer(0, 3 + level) if round_numbers(level) else draw.integer(1, 16 * level)
                      for _ in range(rows(level, 4))})
     kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
-    return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
+              "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
+              "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+    total = inputs["n_params"] * inputs["weight_bytes"] + kv
+    if len(counts) < 2:
+        raise Reject("a single chip count")
+    # Rescale the HBM so the fewest chips that fit fall strictly inside the counts drawn.
+    need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
+    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
+    unit = 10**9 if round_numbers(level) else 1  # whole GB at levels 1-2
+    first = math.ceil(low / unit)
+    hbm = unit * (first + draw.below(max(1, math.ceil(high / unit) - first)))
+    if not low <= hbm < high:
+        raise Reject("no whole HBM size between the two chip counts")
+    inputs["hbm_bytes_per_chip"] = hbm
+    return inputs
 
 
 def _sharded_fits_not_tied(task: Task) -> str | None:
@@ -417,14 +492,18 @@ bytes is split evenly over a number of chips, each with `hbm_bytes_per_chip` byt
 `hbm_bandwidth` bytes/s. A decode step is memory-bound: each chip reads its share of the weights
 and KV cache once, all chips in parallel (ignore communication). For each chip count in
 `chip_counts`, say whether weights plus KV cache fit in the chips' total HBM and give the time per
-decode step in seconds.""",
+decode step in seconds (`time_per_token_s`: one step yields the next token of every sequence).""",
     '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
     sample=sample_sharded_decode_latency,
-    levels="up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
+    levels="L4: the fewest chips per step-time budget (None); L5 asks it at L5 sizes; the rest: "
+           "up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
            "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
     reject=_sharded_fits_not_tied,
+    varying=("rows[].fits",),
+    upper={4: levels_inverse.DECODE_CHIPS},
+    branches=levels_inverse.NONE_AT_L4,
 )
 
 _FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
@@ -458,16 +537,20 @@ QUANTIZED_DECODE = scaling_family(
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
 2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
 weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
-bits_per_weight / 8 bytes (ignore the KV cache and scales). For each format in `formats`, give the
+bits_per_weight / 8 bytes (bits_per_weight already includes any quantization scales of the
+format; ignore the KV cache). For each format in `formats`, give the
 roofline step time in seconds, the speedup over the first format (its time / this time) and the
 bound.""",
     '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
     sample=sample_quantized_decode,
-    levels="formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
+    levels="L4: the largest strictly memory-bound batch per format (None); L5 asks it at L5 sizes; the rest: "
+           "formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
            "fractional bits (formats with their scales), non-round chips and parameter counts",
     reject=_quantized_not_tied,
+    varying=("rows[].bound",),
+    upper={4: levels_inverse.QUANTIZED},
 )
 
 
@@ -482,6 +565,17 @@ def sample_serving_cost(draw: Draw, level: int) -> dict:
             "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)})}
 
 
+_SERVING_ROW = ('{"rows": [{"batch": <int>, "tokens_per_s": <number>, '
+                '"dollars_per_million_tokens": <number>}, ...]}  # one row per entry of `batches`, in order')
+
+_SERVING_L2 = """\
+One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`
+parameters (`weight_bytes` bytes each) and costs `dollars_per_chip_hour` dollars per hour. A decode
+step for a batch of B sequences runs the model on one new token per sequence (2 FLOPs per parameter
+per token), reads every weight from HBM once (ignore the KV cache) and yields B tokens. For each
+batch size in `batches`, give the throughput in tokens per second and the cost in dollars per
+million generated tokens."""
+
 SERVING_COST = scaling_family(
     "serving_cost", "inference", serving_cost,
     """\
@@ -490,11 +584,15 @@ One chip serves a model of `n_params` parameters (`weight_bytes` bytes each) and
 max(2*n_params*B / peak_flops, n_params*weight_bytes / hbm_bandwidth) seconds and yields B tokens
 (ignore the KV cache). For each batch size in `batches`, give the throughput in tokens per second
 and the cost in dollars per million generated tokens.""",
-    '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
-    "  # one row per entry of `batches`, in order",
+    _SERVING_ROW,
     serving_cost_float, "per_sequence_throughput",
     sample=sample_serving_cost,
-    levels="batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
+    upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput"),
+           4: levels_inverse.PRICE},
+    branches=levels_inverse.NONE_AT_L4,
+    levels="L2+: the step described; L4: the smallest batch under each price target (None below the "
+           "compute-bound floor); L5 asks it at L5 sizes; the rest: "
+           "batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
            "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
 )
 

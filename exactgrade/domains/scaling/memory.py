@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_memory
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -21,6 +22,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -210,7 +212,9 @@ state (ignore gradients, activations and any other memory).""",
     '"optimizer_to_weights": <number>, "min_chips": <int>}, ...]}  # one row per model, in order',
     adam_memory_float, "gb_for_gib",
     sample=sample_adam_memory,
-    levels="models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
+    upper={4: levels_inverse2.ADAM},
+    levels="L4: the most parameters whose Adam state fits each chip count; L5 asks it at L5 sizes; the rest: "
+           "models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
            "parameter count, any HBM byte count, more state precisions",
     reject=_min_chips_edges,
 )
@@ -246,7 +250,10 @@ bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len`
     "  # one row per config, in order",
     kv_cache_size_float, "keys_only",
     sample=sample_kv_cache_size,
-    levels="up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
+    upper={4: levels_inverse.CACHE},
+    branches=levels_inverse.NONE_AT_L4,
+    levels="L4: the largest batch per variant under a cache budget (None); L5 asks it at L5 sizes; the rest: "
+           "up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
            "level 3+: contexts off the powers of two, int8/fp32 caches",
 )
 
@@ -295,7 +302,10 @@ activations and fragmentation).""",
     "  # one row per entry of `seq_lens`, in order",
     max_batch_for_kv_cache_float, "ignore_weights",
     sample=sample_max_batch_for_kv_cache,
-    levels="lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
+    upper={4: levels_inverse2.LONGEST},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the longest length per batch (None); L5 asks it at L5 sizes; the rest: "
+           "lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
            "HBM; level 3+: any HBM byte count and parameter count, lengths off the powers of two",
     reject=_max_batch_edges,
 )
@@ -310,6 +320,10 @@ def sample_activation_memory(draw: Draw, level: int) -> dict:
             "batch": draw.integer(1, 4 * level), "seq_lens": seq_lens}
 
 
+_ACTIVATION_ROW = ('{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, '
+                   '"full_recompute_gib": <number>, "saving_factor": <number>}, ...]}'
+                   "  # one row per entry of `seq_lens`, in order")
+
 ACTIVATION_MEMORY = scaling_family(
     "activation_memory", "memory", activation_memory,
     """\
@@ -319,12 +333,16 @@ second term). With full activation recomputation it stores only its bf16 input,
 2*seq_len*batch*d_model bytes per layer. For a model of `layers` layers, `d_model` and `n_heads`,
 at batch size `batch`, give for each sequence length in `seq_lens` the stored activations of all
 layers in GiB without and with recomputation, and the ratio of the two (without / with).""",
-    '{"rows": [{"seq_len": <int>, "no_recompute_gib": <number>, "full_recompute_gib": <number>, '
-    '"saving_factor": <number>}, ...]}  # one row per entry of `seq_lens`, in order',
+    _ACTIVATION_ROW,
     activation_memory_float, "drop_attention_scores",
     sample=sample_activation_memory,
-    levels="lengths 2+level up to 8k*2**level, more layers, wider models, batches up to 4*level; "
-           "level 3+: widths and lengths off the powers of two",
+    levels="L2: the stored tensors described, the bytes per token derived; L3: plus the training "
+           "state against one device's HBM (fits varies); L4: the largest batch that fits with and "
+           "without full recomputation (None when not one sequence fits); L5: the recomputation "
+           "choice and batch of the highest throughput, with a fixed step overhead",
+    upper={2: Level(activation_memory, levels_memory.L2_QUESTION, _ACTIVATION_ROW, activation_memory_float,
+                    "drop_attention_scores"), **levels_memory.LEVELS},
+    branches=levels_memory.BRANCHES,
 )
 
 # Bytes per parameter of some uses; a use that divides a decimal capacity evenly would put the
@@ -362,11 +380,15 @@ LARGEST_MODEL = scaling_family(
 A node has `chips` chips with `hbm_bytes_per_chip` bytes of HBM each. For each use in `uses`, with
 its bytes per parameter (weights only for inference, with any quantization scales; Adam state,
 and gradients where named, for training), give the largest whole number of parameters the node can
-hold (ignore everything else in memory).""",
+hold, all `chips` chips together (ignore everything else in memory).""",
     '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
     largest_model_float, "gib_for_gb",
     sample=sample_largest_model,
-    levels="uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
+    upper={4: levels_inverse2.CHIPS},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the fewest chips per use for a given model (None above the cap); "
+           "L5 asks it at L5 sizes; the rest: "
+           "uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
            "even-sized uses (bf16, fp32, Adam with bf16 gradients)",
     reject=_largest_model_edges,
 )

@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling import levels_inverse2, levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -20,8 +21,8 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
     value_bytes,
 )
-from exactgrade.domains.scaling._task import known_mistake, rounding_edge, scaling_family, tie_edge
-from exactgrade.family import Draw
+from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, scaling_family, tie_edge
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -291,18 +292,36 @@ shape [d_model, d_ff]. Each step reads x and W from HBM once and writes y once; 
 whether the matmul is compute- or memory-bound.""",
     _ROOFLINE_ROW, matmul_roofline_float, "weights_only_traffic",
     sample=sample_matmul_roofline,
-    levels="batches 3+level (always batch 1); d_model up to 2048*2**level, d_ff 2-8x; level 3+: "
-           "non-round chip numbers, int8/fp32 operands",
+    levels="L2: the backward pass (two kernels, fp32 weight gradient) derived; L3: an MLP of three "
+           "kernels (up-projection, GeLU, down-projection) chained into a block time and throughput; "
+           "L4: the largest batch under each latency budget (None below batch 1's time); L5: the chip "
+           "and batch of the fewest dollars per million rows under a latency budget",
     tags=("headline:matmul_roofline_crossover",),
     reject=_intensity_not_tied,
+    varying=("rows[].bound",),
+    upper=levels_roofline.MATMUL_LEVELS,
+    branches=levels_roofline.MATMUL_BRANCHES,
 )
 
 
 def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
-    d_model = 1024 * draw.integer(2, 4 * 2**level)
-    d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 256 * draw.integer(1, 15))
-    return {"chips": sample.chips(draw, level, rows(level, 3)), "d_model": d_model, "d_ff": d_ff,
-            "bytes_per_value": value_bytes(draw, level)}
+    """Half the instances have a chip whose critical intensity no batch reaches (the None
+    branch): a narrower layer, whose intensity limit 2*D*F / (bytes*(D + F)) is lower, and one
+    chip drawn above that limit; every instance keeps a chip below it."""
+    narrow = draw.chance(2, 3)  # narrow draws are refused more often: this evens the branches
+    d_model = 128 * draw.integer(2, 16) if narrow else 1024 * draw.integer(2, 4 * 2**level)
+    d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 16 * draw.integer(1, 15))
+    width = value_bytes(draw, level)
+    limit = Fraction(2 * d_model * d_ff, width * (d_model + d_ff))
+    chips = sample.chips(draw, level, rows(level, 3))
+    reachable = [Fraction(c["peak_flops"], c["hbm_bandwidth"]) < limit for c in chips]
+    if not any(reachable) or narrow != (not all(reachable)):
+        raise Reject("the None branch is not where this draw put it")
+    return {"chips": chips, "d_model": d_model, "d_ff": d_ff, "bytes_per_value": width}
+
+
+def _min_batch_is_none(task: Task) -> bool:
+    return any(row["min_batch"] is None for row in task.expected["rows"])
 
 
 def _min_batch_edges(task: Task) -> str | None:
@@ -321,6 +340,15 @@ def _min_batch_edges(task: Task) -> str | None:
     return None
 
 
+_MIN_BATCH_ROW = ('{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, '
+                  '...]}  # one row per chip, in order')
+
+_MIN_BATCH_L2 = """\
+The matmul x[batch, d_model] @ W[d_model, d_ff] reads x and W once and writes y[batch, d_ff] once,
+every value taking `bytes_per_value` bytes. For each chip in `chips` (peak FLOP/s and HBM bytes/s
+given), give the chip's critical intensity and the smallest integer batch at which the matmul is
+compute-bound; None if no batch size makes it compute-bound."""
+
 MIN_COMPUTE_BOUND_BATCH = scaling_family(
     "min_compute_bound_batch", "roofline", min_compute_bound_batch,
     """\
@@ -329,22 +357,32 @@ every value taking `bytes_per_value` bytes. For each chip in `chips` (peak FLOP/
 given), find the chip's critical intensity (peak_flops / hbm_bandwidth, FLOPs per byte) and the
 smallest integer batch at which the matmul is compute-bound (its arithmetic intensity at least the
 critical intensity); None if no batch size makes it compute-bound.""",
-    '{"rows": [{"chip": <str>, "critical_intensity": <number>, "min_batch": <int> | None}, ...]}'
-    "  # one row per chip, in order",
+    _MIN_BATCH_ROW,
     min_compute_bound_batch_float, "batch_equals_critical_intensity",
     sample=sample_min_compute_bound_batch,
-    levels="chips 2+level; d_model up to 4096*2**level; level 3+: non-round chips, d_ff off the "
+    upper={2: Level(min_compute_bound_batch, _MIN_BATCH_L2, _MIN_BATCH_ROW, min_compute_bound_batch_float,
+                    "batch_equals_critical_intensity", reject=_min_batch_edges)},
+    levels="L2+: the compute-bound condition derived; chips 2+level; d_model up to 4096*2**level "
+           "(a narrow layer in about half, for the None branch); level 3+: non-round chips, d_ff off the "
            "multiples, int8/fp32 values",
     reject=_min_batch_edges,
+    branches=(Branch("none", _min_batch_is_none, Fraction(1, 5)),),
 )
 
 
 def sample_elementwise_roofline(draw: Draw, level: int) -> dict:
+    """An activation's few FLOPs per byte stay below every drawn chip's critical intensity, so
+    the kernel is memory-bound (constant by physics: the family says so)."""
     counts = [1024 * c for c in sorted_sample(draw, 1, 2**(14 + level), rows(level, 2))]
-    return {"element_counts": counts, "flops_per_element": draw.integer(1, 40 * level),
-            "bytes_read_per_element": draw.choice((1, 2, 4)),
-            "bytes_written_per_element": draw.choice((1, 2, 4)),
-            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    inputs = {"element_counts": counts, "flops_per_element": draw.integer(1, 40 * level),
+              "bytes_read_per_element": draw.choice((1, 2, 4)),
+              "bytes_written_per_element": draw.choice((1, 2, 4)),
+              "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+    moved = inputs["bytes_read_per_element"] + inputs["bytes_written_per_element"]
+    critical = Fraction(inputs["peak_flops"], inputs["hbm_bandwidth"])
+    if Fraction(inputs["flops_per_element"], moved) >= critical:
+        raise Reject("a compute-bound activation kernel (outside the physics this family teaches)")
+    return inputs
 
 
 ELEMENTWISE_ROOFLINE = scaling_family(
@@ -354,14 +392,19 @@ An elementwise activation kernel (a GELU written out, say) reads each element on
 (`bytes_read_per_element` bytes), spends `flops_per_element` FLOPs on it and writes the result once
 (`bytes_written_per_element` bytes). On a chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s,
 give for each tensor size in `element_counts` the arithmetic intensity (FLOPs per byte), the roofline
-time in seconds and the bound.""",
+time in seconds and the bound. (An activation does far fewer FLOPs per byte than any chip's
+critical intensity: at these inputs the kernel is memory-bound.)""",
     '{"rows": [{"elements": <int>, "intensity": <number>, "time_s": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
     elementwise_roofline_float, "reads_only",
     sample=sample_elementwise_roofline,
-    levels="tensor sizes 1+level, up to 2**(24+level) elements; FLOPs per element up to 40*level; "
-           "level 3+: non-round chip numbers",
+    levels="memory-bound by physics, so L2+ ask about fusion: L2, L3, L5: the time a chain of ops "
+           "saves when fused into one kernel (round chips at L2, any above); L4: the most copies of an "
+           "op one kernel fuses while strictly memory-bound, per chip",
     reject=_intensity_not_tied,
+    upper=levels_roofline.ELEMENTWISE_LEVELS,
+    constant={"rows[].bound": "an elementwise kernel's intensity (a few FLOPs per byte) is far below "
+              "any chip's critical intensity: always memory-bound, and the prompt says so"},
 )
 
 
@@ -387,7 +430,11 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     "  # one row per shape, in order",
     matmul_fraction_of_peak_float, "uncapped_fraction",
     sample=sample_matmul_fraction_of_peak,
-    levels="shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
+    upper={4: levels_inverse2.FRACTION},
+    branches=levels_inverse2.NONE_AT_L4,
+    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); "
+           "L5 asks it at L5 sizes; the rest: "
+           "shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
            "numbers, int8/fp32 values",
 )
 
@@ -402,6 +449,17 @@ def sample_decode_attention_roofline(draw: Draw, level: int) -> dict:
             "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
 
 
+_DECODE_ATTENTION_L2 = """\
+During decoding, one layer's attention takes, for every sequence in the batch, its single new
+token: each of its `n_heads` query heads dots its query (`head_dim` values) with the `seq_len`
+cached keys of its KV head and sums the `seq_len` cached value vectors weighted by those scores
+(2 FLOPs per multiply-add). Grouped-query attention stores `n_kv_heads` key heads and as many value
+heads of size `head_dim`, `bytes_per_value` bytes per value; every sequence reads its own K and V
+cache from HBM once (ignore the query and output bytes). On a chip with `peak_flops` FLOP/s and
+`hbm_bandwidth` bytes/s, give for each batch size in `batches` the arithmetic intensity, the
+roofline time in seconds and the bound. (Every sequence reads its own cache, so the intensity,
+and with it the bound, is the same at every batch size.)"""
+
 DECODE_ATTENTION_ROOFLINE = scaling_family(
     "decode_attention_roofline", "roofline", decode_attention_roofline,
     """\
@@ -411,12 +469,19 @@ single new query against `seq_len` cached keys and the weighted sum of `seq_len`
 heads and as many value heads of size `head_dim`, `bytes_per_value` bytes per value; every sequence
 reads its own K and V cache from HBM once (ignore the query and output bytes). On a chip with
 `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s, give for each batch size in `batches` the
-arithmetic intensity, the roofline time in seconds and the bound.""",
+arithmetic intensity, the roofline time in seconds and the bound. (Every sequence reads its own
+cache, so the intensity, and with it the bound, is the same at every batch size.)""",
     _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
     sample=sample_decode_attention_roofline,
-    levels="batches 2+level (always batch 1) up to 64*2**level, context up to 8k*2**level; level 3+: "
+    upper={2: Level(decode_attention_roofline, _DECODE_ATTENTION_L2, _ROOFLINE_ROW,
+                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied)},
+    levels="L2+: the attention FLOPs derived; batches 2+level (always batch 1) up to 64*2**level, "
+           "context up to 8k*2**level; level 3+: "
            "non-round context and chip numbers, more head sizes, int8/fp32 cache",
     reject=_intensity_not_tied,
+    constant={"rows[].bound": "each sequence reads its own KV cache, so FLOPs and bytes both grow with "
+              "the batch and the intensity 2*n_heads/(n_kv_heads*bytes) does not depend on it: the "
+              "prompt says so"},
 )
 
 _TIERS = ("hbm", "host_dram_over_pcie", "nvme_offload", "cxl_memory", "remote_hbm_over_network",
@@ -460,9 +525,13 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
-    levels="tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
+    upper={4: levels_inverse2.BANDWIDTH},
+    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; "
+           "L5 asks it at L5 sizes; the rest: "
+           "tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
            "bandwidths and peak, int8/fp32 values",
     reject=_tier_not_tied,
+    varying=("rows[].bound",),
 )
 
 FAMILIES = (MATMUL_ROOFLINE, MIN_COMPUTE_BOUND_BATCH, ELEMENTWISE_ROOFLINE, MATMUL_FRACTION_OF_PEAK,

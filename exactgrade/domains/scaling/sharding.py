@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -23,6 +24,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import (
+    Level,
     known_mistake,
     near_integer,
     rounding_edge,
@@ -269,10 +271,23 @@ def _device_count(draw: Draw, level: int) -> int:
 
 
 def sample_data_parallel_step(draw: Draw, level: int) -> dict:
-    return {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
-            "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
-            "tokens_per_device": [512 * t for t in sorted_sample(draw, 1, 16 * level, rows(level, 3))],
-            "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    """The per-device batches straddle the batch at which compute catches up with the all-reduce
+    (the crossover), so the boolean takes both values in every instance."""
+    inputs = {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
+              "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
+              "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    devices = inputs["devices"]
+    allreduce_s = (2 * inputs["n_params"] * inputs["grad_bytes"] * Fraction(devices - 1, devices)
+                   / inputs["link_bandwidth"])
+    crossover = allreduce_s * inputs["peak_flops"] * inputs["mfu"] / (6 * inputs["n_params"]) / 512
+    top = 16 * level
+    if not 1 < crossover < top:
+        raise Reject("the all-reduce crossover lies outside the batches drawn")
+    below = draw.integer(1, math.ceil(crossover) - 1)
+    above = draw.integer(math.floor(crossover) + 1, top)
+    rest = draw.sample([t for t in range(1, top + 1) if t not in (below, above)], rows(level, 3) - 2)
+    inputs["tokens_per_device"] = [512 * t for t in sorted({below, above, *rest})]
+    return inputs
 
 
 def _allreduce_not_tied(task: Task) -> str | None:
@@ -297,9 +312,13 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
-    levels="batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
+    levels="L4: the smallest per-device batch whose compute hides the all-reduce; "
+           "L5 asks it at L5 sizes; the rest: "
+           "batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
            "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
     reject=_allreduce_not_tied,
+    varying=("rows[].allreduce_exceeds_compute",),
+    upper={4: levels_inverse.HIDING},
 )
 
 
@@ -322,18 +341,30 @@ the bytes each device sends per step and that communication time in seconds.""",
     '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
     fsdp_step_communication_float, "drop_ring_factor",
     sample=sample_fsdp_step_communication,
-    levels="up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
+    upper={4: levels_inverse.FSDP},
+    levels="L4: the largest model under memory and a communication budget, and which limits it; "
+           "other levels: "
+           "up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
            "parameter and device counts and links, fp32 weights",
 )
 
 
 def sample_tensor_parallel_layer(draw: Draw, level: int) -> dict:
+    """Communication over compute grows with tp as (tp - 1) * c: the degrees straddle the one at
+    which it passes 1, so comm_bound takes both values in every instance."""
     shape = attention_shape(draw, level)
     degrees = [2**e for e in sorted_sample(draw, 1, 3 + level, rows(level, 4))] if level < 3 else \
         sorted_sample(draw, 2, 16 * level, rows(level, 4))
-    return {"tokens": 1024 * draw.integer(1, 16 * level), "d_model": shape["d_model"], "d_ff": shape["d_ff"],
-            "bytes_per_value": value_bytes(draw, level), "tp_degrees": degrees,
-            "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level)}
+    inputs = {"tokens": 1024 * draw.integer(1, 16 * level), "d_model": shape["d_model"],
+              "d_ff": shape["d_ff"], "bytes_per_value": value_bytes(draw, level), "tp_degrees": degrees,
+              "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level)}
+    # comm / compute = 4 * (tp - 1) * bytes * peak / ((8*d_model + 4*d_ff) * link): solve for the link.
+    d, f, w, peak = shape["d_model"], shape["d_ff"], inputs["bytes_per_value"], inputs["peak_flops"]
+    crossing = draw.integer(degrees[0], degrees[-1] - 1) + Fraction(1, 2)
+    ideal = 4 * (crossing - 1) * w * peak / (8 * d + 4 * f)
+    unit = 25 * 10**9 if round_numbers(level) else 10**6
+    inputs["link_bandwidth"] = max(unit, unit * round(ideal / unit))
+    return inputs
 
 
 def _tensor_parallel_not_tied(task: Task) -> str | None:
@@ -343,6 +374,22 @@ def _tensor_parallel_not_tied(task: Task) -> str | None:
             return problem
     return None
 
+
+_TP_ROW = ('{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
+           "  # one row per entry of `tp_degrees`, in order")
+
+_TP_L2 = """\
+Megatron-style tensor parallelism splits one transformer layer over `tp` devices. Count only the
+layer's matmuls: attention's query, key, value and output projections, each a d_model x d_model
+matrix, and an MLP of an up-projection [d_model, d_ff] and a down-projection [d_ff, d_model]. The
+query, key, value and up-projection weights are split by columns and the output and
+down-projection weights by rows, so every device does 1/tp of every matmul at `peak_flops`
+FLOP/s; the partial outputs of the output projection and of the down-projection are each summed
+over the devices by one ring all-reduce of the full activations (tokens x d_model values,
+`bytes_per_value` bytes each) over links of `link_bandwidth` bytes/s per device. For a forward
+pass on `tokens` tokens and each degree in `tp_degrees`, give the per-device compute time, the
+communication time (seconds, no overlap) and whether communication takes strictly longer than
+compute."""
 
 TENSOR_PARALLEL_LAYER = scaling_family(
     "tensor_parallel_layer", "sharding", tensor_parallel_layer,
@@ -354,13 +401,16 @@ needs two ring all-reduces of the activations (tokens x d_model values, `bytes_p
 each), one after attention and one after the MLP, over links of `link_bandwidth` bytes/s per
 device. For each degree in `tp_degrees`, give the per-device compute time, the communication time
 (seconds, no overlap assumed) and whether communication takes strictly longer than compute.""",
-    '{"rows": [{"tp": <int>, "compute_s": <number>, "comm_s": <number>, "comm_bound": <bool>}, ...]}'
-    "  # one row per entry of `tp_degrees`, in order",
+    _TP_ROW,
     tensor_parallel_layer_float, "allreduce_once",
     sample=sample_tensor_parallel_layer,
-    levels="degrees 3+level (powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
+    upper={2: Level(tensor_parallel_layer, _TP_L2, _TP_ROW, tensor_parallel_layer_float, "allreduce_once",
+                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",))},
+    levels="L2+: the split described, the layer's FLOPs and collectives derived; degrees 3+level "
+           "(powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
            "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
     reject=_tensor_parallel_not_tied,
+    varying=("rows[].comm_bound",),
 )
 
 
@@ -377,6 +427,9 @@ def sample_pipeline_bubble(draw: Draw, level: int) -> dict:
             "microbatch_stage_time_s": _stage_time(draw, level)}
 
 
+_BUBBLE_ROW = ('{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, '
+               '...]}  # one row per entry of `microbatch_counts`, in order')
+
 PIPELINE_BUBBLE = scaling_family(
     "pipeline_bubble", "sharding", pipeline_bubble,
     """\
@@ -385,13 +438,17 @@ A GPipe-style pipeline has `stages` stages. One microbatch occupies one stage fo
 takes M + stages - 1 such time slots; the bubble fraction is the share of a stage's slots spent
 idle, (stages - 1) / (M + stages - 1). For each M in `microbatch_counts`, give the step time in
 seconds and the bubble fraction.""",
-    '{"rows": [{"microbatches": <int>, "step_time_s": <number>, "bubble_fraction": <number>}, ...]}'
-    "  # one row per entry of `microbatch_counts`, in order",
-    pipeline_bubble_float, "bubble_over_microbatches",
+    _BUBBLE_ROW, pipeline_bubble_float, "bubble_over_microbatches",
     sample=sample_pipeline_bubble,
-    levels="microbatch counts 3+level up to 64*2**level, up to 8*level stages; level 3+: slot times "
-           "below a second over denominators such as 700 or 30000",
+    levels="L2: the schedule described, the bubble derived; L3: the slot time derived from the layers, "
+           "FLOPs and chips, the throughput per microbatch count; L4: the microbatch count (a divisor "
+           "of the batch) that minimises the step when each slot has a fixed overhead, ties to the "
+           "smaller; L5: stages and microbatches chosen together under a per-device memory limit "
+           "(1F1B in-flight activations), or None",
     tags=("headline:pipeline_bubble",),
+    upper={2: Level(pipeline_bubble, levels_pipeline.BUBBLE_L2, _BUBBLE_ROW, pipeline_bubble_float,
+                    "bubble_over_microbatches"), **levels_pipeline.BUBBLE_LEVELS},
+    branches=levels_pipeline.BUBBLE_BRANCHES,
 )
 
 
@@ -419,25 +476,41 @@ def _min_microbatches_edges(task: Task) -> str | None:
     return None
 
 
+_MIN_M_ROW = ('{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
+              "  # one row per entry of `stage_counts`, in order")
+
 MIN_MICROBATCHES = scaling_family(
     "min_microbatches", "sharding", min_microbatches,
     """\
 In a GPipe-style pipeline of P stages running M microbatches per step, the bubble fraction (idle
 share of each stage) is (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the
 smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fraction`.""",
-    '{"rows": [{"stages": <int>, "min_microbatches": <int>}, ...]}'
-    "  # one row per entry of `stage_counts`, in order",
+    _MIN_M_ROW,
     min_microbatches_float, "bubble_over_microbatches",
     sample=sample_min_microbatches,
-    levels="stage counts 4+level up to 16*2**level; level 3+: bubble limits over odd denominators "
-           "(one formula at every level: its chained form is pipeline_step_time)",
+    levels="L2, L3: the schedule described, the bubble and the bound derived (stage counts 4+level, "
+           "odd-denominator limits at L3); L4: M must also divide the batch, None when no divisor "
+           "is enough; L5: closed forms in symbols m and W: the step time with a per-slot overhead, "
+           "the real m that minimises it and the minimal step",
     reject=_min_microbatches_edges,
+    upper={2: Level(min_microbatches, levels_pipeline.MIN_M_L2, _MIN_M_ROW, min_microbatches_float,
+                    "bubble_over_microbatches", reject=_min_microbatches_edges),
+           4: Level(levels_pipeline.min_microbatches_dividing, levels_pipeline.MIN_M_L4,
+                    levels_pipeline.MIN_M_L4_SHAPE, levels_pipeline.min_microbatches_dividing_float,
+                    "bubble_over_microbatches",
+                    sample=levels_pipeline.with_global_batch(sample_min_microbatches),
+                    reject=_min_microbatches_edges),
+           5: levels_pipeline.MIN_M_L5_LEVEL},
+    branches=levels_pipeline.MIN_M_BRANCHES,
 )
 
 
 def sample_pipeline_step_time(draw: Draw, level: int) -> dict:
     return {**sample_min_microbatches(draw, level), "microbatch_stage_time_s": _stage_time(draw, level)}
 
+
+_STEP_ROW = ('{"rows": [{"stages": <int>, "min_microbatches": <int>, "step_time_s": <number>}, ...]}'
+             "  # one row per entry of `stage_counts`, in order")
 
 PIPELINE_STEP_TIME = scaling_family(
     "pipeline_step_time", "sharding", pipeline_step_time,
@@ -447,13 +520,15 @@ In a GPipe-style pipeline of P stages, a step of M microbatches takes M + P - 1 
 (P - 1) / (M + P - 1). For each stage count P in `stage_counts`, give the smallest integer M >= 1
 for which the bubble fraction is at most `max_bubble_fraction`, and the step time in seconds with
 that many microbatches.""",
-    '{"rows": [{"stages": <int>, "min_microbatches": <int>, "step_time_s": <number>}, ...]}'
-    "  # one row per entry of `stage_counts`, in order",
+    _STEP_ROW,
     pipeline_step_time_float, "bubble_over_microbatches",
     sample=sample_pipeline_step_time,
-    levels="(no canonical task) min_microbatches chained into the step time: stage counts 4+level "
-           "up to 16*2**level; level 3+: odd-denominator limits and slot times",
+    levels="(no canonical task) min_microbatches chained into the step time; L2+: the schedule "
+           "described, the bubble derived; stage counts 4+level up to 16*2**level; level 3+: "
+           "odd-denominator limits and slot times",
     reject=_min_microbatches_edges,
+    upper={2: Level(pipeline_step_time, levels_pipeline.STEP_L2, _STEP_ROW, pipeline_step_time_float,
+                    "bubble_over_microbatches", reject=_min_microbatches_edges)},
 )
 
 
@@ -481,7 +556,10 @@ over links of `link_bandwidth` bytes/s per device.""",
     "  # one row per entry of `ep_degrees`, in order",
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
-    levels="degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
+    upper={4: levels_inverse2.TOKENS},
+    levels="L4: the most tokens per device under an all-to-all time budget; "
+           "L5 asks it at L5 sizes; the rest: "
+           "degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
            "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
 )
 
@@ -517,9 +595,13 @@ bytes, ignoring activations.""",
     '{"stage": "zero3_parameters", ...}]}',
     zero_memory_float, "optimizer_without_master",
     sample=sample_zero_memory,
-    levels="larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
+    levels="L4: the fewest devices per ZeRO stage (None); L5 asks it at L5 sizes; the rest: "
+           "larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
            "counts, any HBM byte count, fp32 gradients",
     reject=_zero_fits_not_tied,
+    varying=("rows[].fits",),
+    upper={4: levels_inverse.ZERO},
+    branches=levels_inverse.NONE_AT_L4,
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,

@@ -10,6 +10,9 @@ stay exactly as strict (this only changes what the sandbox sends):
     sympy.true / sympy.false                       True / False
     decimal.Decimal, finite                        Fraction (a finite decimal is an exact rational)
     decimal.Decimal, infinite / NaN                float inf / -inf / nan
+    a sympy expression (symbols included)          unchanged: wire.encode writes it as $sym, its
+                                                   Symbols by name and domain (a Float, Abs, floor,
+                                                   Piecewise or a Dummy inside is refused there)
     a subclass of int, float, str, list, tuple, dict   its base value, built with the base class's
                                                    own methods: its __eq__, __float__, __repr__,
                                                    __iter__ or items() never run

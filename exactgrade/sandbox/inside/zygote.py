@@ -143,9 +143,11 @@ def _enter_namespaces(spec: dict[str, Any]) -> None:
         os._exit(0)  # the first child of the new pid namespace carries on as its pid 1
     flags = confine.MS_NOSUID | confine.MS_NODEV
     confine.mount("proc", "/proc", "proc", flags | confine.MS_NOEXEC)
-    # One tmpfs for /work, /tmp and /dev/shm: one budget of tmpfs_bytes for all three, not one each.
+    # One tmpfs for /work, /tmp and /dev/shm: one budget of tmpfs_bytes for all three, not one each
+    # (and of tmpfs_inodes, plus the root and the three subdirs).
     # Mounted on /tmp, its three subdirs are bound into place and /tmp's own bind then covers it.
-    confine.mount("tmpfs", "/tmp", "tmpfs", flags, f"size={spec['tmpfs_bytes']},mode=0755")
+    size = f"size={spec['tmpfs_bytes']},nr_inodes={spec['tmpfs_inodes'] + 4}"
+    confine.mount("tmpfs", "/tmp", "tmpfs", flags, f"{size},mode=0755")
     for name, mode, owner in (("work", 0o700, spec["uid"]), ("shm", 0o1777, 0), ("tmp", 0o1777, 0)):
         os.mkdir(f"/tmp/{name}")
         os.chown(f"/tmp/{name}", owner, owner)

@@ -1,0 +1,471 @@
+"""Equality of exact expressions with free symbols, as functions on the symbols' declared domain.
+
+A symbol's domain is its sympy assumptions as the wire spells them (wire.symbol_domain): an
+integer symbol ranges over the integers of its sign, any other over the reals of its sign (a
+symbol without assumptions is graded over the reals). The symbols of the whole reference (all
+its leaves) are the allowed ones: an answer symbol of another name, or of the same name with
+another domain, fails.
+
+The decision, in order:
+
+  1. Rational functions (both sides built from rationals and symbols with +, * and integer
+     powers) are decided exactly: a/b == c/d over QQ(symbols) iff a*d == c*b as polynomials
+     (sparse dicts of Fraction coefficients, bounded by MAX_TERMS, MAX_COEFFICIENT_BITS,
+     MAX_DEGREE and the deadline; beyond those bounds step 2 decides). On the
+     integers as on the reals, a rational function vanishes everywhere iff it is the zero
+     function, so this is an exact decision with no error.
+  2. Anything else is evaluated exactly at random points the host draws inside the domain
+     (secrets.SystemRandom, fresh on every call; never visible to the sandbox), with the interval
+     arithmetic of exactgrade._real. An interval of key - answer that excludes 0 at a point is a
+     proof that they differ (the reason names the point); a point where the key is a real number
+     and the answer is not is a difference too; a point where the key is not a real number (a
+     pole, the logarithm of a negative number) is skipped. The two are declared equal after
+     POINTS points at each of which the interval proves
+
+         |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|)  and  |key - answer| <= 2**-ABSOLUTE_BITS
+
+     (192 bits relative, and 2**-64 absolute so that 2**p - 1 is never taken for 2**p however
+     large p is), at a working precision of 256 bits, then 1024, 4096 and 16384 while the
+     interval is too wide to say.
+
+False-pass bound of step 2 (stated here and in the README). A wrong answer passes only if the
+difference satisfies both inequalities at all POINTS points. For point i let eps_i be the
+probability, under that point's sampling distribution (below), of landing where it does.
+Magnitudes are independent across points, so
+
+    P(a wrong answer passes) <= eps_1 * ... * eps_POINTS  (<= eps**8 when every eps_i <= eps).
+
+Examples: a difference that is a nonzero polynomial of degree d in a positive integer symbol
+(drawn from 2**10 values) has eps_i <= d / 2**10, so P <= (d / 1024)**8; sqrt(x**2) against x (x real) has
+eps_i = 0 at every point whose x is negative, and half the points have a negative x, so it never
+passes; 2**p against 2**p - 1 has eps_i = 0. What the test cannot see: a difference below both
+bounds everywhere on the sampled ranges (exp(x) + 2**-300 for exp(x), say), and one confined to
+where no point is drawn (|x| beyond 16 or below 1/16 for a real symbol, |k| beyond 2**10 for an
+integer one). A point where the values are too large to resolve at 16384 bits is undecidable
+(the comparison fails, saying so), never a pass.
+
+Sampling (each point, each symbol): an integer symbol is uniform on its sign's part of
+[-2**10, 2**10]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
+uniform in [-4, 3] (|x| in [1/16, 16)). The sign is the domain's when it has one; for the first
+SIGN_STRATA symbols whose domain allows both signs, point i takes sign pattern (start + i) mod
+2**SIGN_STRATA for a random start (every pattern once in 8 consecutive points); other signs are
+uniform. At most MAX_DRAWS points are drawn; if the key is a real number at fewer than POINTS of
+them, the question is undecidable (it fails, saying so).
+
+Every step checks the deadline shared with the rest of the comparison (exactgrade.compare).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from exactgrade import _real
+
+POINTS = 8
+AGREEMENT_BITS = 192
+ABSOLUTE_BITS = 64
+PRECISIONS = (256, 1024, 4096, 16384)
+MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
+MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
+MAX_DEGREE = 1024  # and for the exponent of a symbol in a term (x**10**12 must not be evaluated exactly)
+MAX_DRAWS = 8 * POINTS  # points drawn in all, including those where the key is not a real number
+SIGN_STRATA = 3
+INTEGER_RANGE = 1 << 10
+_MAX_RATIONAL_POWER = 64  # a larger integer power of a non-monomial goes to the point path
+
+Domain = tuple[str, ...]  # wire.symbol_domain's spelling: (), ("real",), ("integer", "positive"), ...
+
+
+class _NotRational(Exception):
+    """The expression is not a (small enough) rational function: use the point path."""
+
+
+def symbols(x: Any) -> dict[str, Domain]:
+    """Name -> domain of every symbol in the sympy expression x (a walk of its args, linear in its
+    distinct nodes; no sympy method runs).
+
+    ValueError (one line) for a symbol the wire cannot carry or a name with two domains.
+    """
+    from exactgrade import wire
+
+    found: dict[str, Domain] = {}
+    non_analytic = ""
+    stack, seen = [x], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # a shared subtree (in-process values may be DAGs) is walked once
+            continue
+        seen.add(id(node))
+        if type(node).__name__ in wire.NON_ANALYTIC:
+            non_analytic = non_analytic or type(node).__name__
+        if node.is_Symbol:
+            try:
+                domain = wire.symbol_domain(node)
+            except wire.WireError as error:
+                raise ValueError(str(error)) from None
+            if found.setdefault(node.name, domain) != domain:
+                raise ValueError(f"symbol {node.name} appears with two sets of assumptions")
+        else:
+            stack.extend(node.args)
+    if found and non_analytic:
+        raise ValueError(f"{non_analytic} is not an analytic function: non-analytic functions (Abs, sign, "
+                         f"floor, ceiling, Piecewise, Min, Max, ...) of a symbol are refused; write the "
+                         f"expression that holds on the declared domain")
+    return found
+
+
+def symbols_of_value(value: Any) -> dict[str, Domain]:
+    """Name -> domain of every symbol in every sympy leaf of a value (lists, tuples, dict values)."""
+    found: dict[str, Domain] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is list or type(item) is tuple:
+            stack.extend(item)
+        elif type(item) is dict:
+            stack.extend(item.values())
+        elif _real.is_sympy(item):
+            for name, domain in symbols(item).items():
+                if found.setdefault(name, domain) != domain:
+                    raise ValueError(f"symbol {name} appears in the reference with two sets of assumptions")
+    return found
+
+
+def describe_domain(domain: Domain) -> str:
+    if not domain:
+        return "no assumptions"
+    return " ".join(domain)
+
+
+def check_symbols(reference: dict[str, Domain], answer: dict[str, Domain]) -> str | None:
+    """Why the answer's symbols are not allowed by the reference's, or None."""
+    for name, domain in sorted(answer.items()):
+        if name not in reference:
+            allowed = ", ".join(sorted(reference)) or "none"
+            return (f"the answer has the symbol {name}, which the reference does not have "
+                    f"(its symbols: {allowed})")
+        if reference[name] != domain:
+            return (f"the answer's symbol {name} has assumptions ({describe_domain(domain)}) other than "
+                    f"the reference's ({describe_domain(reference[name])})")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """equal, or a reason naming where (a point, or the rational functions) they differ."""
+
+    equal: bool
+    reason: str = ""
+
+
+def decide(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -> Decision:
+    """key == answer as functions on the domains (names -> Domain): see the module docstring.
+
+    Raises _real.Undecidable (OutOfTime at the deadline) when neither equality nor a difference
+    could be established.
+    """
+    if key == answer:  # structural equality: no evaluation (sympy's == on trees)
+        return Decision(True)
+    try:
+        return _rational_decision(key, answer, sorted(domains), domains, deadline)
+    except _NotRational:
+        return _point_decision(key, answer, domains, deadline)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 1: rational functions, exactly
+
+Polynomial = dict[tuple[int, ...], Fraction]
+
+
+def _rational_decision(key: Any, answer: Any, names: list[str], domains: dict[str, Domain],
+                       deadline: float) -> Decision:
+    """Exact, for two rational functions; _NotRational if either is not one (or is too large)."""
+    index = {name: i for i, name in enumerate(names)}
+    budget = _Budget(deadline)
+    kn, kd = _rational(key, index, budget)
+    an, ad = _rational(answer, index, budget)
+    if _mul(kn, ad, budget) == _mul(an, kd, budget):
+        return Decision(True)
+    return Decision(False, _rational_witness((kn, kd), (an, ad), names, domains, deadline))
+
+
+class _Budget:
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def check(self, terms: int) -> None:
+        if terms > MAX_TERMS:
+            raise _NotRational
+        if time.monotonic() > self.deadline:
+            raise _real.OutOfTime("stopped while expanding a rational function")
+
+
+def _rational(expr: Any, index: dict[str, int], budget: _Budget) -> tuple[Polynomial, Polynomial]:
+    """(numerator, denominator) of expr; _NotRational if it is not a rational function."""
+    zero = (0,) * len(index)
+    if type(expr) is int or type(expr) is Fraction:
+        return _constant(Fraction(expr), zero), {zero: Fraction(1)}
+    if expr.is_Rational:
+        return _constant(Fraction(int(expr.p), int(expr.q)), zero), {zero: Fraction(1)}
+    if expr.is_Symbol:
+        monomial = list(zero)
+        monomial[index[expr.name]] = 1
+        return {tuple(monomial): Fraction(1)}, {zero: Fraction(1)}
+    if expr.is_Add:
+        num, den = _rational(expr.args[0], index, budget)
+        for arg in expr.args[1:]:
+            n, d = _rational(arg, index, budget)
+            if d == den:
+                num = _add(num, n, budget)
+            else:
+                num = _add(_mul(num, d, budget), _mul(n, den, budget), budget)
+                den = _mul(den, d, budget)
+        return num, den
+    if expr.is_Mul:
+        num, den = {zero: Fraction(1)}, {zero: Fraction(1)}
+        for arg in expr.args:
+            n, d = _rational(arg, index, budget)
+            num, den = _mul(num, n, budget), _mul(den, d, budget)
+        return num, den
+    if expr.is_Pow and expr.exp.is_Integer:
+        num, den = _rational(expr.base, index, budget)
+        n = int(expr.exp)
+        if abs(n) > _MAX_RATIONAL_POWER and (len(num) > 1 or len(den) > 1):
+            raise _NotRational
+        if n < 0:
+            if not num:
+                raise _NotRational  # 1/0: the point path reports it as not a real number
+            num, den, n = den, num, -n
+        return _pow(num, n, len(index), budget), _pow(den, n, len(index), budget)
+    raise _NotRational
+
+
+def _constant(q: Fraction, zero: tuple[int, ...]) -> Polynomial:
+    return {zero: q} if q else {}
+
+
+def _add(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
+    out = dict(a)
+    for monomial, c in b.items():
+        total = out.get(monomial, 0) + c
+        if total:
+            out[monomial] = total
+        else:
+            out.pop(monomial, None)
+    budget.check(len(out))
+    return out
+
+
+def _bits(p: Polynomial) -> int:
+    return max((max(c.numerator.bit_length(), c.denominator.bit_length()) for c in p.values()), default=0)
+
+
+def _degree(p: Polynomial) -> int:
+    return max((max(monomial, default=0) for monomial in p), default=0)
+
+
+def _mul(a: Polynomial, b: Polynomial, budget: _Budget) -> Polynomial:
+    """a * b. Sizes are checked on the product: both factors are within the bounds, so one product
+    costs at most twice the bounds (no single big-int multiplication can run away)."""
+    budget.check(len(a) * len(b) // 4)  # a product has at most len(a)*len(b) terms; refuse the huge
+    if len(a) == 1 and len(b) == 1:
+        ((ma, ca),), ((mb, cb),) = a.items(), b.items()
+        out = {tuple(x + y for x, y in zip(ma, mb, strict=True)): ca * cb}
+    else:
+        out = {}
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                monomial = tuple(x + y for x, y in zip(ma, mb, strict=True))
+                total = out.get(monomial, 0) + ca * cb
+                if total:
+                    out[monomial] = total
+                else:
+                    out.pop(monomial, None)
+            budget.check(len(out))
+    if _bits(out) > MAX_COEFFICIENT_BITS or _degree(out) > MAX_DEGREE:
+        raise _NotRational
+    return out
+
+
+def _pow(a: Polynomial, n: int, width: int, budget: _Budget) -> Polynomial:
+    if len(a) == 1:  # a monomial: no expansion
+        (monomial, c), = a.items()
+        if _bits(a) * n > MAX_COEFFICIENT_BITS or _degree(a) * n > MAX_DEGREE:
+            raise _NotRational
+        return {tuple(e * n for e in monomial): c ** n}
+    result: Polynomial = {(0,) * width: Fraction(1)}
+    base = a
+    while n:
+        if n & 1:
+            result = _mul(result, base, budget)
+        n >>= 1
+        if n:
+            base = _mul(base, base, budget)
+    return result
+
+
+def _evaluate_polynomial(p: Polynomial, values: tuple[Fraction, ...]) -> Fraction:
+    return sum((c * math.prod((v ** e for v, e in zip(values, m, strict=True)), start=Fraction(1))
+                for m, c in p.items()), Fraction(0))
+
+
+def _rational_witness(key: tuple[Polynomial, Polynomial], answer: tuple[Polynomial, Polynomial],
+                      names: list[str], domains: dict[str, Domain], deadline: float) -> str:
+    """A point where two different rational functions take different values (or are undefined)."""
+    draw = secrets.SystemRandom()
+    for _ in range(MAX_DRAWS):
+        if time.monotonic() > deadline:
+            break
+        point = {name: _draw(domains[name], draw, small=True) for name in names}
+        values = tuple(point[name] for name in names)
+        kd, ad = _evaluate_polynomial(key[1], values), _evaluate_polynomial(answer[1], values)
+        if kd == 0:
+            continue
+        expected = _evaluate_polynomial(key[0], values) / kd
+        if ad == 0:
+            return (f"they differ at {_show_point(point)}: expected {_show_q(expected)}, "
+                    f"the answer is undefined there")
+        actual = _evaluate_polynomial(answer[0], values) / ad
+        if expected != actual:
+            return f"they differ at {_show_point(point)}: expected {_show_q(expected)}, got {_show_q(actual)}"
+    return "they differ as rational functions"
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 2: evaluation at random points
+
+_SIGNS = {"positive": (1,), "nonnegative": (1,), "negative": (-1,), "nonpositive": (-1,)}
+
+
+def _draw(domain: Domain, draw: secrets.SystemRandom, sign: int | None = None,
+          small: bool = False) -> Fraction:
+    """A random value in the domain; sign (+1 or -1) if given and the domain allows both signs."""
+    restricted = next((s for s in domain if s in _SIGNS), None)
+    if restricted is not None:
+        sign = _SIGNS[restricted][0]
+    elif sign is None:
+        sign = draw.choice((1, -1))
+    if "integer" in domain:
+        limit = 16 if small else INTEGER_RANGE
+        low = 0 if restricted in ("nonnegative", "nonpositive") or restricted is None else 1
+        return Fraction(sign * draw.randint(low, limit))
+    if small:
+        return Fraction(sign * draw.randint(1, 64), draw.randint(1, 16))
+    mantissa, exponent = (1 << 20) + draw.randrange(1 << 20), draw.randint(-4, 3)  # (1 + u/2**20) * 2**e
+    return Fraction(sign * mantissa, 1 << (20 - exponent))
+
+
+def _points(domains: dict[str, Domain], draw: secrets.SystemRandom) -> Any:
+    """The random points, one per draw. The first SIGN_STRATA symbols (by name) whose domain allows
+    both signs take the sign pattern of the draw's index (all 2**SIGN_STRATA patterns in every
+    2**SIGN_STRATA draws, from a random start); every other sign and every magnitude is random."""
+    free = [name for name in sorted(domains) if not any(s in _SIGNS for s in domains[name])][:SIGN_STRATA]
+    start = draw.randrange(1 << SIGN_STRATA)
+    for index in range(MAX_DRAWS):
+        pattern = start + index
+        signs = {name: 1 if (pattern >> bit) & 1 else -1 for bit, name in enumerate(free)}
+        yield {name: _draw(domain, draw, signs.get(name)) for name, domain in domains.items()}
+
+
+def _point_decision(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -> Decision:
+    agreed = 0
+    for point in _points(domains, secrets.SystemRandom()):
+        outcome = _at_point(key, answer, point, deadline)
+        if outcome is None:
+            continue  # the key is not a real number here: another point
+        if outcome is not True:
+            return Decision(False, outcome)
+        agreed += 1
+        if agreed == POINTS:
+            return Decision(True)
+    raise _real.Undecidable(f"the reference is a real number at only {agreed} of {MAX_DRAWS} random points "
+                            f"of its domain (at least {POINTS} are needed)")
+
+
+def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float) -> bool | str | None:
+    """True if they agree at point (to AGREEMENT_BITS), a reason if they differ, None if the key
+    is not a real number there. Undecidable if neither could be shown."""
+    shown = _show_point(point)
+    key_evaluated = answer_evaluated = False
+    key_value = None
+    for prec in PRECISIONS:
+        ctx = _real._context(prec, deadline, point)
+        try:
+            ev = _real._interval(key, ctx)
+        except _real.Undefined:
+            return None
+        except _real._NeedMorePrecision:
+            continue
+        key_evaluated, key_value = True, ev
+        try:
+            av = _real._interval(answer, ctx)
+        except _real.Undefined as error:
+            return (f"they differ at {shown}: expected {_approx(ev)}, but the answer is not a real "
+                    f"number there ({error})")
+        except _real._NeedMorePrecision:
+            continue
+        answer_evaluated = True
+        difference = ev - av
+        low, high = _real._signs(difference)
+        if low > 0 or high < 0:
+            return f"they differ at {shown}: expected {_approx(ev)}, got {_approx(av)}"
+        if _within_agreement(difference, ev):
+            return True
+    if not key_evaluated:
+        return None  # a singularity of the key at this very point
+    if not answer_evaluated:
+        return (f"they differ at {shown}: expected {_approx(key_value)}, but the answer cannot be evaluated "
+                f"there (a logarithm, root or reciprocal of a value that may be zero)")
+    raise _real.Undecidable(f"could not tell the values apart or prove them within 2**-{AGREEMENT_BITS} "
+                            f"relative and 2**-{ABSOLUTE_BITS} at {shown} ({PRECISIONS[-1]} bits)")
+
+
+def _within_agreement(difference: Any, key: Any) -> bool:
+    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) and <= 2**-ABSOLUTE_BITS, for every point
+    of both intervals."""
+    from mpmath.libmp import fone, mpf_abs, mpf_cmp, mpf_shift
+
+    largest = max((mpf_abs(end) for end in difference._mpi_), key=_Key)
+    low, high = key._mpi_
+    smallest = fone if _real._signs(key)[0] <= 0 <= _real._signs(key)[1] else min(
+        (mpf_abs(low), mpf_abs(high)), key=_Key)
+    if mpf_cmp(smallest, fone) < 0:
+        smallest = fone
+    relative = mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
+    return relative and mpf_cmp(largest, mpf_shift(fone, -ABSOLUTE_BITS)) <= 0
+
+
+class _Key:
+    """Orders raw mpf tuples (for max and min)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Key) -> bool:
+        from mpmath.libmp import mpf_cmp
+
+        return mpf_cmp(self.value, other.value) < 0
+
+
+def _approx(interval: Any) -> str:
+    """The midpoint of an interval in 6 significant digits (any magnitude: 1.0e+63936 too)."""
+    from mpmath import mp
+
+    return str(mp.nstr(mp.make_mpf(interval.mid._mpi_[0]), 6))
+
+
+def _show_q(q: Fraction) -> str:
+    text = str(q)
+    return text if len(text) <= 40 else f"{float(q):.6g}"
+
+
+def _show_point(point: dict[str, Fraction]) -> str:
+    return ", ".join(f"{name}={_show_q(value)}" for name, value in sorted(point.items()))

@@ -1,0 +1,551 @@
+"""Levels 2-5 of the information families: questions that make the model derive, compose, search
+and design instead of transcribing a stated formula.
+
+Each level's reference is a self-contained program (it runs in the sandbox); each is checked in
+checks.py by a second computation with exactgrade.rational (``meta["info_question"]``), done
+another way (an entropy formula against a Huffman construction, a brute force over arrangements
+against a sort, a flattened product against the chain rule). Prompts at these levels state the
+conventions (units, logs, tie rules) but not the formula of the asked quantity.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from exactgrade.domains.deeplearning._family import single_row
+from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
+from exactgrade.task import TaskDef
+
+BASICS = (
+    "Information conventions. Bits use log base 2, nats the natural log. Terms with probability 0 contribute "
+    "0 (0 * log 0 = 0). A distribution is a list of probabilities (fractions.Fraction) over outcomes "
+    "0, 1, 2, ...; every probability that appears inside a log in these tasks is a power of two unless the "
+    "question says otherwise. Give values in nats as exact sympy multiples of log(2) (e.g. "
+    "7*sympy.log(2)/4), never math.log."
+)
+"""Level 2+ conventions: the notation, not the formulas of entropy, cross-entropy, KL or I."""
+
+_API = api(BASICS)
+
+
+def info_question_rows(question, **given):
+    def answer(question, **given):
+        from fractions import Fraction
+        from itertools import permutations
+
+        def log2(p):
+            p = Fraction(p)
+            n, d = p.numerator, p.denominator
+            if n == 1 and d & (d - 1) == 0:
+                return -(d.bit_length() - 1)
+            if d == 1 and n & (n - 1) == 0:
+                return n.bit_length() - 1
+            raise ValueError(f"{p} is not a power of two")
+
+        def entropy(p):
+            return sum((-Fraction(x) * log2(x) for x in p if x != 0), Fraction(0))
+
+        def cross(p, q):
+            return sum((-Fraction(x) * log2(y) for x, y in zip(p, q, strict=True) if x != 0), Fraction(0))
+
+        def kl(p, q):
+            return cross(p, q) - entropy(p)
+
+        def huffman(p):
+            """Minimum expected codeword length: merge the two least likely, cost = sum of merged masses."""
+            weights = sorted(Fraction(x) for x in p if x != 0)
+            cost = Fraction(0)
+            while len(weights) > 1:
+                a, b = weights.pop(0), weights.pop(0)
+                cost += a + b
+                weights.append(a + b)
+                weights.sort()
+            return cost
+
+        def mutual(joint):
+            table = [[Fraction(x) for x in row] for row in joint]
+            pa = [sum(row) for row in table]
+            pb = [sum(col) for col in zip(*table, strict=True)]
+            return entropy(pa) + entropy(pb) - entropy([x for row in table for x in row])
+
+        def merged(joint, groups):
+            return [[sum((Fraction(row[b]) for b in group), Fraction(0)) for group in groups]
+                    for row in joint]
+
+        if question == "code_length":
+            return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
+        if question == "two_stage":
+            rows = []
+            for source in given["sources"]:
+                stages = zip(source["groups"], source["within"], strict=True)
+                flat = [Fraction(g) * Fraction(x) for g, within in stages
+                        for x in within]
+                rows.append({"bits": entropy(flat)})
+            return {"rows": rows}
+        if question == "best_capped":
+            cap = Fraction(given["cap"])
+            fits = [(entropy(p), -i) for i, p in enumerate(given["candidates"]) if max(p) <= cap]
+            if not fits:
+                return {"best": None, "bits": None}
+            h, i = max(fits)
+            return {"best": 1 - i, "bits": h}
+        if question == "shortest_code":
+            return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
+        if question == "coding_cost":
+            return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
+                              "extra_bits": kl(pair["p"], pair["q"])}
+                             for pair in given["pairs"]]}
+        if question == "product_kl":
+            rows = []
+            for pairs in given["products"]:
+                rows.append({"bits": sum((kl(pair["p"], pair["q"]) for pair in pairs), Fraction(0))})
+            return {"rows": rows}
+        if question == "closest":
+            p = given["p"]
+            budget = Fraction(given["budget"])
+            fits = [(kl(p, q), i) for i, q in enumerate(given["candidates"]) if kl(p, q) <= budget]
+            if not fits:
+                return {"best": None, "bits": None}
+            d, i = min(fits)
+            return {"best": i + 1, "bits": d}
+        if question == "arrange":
+            p, q = given["p"], given["q"]
+            best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
+            return {"q": best[1], "bits": best[0]}
+        if question == "asymmetry":
+            rows = []
+            for pair in given["pairs"]:
+                forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+                rows.append({"difference_bits": forward - backward,
+                             "larger": "p||q" if forward > backward else "q||p"})
+            return {"rows": rows}
+        if question == "both_directions":
+            rows = []
+            for pair in given["pairs"]:
+                forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+                rows.append({"symmetric_bits": forward + backward, "entropy_gap_bits": entropy(pair["p"]) -
+                             entropy(pair["q"]), "larger": "p||q" if forward > backward else "q||p"})
+            return {"rows": rows}
+        if question == "most_asymmetric":
+            p = given["p"]
+            gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(given["candidates"])]
+            gap, i = max(gaps)
+            return {"best": 1 - i, "gap_bits": gap}
+        if question == "arrange_asymmetry":
+            p, q = given["p"], given["q"]
+            best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
+                       for perm in set(permutations(q)))
+            return {"q": [-x for x in best[1]], "gap_bits": best[0]}
+        if question == "information_words":
+            joint = given["joint"]
+            table = [[Fraction(x) for x in row] for row in joint]
+            h_ab = entropy([x for row in table for x in row])
+            h_b = entropy([sum(col) for col in zip(*table, strict=True)])
+            return {"saved_bits": mutual(joint), "remaining_bits": h_ab - h_b}
+        if question == "merge_columns":
+            return {"bits": mutual(merged(given["joint"], given["groups"]))}
+        if question == "best_merge":
+            joint = given["joint"]
+            n = len(joint[0])
+            scored = []
+            for a in range(n):
+                for b in range(a + 1, n):
+                    mass_a = sum((Fraction(row[a]) for row in joint), Fraction(0))
+                    mass_b = sum((Fraction(row[b]) for row in joint), Fraction(0))
+                    if mass_a != mass_b:
+                        continue
+                    groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
+                    scored.append((-mutual(merged(joint, groups)), a, b))
+            value, a, b = min(scored)
+            return {"merge": [a + 1, b + 1], "bits": -value}
+        if question == "two_merges":
+            joint = given["joint"]
+            n = len(joint[0])
+            masses = [sum((Fraction(row[b]) for row in joint), Fraction(0)) for b in range(n)]
+            pairs = [(a, b) for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]]
+            best, count = None, 0
+            for x in range(len(pairs)):
+                for y in range(x + 1, len(pairs)):
+                    (a, b), (c, d) = pairs[x], pairs[y]
+                    if len({a, b, c, d}) < 4:
+                        continue
+                    groups = [[a, b], [c, d]] + [[e] for e in range(n) if e not in (a, b, c, d)]
+                    value = mutual(merged(joint, groups))
+                    if best is None or value > best:
+                        best, count = value, 1
+                    elif value == best:
+                        count += 1
+            return {"bits": best, "choices": count}
+        if question in ("accuracy_loss", "drop_hardest", "top_k"):
+            predictions, labels = given["predictions"], given["labels"]
+            losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
+            ranks = [1 + sum(1 for x in q if Fraction(x) > Fraction(q[y]))
+                     for q, y in zip(predictions, labels,
+                                                                                           strict=True)]
+            if question == "accuracy_loss":
+                top = [max(range(len(q)), key=lambda c: (Fraction(q[c]), -c)) for q in predictions]
+                right = [loss for loss, t, y in zip(losses, top, labels, strict=True) if t == y]
+                return {"accuracy": Fraction(len(right), len(labels)),
+                        "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
+            if question == "drop_hardest":
+                ordered = sorted(losses, reverse=True)
+                for k in range(len(ordered)):
+                    if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(given["bound"]):
+                        return {"k": k}
+                return {"k": None}
+            for k in range(1, max(len(q) for q in predictions) + 1):
+                hit = [loss for loss, r in zip(losses, ranks, strict=True) if r <= k]
+                if Fraction(len(hit), len(labels)) >= Fraction(given["target"]):
+                    return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
+            return {"k": None, "loss_bits": None}
+        raise ValueError(f"unknown question {question!r}")
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
+
+
+# ---------------------------------------------------------------------------- prompts
+
+_QUESTIONS = {
+    "code_length": (
+        "A source emits the outcomes of each distribution in `distributions` independently. For each, give "
+        "the smallest expected number of bits per outcome that a binary prefix-free code (one codeword per "
+        "outcome, no codeword a prefix of another) can achieve.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "shortest_code": (
+        "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
+        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one "
+        "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
+        "numbers of bits).",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "two_stage": (
+        "Each source in `sources` draws an outcome in two stages: first a group g with probability "
+        "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
+        "(g, m). For each source give the Shannon entropy of the outcome in bits.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per source, in order)', "bits"),
+    "best_capped": (
+        "Of the distributions in `candidates`, consider those whose largest probability is at most `cap`. "
+        "Which of them has the largest Shannon entropy? On a tie, the earliest in the list. Give its "
+        "position in the list, counted from 1, and its entropy in bits, or None for both if no candidate "
+        "qualifies.",
+        '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
+    "coding_cost": (
+        "For each pair (p, q) in `pairs`, outcomes are drawn from p but encoded with a binary prefix-free "
+        "code whose codeword for outcome i is -log2 q_i bits long (the code that is optimal for q). Give the "
+        "expected codeword length per outcome, and how many bits per outcome that is, on average, beyond "
+        "the best code for p itself.",
+        '{"rows": [{"expected_length": Fraction, "extra_bits": Fraction}, ...]}  (one row per pair)',
+        "bits per outcome"),
+    "product_kl": (
+        "Each entry of `products` lists independent coordinates: for coordinate k the true distribution is "
+        "entry[k]['p'] and the model's is entry[k]['q'], and both joint distributions are the products of "
+        "their coordinates. For each entry give the KL divergence D(p_joint || q_joint) of the joint "
+        "distributions in bits.",
+        '{"rows": [{"bits": Fraction}, ...]}  (one row per entry of `products`)', "bits"),
+    "closest": (
+        "Of the model distributions q in `candidates`, which is closest to the true distribution `p` in KL "
+        "divergence D(p || q) (the divergence of the true distribution from the model), among those with "
+        "D(p || q) <= `budget` bits? On a tie, the earliest in the list. Give its position in the list, "
+        "counted from 1, and D(p || q) in bits, or None for both if no candidate qualifies.",
+        '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
+    "arrange": (
+        "The model may assign the probabilities in `q` to the outcomes in any order (any permutation of the "
+        "list q). Which arrangement q' minimises the KL divergence D(p || q') from the true distribution "
+        "`p`? If several arrangements give the minimum, the smallest of them comparing position 0 first, "
+        "then position 1, and so on. Give it and the minimum in bits.",
+        '{"q": [Fraction, ...], "bits": Fraction}', "bits"),
+    "asymmetry": (
+        "For each pair (p, q) in `pairs`, compare the KL divergence D(p || q) (weighted by p) with the KL "
+        "divergence D(q || p) (weighted by q). Give D(p || q) - D(q || p) in bits, and which is larger: "
+        "'p||q' if D(p || q) > D(q || p), else 'q||p'.",
+        '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per pair)',
+        "bits"),
+    "both_directions": (
+        "For each pair (p, q) in `pairs`, give the sum of the two KL divergences D(p || q) + D(q || p), the "
+        "difference of the entropies H(p) - H(q), and which KL divergence is larger: 'p||q' if "
+        "D(p || q) > D(q || p), else 'q||p'. All in bits.",
+        '{"rows": [{"symmetric_bits": Fraction, "entropy_gap_bits": Fraction, "larger": "p||q" or "q||p"}, '
+        "...]}  (one row per pair)", "bits"),
+    "most_asymmetric": (
+        "For which distribution q in `candidates` is the KL divergence furthest from symmetric, that is "
+        "|D(p || q) - D(q || p)| largest, with `p` the given distribution? On a tie, the earliest in the "
+        "list. Give its position in the list, counted from 1, and that absolute difference in bits.",
+        '{"best": int, "gap_bits": Fraction}', "bits; best is a position counted from 1"),
+    "arrange_asymmetry": (
+        "The probabilities in `q` may be assigned to the outcomes in any order (any permutation of the list "
+        "q). Which arrangement q' makes D(q' || p) - D(p || q') largest, with `p` the given distribution? If "
+        "several give the maximum, the largest of them comparing position 0 first, then position 1, and so "
+        "on. Give it and the maximum in bits.",
+        '{"q": [Fraction, ...], "gap_bits": Fraction}', "bits"),
+    "information_words": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). On "
+        "average, how many bits does an observer who already knows B still need to describe A (the entropy "
+        "of A that is left once B is known), and how many bits fewer is that than the entropy of A for an "
+        "observer who does not know B?",
+        '{"remaining_bits": Fraction, "saved_bits": Fraction}', "bits"),
+    "merge_columns": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). An "
+        "observer sees only C, the group of B's value in `groups` (C = g when B is one of the values in "
+        "groups[g]). Give the mutual information between A and C in bits.",
+        '{"bits": Fraction}', "bits"),
+    "best_merge": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). Two "
+        "values of B with equal probability are to be reported as one value (every other value of B is "
+        "reported as itself). Which two keep the most mutual information between A and the reported value? "
+        "Number B's values from 1 (value number k is column joint[.][k - 1]); on a tie, the pair with the "
+        "smallest first number, then the smallest second number. Give [first, second] (first < second) and "
+        "that mutual information in bits.",
+        '{"merge": [int, int], "bits": Fraction}', "bits; merge holds B's values numbered from 1"),
+    "two_merges": (
+        "Random variables A and B have the joint distribution `joint` (joint[a][b] = P(A = a, B = b)). Two "
+        "disjoint pairs of values of B are to be chosen, the two values of each pair having equal "
+        "probability; each pair is then reported as one value (so four values of B become two, and every "
+        "other value is reported as itself). What is the largest mutual information between A and the "
+        "reported value, in bits, and how many choices of the two pairs reach it (the order of the two "
+        "pairs does not matter)?",
+        '{"bits": Fraction, "choices": int}', "bits; choices is a count"),
+    "accuracy_loss": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]. It predicts the class of highest probability (on a tie, the smallest class index). "
+        "Give its accuracy (the fraction of examples predicted right) and the mean log loss in bits (-log2 "
+        "of the probability given to the true class) over the correctly predicted examples only (None if "
+        "there are none).",
+        '{"accuracy": Fraction, "loss_correct_bits": Fraction or None}',
+        "accuracy is a fraction of examples; the loss is in bits per example"),
+    "drop_hardest": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]; an example's loss is -log2 of the probability given to its true class. What is the "
+        "smallest number k (0 <= k <= N - 1, for N examples) of examples to remove, always removing the k "
+        "of largest loss, so that the mean loss of the remaining examples is at most `bound` bits? None if "
+        "no such k exists.",
+        '{"k": int or None}', "k counts examples"),
+    "top_k": (
+        "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+        "is labels[i]. Example i is top-k correct when fewer than k classes have a probability strictly "
+        "greater than that of its true class; its loss is -log2 of the probability of its true class. Give "
+        "the smallest k for which at least the fraction `target` of the examples are top-k correct, and the "
+        "mean loss in bits over the examples that are top-k correct at that k (None for both if no k up to "
+        "the number of classes reaches the target).",
+        '{"k": int or None, "loss_bits": Fraction or None}', "k counts classes; the loss is in bits per "
+        "example"),
+}
+_GIVEN = {"distributions": "list of distributions (lists of Fraction)",
+          "weights": "list of distributions (lists of Fraction, not necessarily powers of two)",
+          "sources": "list of dicts "
+          "{'groups': distribution over groups, 'within': one distribution per group}",
+          "candidates": "list of distributions", "cap": "the largest probability allowed",
+          "pairs": "list of dicts {'p': distribution, 'q': distribution}", "products": "list of lists of "
+          "{'p', 'q'} pairs, one per coordinate", "p": "the true distribution", "q": "the model's "
+                                                                                     "probabilities",
+          "budget": "the largest divergence allowed, in bits", "joint": "rows indexed by a, columns by b",
+          "groups": "list of lists of B's values (a partition of 0..len(joint[0]) - 1)",
+          "predictions": "list of distributions over classes", "labels": "list of int class indices",
+          "bound": "the largest mean loss allowed, in bits", "target": "the fraction of examples to reach"}
+
+
+def _prompt(inputs):
+    question, shape, units = _QUESTIONS[inputs["question"]]
+    variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
+    return prompt(question, {**variables, "question": ("the question asked, as a word", inputs["question"])},
+                  single_row(shape), units)
+
+
+def build(task_id, inputs):
+    meta: dict = {"info_question": inputs["question"]}
+    listed = [*inputs.get("distributions", []), *inputs.get("candidates", []),
+              *(d for pair in inputs.get("pairs", []) for d in (pair["p"], pair["q"])),
+              *(d for pairs in inputs.get("products", []) for pair in pairs for d in (pair["p"], pair["q"])),
+              *(d for source in inputs.get("sources", []) for d in (source["groups"], *source["within"])),
+              *([inputs["p"]] if "p" in inputs else []), *([inputs["q"]] if "q" in inputs else [])]
+    if listed:
+        meta["distributions"] = listed
+    if "joint" in inputs:
+        meta["joint"] = inputs["joint"]
+    if "labels" in inputs:
+        meta.update(predictions=inputs["predictions"], labels=inputs["labels"])
+    return TaskDef(task_id, "information", inputs, info_question_rows, _prompt, _API, POLICY,
+                   tags=("information", inputs["question"]), meta=meta)
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def _dyadic(draw: Draw, low: int, high: int) -> list[F]:
+    from exactgrade.domains.deeplearning.information import dyadic_distribution
+
+    return dyadic_distribution(draw, draw.integer(low, high))
+
+
+def _rational(draw: Draw, n: int) -> list[F]:
+    """n positive probabilities, multiples of 1/d for a d in 12..40, summing to 1."""
+    for _ in range(32):
+        d = draw.integer(max(12, 2 * n), 40)
+        cuts = sorted(draw.sample(range(1, d), n - 1))
+        p = [F(b - a, d) for a, b in zip([0, *cuts], [*cuts, d], strict=True)]
+        if not all(x.denominator & (x.denominator - 1) == 0 and x.numerator == 1 for x in p):
+            return p
+    raise Reject("drew only dyadic distributions")
+
+
+def _shannon_length(p: F) -> int:
+    """ceil(-log2 p): the smallest l with 2**-l <= p."""
+    length = 0
+    while F(1, 2**length) > p:
+        length += 1
+    return length
+
+
+def sample_entropy(draw: Draw, level: int) -> dict:
+    if level == 2:
+        return {"question": "code_length", "distributions": [_dyadic(draw, 3, 10) for _ in range(3)]}
+    if level == 3:
+        sources = []
+        for _ in range(2):
+            groups = _dyadic(draw, 2, 4)
+            sources.append({"groups": groups, "within": [_dyadic(draw, 1, 4) for _ in groups]})
+        return {"question": "two_stage", "sources": sources}
+    if level == 4:
+        candidates = [_dyadic(draw, 3, 8) for _ in range(draw.integer(4, 6))]
+        peaks = sorted({max(p) for p in candidates})  # a cap at one candidate's peak: some qualify
+        cap = draw.choice(peaks) if draw.chance(5, 6) else peaks[0] / 2
+        return {"question": "best_capped", "candidates": candidates, "cap": cap}
+    distributions = [_rational(draw, draw.integer(4, 7)) for _ in range(2)]
+    from exactgrade.domains.deeplearning.information_levels import info_question_rows
+
+    for p in distributions:  # the named mistake (Shannon lengths ceil(-log2 p)) must not be optimal
+        shannon = sum((x * _shannon_length(x) for x in p), F(0))
+        if shannon == info_question_rows("shortest_code", weights=[p])["rows"][0]["bits"]:
+            raise Reject("the Shannon code is already optimal")
+    return {"question": "shortest_code", "weights": distributions}
+
+
+def _pair(draw: Draw, low: int, high: int) -> dict:
+    from exactgrade.domains.deeplearning.information import dyadic_distribution
+
+    n = draw.integer(low, high)
+    p = dyadic_distribution(draw, n)
+    for _ in range(16):
+        q = dyadic_distribution(draw, n)
+        if q != p:
+            return {"p": p, "q": q}
+    raise Reject("drew only q = p")
+
+
+def sample_divergence(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.information import dyadic_distribution
+
+    if level == 2:
+        return {"question": "coding_cost", "pairs": [_pair(draw, 3, 8) for _ in range(3)]}
+    if level == 3:
+        return {"question": "product_kl", "products": [[_pair(draw, 3, 5) for _ in range(draw.integer(2, 3))]
+                                                       for _ in range(2)]}
+    if level == 4:
+        n = draw.integer(4, 7)
+        p = dyadic_distribution(draw, n)
+        candidates = [dyadic_distribution(draw, n) for _ in range(draw.integer(4, 6))]
+        if p in candidates:
+            raise Reject("a candidate equals p")
+        from exactgrade.rational import kl_bits
+
+        values = sorted(kl_bits(p, q) for q in candidates)
+        budget = values[0] / 2 if draw.chance(1, 6) else values[draw.below(len(values))]
+        return {"question": "closest", "p": p, "candidates": candidates, "budget": budget}
+    n = draw.integer(4, 5)
+    return {"question": "arrange", "p": dyadic_distribution(draw, n), "q": dyadic_distribution(draw, n)}
+
+
+def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.information import _asymmetric, dyadic_distribution
+
+    def asymmetric_pair(n):
+        for _ in range(16):
+            p, q = dyadic_distribution(draw, n), dyadic_distribution(draw, n)
+            if _asymmetric(p, q):
+                return {"p": p, "q": q}
+        raise Reject("drew only symmetric pairs")
+
+    if level in (2, 3):
+        return {"question": "asymmetry" if level == 2 else "both_directions",
+                "pairs": [asymmetric_pair(draw.integer(4, 8)) for _ in range(2 if level == 2 else 4)]}
+    n = draw.integer(4, 5 if level == 5 else 6)
+    if level == 4:
+        return {"question": "most_asymmetric", "p": dyadic_distribution(draw, n),
+                "candidates": [dyadic_distribution(draw, n) for _ in range(draw.integer(4, 6))]}
+    return {"question": "arrange_asymmetry", "p": dyadic_distribution(draw, n),
+            "q": dyadic_distribution(draw, n)}
+
+
+def sample_mutual_information(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.information import sample_joint
+
+    joint = sample_joint(draw, 2)["joint"]
+    n = len(joint[0])
+    if level == 2:
+        return {"question": "information_words", "joint": joint}
+    masses = [sum((F(row[b]) for row in joint), F(0)) for b in range(n)]
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]]
+    if level == 3:
+        if not pairs:
+            raise Reject("no two values of B with equal probability")
+        a, b = draw.choice(pairs)
+        groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
+        if not _powers_of_two(merged_table(joint, groups)):
+            raise Reject("a merged cell is not a power of two")
+        return {"question": "merge_columns", "joint": joint, "groups": groups}
+    if level == 4:
+        if len(pairs) < 2 or not _merges_stay_dyadic(joint, "best_merge"):
+            raise Reject("fewer than two mergeable pairs, or a merged cell not a power of two")
+        return {"question": "best_merge", "joint": joint}
+    disjoint = [(p, q) for i, p in enumerate(pairs) for q in pairs[i + 1:] if len({*p, *q}) == 4]
+    if not 2 <= len(disjoint) <= 10:
+        raise Reject("fewer than two (or more than ten) choices of two disjoint equal-probability pairs")
+    for p, q in disjoint:
+        groups = [list(p), list(q)] + [[c] for c in range(n) if c not in (*p, *q)]
+        if not _powers_of_two(merged_table(joint, groups)):
+            raise Reject("a merged cell is not a power of two")
+    return {"question": "two_merges", "joint": joint}
+
+
+def merged_table(joint, groups) -> list[list[F]]:
+    return [[sum((F(row[b]) for b in group), F(0)) for group in groups] for row in joint]
+
+
+def _powers_of_two(table) -> bool:
+    return all(x == 0 or (x.numerator == 1 and x.denominator & (x.denominator - 1) == 0)
+               for row in table for x in row)
+
+
+def _merges_stay_dyadic(joint, question) -> bool:
+    """Every merge of two equally likely values of B keeps each merged cell a power of two."""
+    n = len(joint[0])
+    masses = [sum((F(row[b]) for row in joint), F(0)) for b in range(n)]
+    for a in range(n):
+        for b in range(a + 1, n):
+            groups = [[a, b]] + [[c] for c in range(n) if c not in (a, b)]
+            if masses[a] == masses[b] and not _powers_of_two(merged_table(joint, groups)):
+                return False
+    return True
+
+
+def sample_classification(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.information import sample_classification as level_one
+
+    base = level_one(draw, 1)
+    if level == 2:
+        return base
+    examples = zip(base["predictions"], base["labels"], strict=True)
+    losses = sorted((-_log2(q[y]) for q, y in examples), reverse=True)
+    if level == 3:
+        return {"question": "accuracy_loss", **base}
+    if level == 4:
+        n = len(losses)
+        k = draw.integer(1, n - 1)
+        bound = F(sum(losses[k:]), n - k) if draw.chance(5, 6) else F(min(losses), 2)
+        return {"question": "drop_hardest", **base, "bound": bound}
+    return {"question": "top_k", **base, "target": F(draw.integer(1, len(losses)), len(losses))}
+
+
+def _log2(p) -> int:
+    p = F(p)
+    return p.numerator.bit_length() - p.denominator.bit_length()

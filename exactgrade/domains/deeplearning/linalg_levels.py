@@ -1,0 +1,498 @@
+"""Levels 2-5 of the linear-algebra families: the quantity described instead of named, composed,
+searched over a parameter or a choice, and designed under constraints.
+
+References are self-contained sandbox programs (Fractions and sympy); checks.py recomputes each
+(``meta["linalg_question"]``) another way with exactgrade.rational (Fraction Gauss-Jordan), exact
+LDL^T pivots (Sylvester's inertia) or numpy eigenvalues with a margin.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from exactgrade.domains.deeplearning._family import single_row
+from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
+from exactgrade.task import TaskDef
+
+BASICS = (
+    "Linear-algebra conventions. A matrix is a list of rows (lists of fractions.Fraction or int); a vector "
+    "is "
+    "a list. All arithmetic is exact over the rationals (sympy.Matrix with sympy.Rational entries, or "
+    "fractions.Fraction by hand); rational results are given as Fraction (or int), irrational ones as exact "
+    "sympy expressions (e.g. 3/2 - sqrt(5)/2). Positions in a list, rows and columns are counted from 1 in "
+    "answers."
+)
+
+_API = api(BASICS)
+
+
+def linalg_question_rows(question, **given):
+    def answer(question, **given):
+        from fractions import Fraction
+
+        import sympy
+
+        def matrix(rows):
+            return sympy.Matrix([[sympy.Rational(Fraction(x).numerator, Fraction(x).denominator) for x in row]
+                                 for row in rows])
+
+        def fraction(x):
+            return Fraction(int(x.p), int(x.q))
+
+        def least_squares(x, y):
+            w = (x.T * x).LUsolve(x.T * y)
+            r = y - x * w
+            return w, (r.T * r)[0, 0]
+
+        def eigenvalues(m):
+            return sorted(m.eigenvals(multiple=True), key=lambda v: sympy.N(v, 50))
+
+        def substituted(a, i, j, t):
+            m = matrix(a)
+            m[i, j] = t
+            return m
+
+        if question == "solve":
+            return {"rows": [{"x": [fraction(v) for v in matrix(a).LUsolve(matrix([[x] for x in b]))]}
+                             for a, b in zip(given["matrices"], given["vectors"], strict=True)]}
+        if question == "product":
+            a, b = matrix(given["A"]), matrix(given["B"])
+            ab = a * b
+            return {"det": fraction(ab.det()), "trace_inverse": fraction(ab.inv().trace())}
+        if question == "singular_entry":
+            i, j = given["entry"][0] - 1, given["entry"][1] - 1
+            t = sympy.Symbol("t")
+            det = sympy.expand(substituted(given["A"], i, j, t).det())
+            slope = det.coeff(t, 1)
+            return {"t": None if slope == 0 else fraction(-det.coeff(t, 0) / slope)}
+        if question == "best_entry":
+            i, j = given["entry"][0] - 1, given["entry"][1] - 1
+            best = None
+            for t in range(given["low"], given["high"] + 1):
+                m = substituted(given["A"], i, j, t)
+                if m.det() == 0:
+                    continue
+                biggest = max(abs(v) for v in m.inv())
+                if best is None or biggest < best[0]:
+                    best = (biggest, t)
+            return {"t": best[1], "max_entry": fraction(best[0])}
+        if question == "prediction":
+            x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
+            w, rss = least_squares(x, y)
+            mean = sum(y) / len(y)
+            tss = sum((v - mean) ** 2 for v in y)
+            new = matrix([given["x_new"]])
+            return {"prediction": fraction((new * w)[0, 0]), "r2": fraction(1 - rss / tss)}
+        if question == "leave_one_out":
+            scored = []
+            for k in range(len(given["X"])):
+                keep = [r for n, r in enumerate(given["X"]) if n != k]
+                ys = [v for n, v in enumerate(given["y"]) if n != k]
+                scored.append((least_squares(matrix(keep), matrix([[v] for v in ys]))[1], k + 1))
+            rss, k = min(scored)
+            return {"drop": k, "rss": fraction(rss)}
+        if question == "ridge":
+            x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
+            for lam in sorted(Fraction(v) for v in given["lambdas"]):
+                penalty = sympy.Rational(lam.numerator, lam.denominator) * sympy.eye(x.cols)
+                w = (x.T * x + penalty).LUsolve(x.T * y)
+                if (w.T * w)[0, 0] <= sympy.Rational(Fraction(given["bound"]).numerator,
+                                                     Fraction(given["bound"]).denominator):
+                    return {"lambda": lam, "w": [fraction(v) for v in w]}
+            return {"lambda": None, "w": None}
+        if question == "nullity":
+            rows = []
+            for a in given["matrices"]:
+                r = matrix(a).rank()
+                rows.append({"nullity": len(a[0]) - r, "left_nullity": len(a) - r})
+            return {"rows": rows}
+        if question == "product_rank":
+            return {"rows": [{"rank": (matrix(pair["A"]) * matrix(pair["B"])).rank()}
+                             for pair in given["products"]]}
+        if question == "spanning_prefix":
+            rows = []
+            for a in given["matrices"]:
+                m = matrix(a)
+                full = m.rank()
+                rows.append({"k": next(k for k in range(1, m.cols + 1) if m[:, :k].rank() == full)})
+            return {"rows": rows}
+        if question == "essential_columns":
+            rows = []
+            for a in given["matrices"]:
+                m = matrix(a)
+                full = m.rank()
+                rows.append({"essential": sum(1 for c in range(m.cols)
+                                              if m[:, [k for k in range(m.cols) if k != c]].rank() < full)})
+            return {"rows": rows}
+        if question == "distance":
+            a = matrix(given["A"])
+            p = a * (a.T * a).inv() * a.T
+            rows = []
+            for v in given["vectors"]:
+                vector = matrix([[x] for x in v])
+                projected = p * vector
+                residual = vector - projected
+                rows.append({"distance_sq": fraction((residual.T * residual)[0, 0]),
+                             "cos_sq": fraction((projected.T * projected)[0, 0] / (vector.T * vector)[0, 0])})
+            return {"rows": rows}
+        if question == "closest_vector":
+            a = matrix(given["A"])
+            p = a * (a.T * a).inv() * a.T
+            scored = []
+            for k, v in enumerate(given["vectors"], start=1):
+                residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
+                scored.append(((residual.T * residual)[0, 0], k))
+            d, k = min(scored)
+            return {"closest": k, "distance_sq": fraction(d)}
+        if question == "drop_column":
+            a = matrix(given["A"])
+            scored = []
+            for c in range(a.cols):
+                kept = a[:, [k for k in range(a.cols) if k != c]]
+                p = kept * (kept.T * kept).inv() * kept.T
+                total = sympy.Integer(0)
+                for v in given["vectors"]:
+                    residual = matrix([[x] for x in v]) - p * matrix([[x] for x in v])
+                    total += (residual.T * residual)[0, 0]
+                scored.append((total, c + 1))
+            total, c = min(scored)
+            return {"drop": c, "total_sq": fraction(total)}
+        if question == "unit_maximum":
+            return {"rows": [{"max": eigenvalues(matrix(m))[-1]} for m in given["matrices"]]}
+        if question == "radius":
+            rows = []
+            for m in given["matrices"]:
+                values = eigenvalues(matrix(m))
+                radius = max(values, key=lambda v: sympy.N(abs(v), 50))
+                rows.append({"spectral_radius": sympy.Abs(radius) if sympy.N(radius, 50) < 0 else radius,
+                             "sum_squares": fraction(sympy.expand(sum(v**2 for v in values)))})
+            return {"rows": rows}
+        if question == "shift":
+            rows = []
+            for m in given["matrices"]:
+                low = eigenvalues(matrix(m))[0]
+                rows.append({"shift": int(sympy.floor(-low)) + 1})
+            return {"rows": rows}
+        if question == "count_below":
+            rows = []
+            for m, c in zip(given["matrices"], given["thresholds"], strict=True):
+                c = sympy.Rational(Fraction(c).numerator, Fraction(c).denominator)
+                rows.append({"below": sum(1 for v in eigenvalues(matrix(m)) if sympy.N(v - c, 50) < 0)})
+            return {"rows": rows}
+        # PCA questions: the population covariance of the points
+        data = matrix(given["points"])
+        n = data.rows
+        mean = sympy.ones(1, n) * data / n
+        centred = data - sympy.ones(n, 1) * mean
+        cov = centred.T * centred / n
+        if question == "max_variance":
+            top = eigenvalues(cov)[-1]
+            return {"variance": top, "ratio": sympy.radsimp(top / cov.trace())}
+        if question == "along":
+            u = matrix([[x] for x in given["direction"]])
+            along = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
+            return {"variance": fraction(along), "rest": fraction(cov.trace() - along)}
+        if question == "grid_direction":
+            from math import gcd
+
+            bound = given["bound"]
+            best = None
+            for a in range(1, bound + 1):
+                for b in range(-bound, bound + 1):
+                    if b == 0 or gcd(a, abs(b)) != 1:
+                        continue
+                    u = matrix([[a], [b]])
+                    captured = (u.T * cov * u)[0, 0] / (u.T * u)[0, 0]
+                    if best is None or captured > best[0]:
+                        best = (captured, [a, b])
+            return {"direction": best[1], "ratio": fraction(best[0] / cov.trace())}
+        scored = []
+        for k, d in enumerate(given["directions"], start=1):
+            u = matrix([[x] for x in d])
+            scored.append((-(u.T * cov * u)[0, 0] / (u.T * u)[0, 0], k))
+        value, k = min(scored)
+        return {"best": k, "ratio": fraction(-value / cov.trace())}
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
+
+
+# ---------------------------------------------------------------------------- prompts
+
+_QUESTIONS = {
+    "solve": ("For each square matrix A in `matrices` and the vector b at the same position in `vectors`, "
+              "give "
+              "the vector x with A x = b, exactly.",
+              '{"rows": [{"x": [Fraction, ...]}, ...]}  (one row per matrix, in order)', "dimensionless"),
+    "product": ("Let C = A B (the matrix product). Give the determinant of C and the trace (sum of the "
+                "diagonal entries) of the inverse of C, exactly.",
+                '{"det": Fraction, "trace_inverse": Fraction}', "dimensionless"),
+    "singular_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by an "
+                       "unknown t. Give the value of t for which the matrix is singular, or None if it is "
+                       "invertible for every t or singular for every t.",
+                       '{"t": Fraction or None}', "dimensionless"),
+    "best_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by an "
+                   "integer "
+                   "t with low <= t <= high. Among the t for which the matrix is invertible, which makes the "
+                   "largest absolute value of an entry of the inverse smallest? On a tie, the smallest t. "
+                   "Give "
+                   "t and that largest absolute entry.",
+                   '{"t": int, "max_entry": Fraction}', "dimensionless"),
+    "ls_words": ("Choose the coefficient vector w that makes the sum over observations of (y_k - (X w)_k)**2 "
+                 "as small as possible (X already contains a column of ones for the intercept). Give w and "
+                 "that smallest sum, exactly.",
+                 '{"rows": [{"w": [Fraction, ...], "rss": Fraction}]}  (a single row)',
+                 "w in units of y per unit of each column of X; rss in squared units of y"),
+    "prediction": ("Fit y ~ X w by ordinary least squares (X already contains a column of ones for the "
+                   "intercept). Give the fitted model's prediction for a new observation whose row of X is "
+                   "`x_new`, and the coefficient of determination R**2 = 1 - (residual sum of squares) / "
+                   "(sum "
+                   "of squares of y about its mean), exactly.",
+                   '{"prediction": Fraction, "r2": Fraction}',
+                   "prediction in units of y; R**2 dimensionless"),
+    "leave_one_out": ("Fit y ~ X w by ordinary least squares with one observation left out (X already "
+                      "contains a column of ones). Which observation, counted from 1, when left out gives "
+                      "the smallest residual sum of squares on the remaining ones? On a tie, the smallest "
+                      "number. Give it and that residual sum of squares.",
+                      '{"drop": int, "rss": Fraction}', "rss in squared units of y"),
+    "ridge": ("Ridge regression: w minimises sum_k (y_k - (X w)_k)**2 + lambda * ||w||**2 (every "
+              "coefficient, "
+              "the intercept's included, is penalised; X already contains a column of ones). Of the values "
+              "in "
+              "`lambdas`, give the smallest lambda whose w has ||w||**2 <= `bound`, and that w; None for "
+              "both "
+              "if none does.",
+              '{"lambda": Fraction or None, "w": [Fraction, ...] or None}', "w in units of y per unit of X"),
+    "projection_words": ("For each vector v in `vectors`, give the point of the column space of A (the set "
+                         "of all A c) closest to v in Euclidean distance, and v minus that point, exactly.",
+                         '{"rows": [{"projection": [Fraction, ...], "residual": [Fraction, ...]}, ...]}  '
+                         "(one row per vector, in order)", "the units of the vectors"),
+    "distance": ("For each vector v in `vectors`, give its squared Euclidean distance to the column space of "
+                 "A (the set of all A c), and the squared cosine of the angle between v and the closest "
+                 "point of that space to v.",
+                 '{"rows": [{"distance_sq": Fraction, "cos_sq": Fraction}, ...]}  (one row per vector)',
+                 "squared units of the vectors; cos_sq dimensionless"),
+    "closest_vector": ("Which vector in `vectors` is closest to the column space of A (the set of all A c) "
+                       "in Euclidean distance? On a tie, the earliest. Give its position, counted from 1, "
+                       "and its squared distance.", '{"closest": int, "distance_sq": Fraction}',
+                       "squared units of the vectors"),
+    "drop_column": ("One column of A is to be deleted. After deleting it, the sum over the vectors in "
+                    "`vectors` of their squared Euclidean distances to the column space of the remaining "
+                    "matrix should be as small as possible. Which column, counted from 1? On a tie, the "
+                    "smallest number. Give it and that sum.", '{"drop": int, "total_sq": Fraction}',
+                    "squared units of the vectors"),
+    "nullity": ("For each matrix A (m rows, n columns) in `matrices`, give the dimension of the set of "
+                "vectors x with A x = 0, and the dimension of the set of vectors y with y^T A = 0.",
+                '{"rows": [{"nullity": int, "left_nullity": int}, ...]}  (one row per matrix)', "dimensions"),
+    "product_rank": ("For each pair in `products`, give the rank of the product A B, over the rationals.",
+                     '{"rows": [{"rank": int}, ...]}  (one row per pair)', "dimensionless"),
+    "spanning_prefix": ("For each matrix in `matrices`, give the smallest k such that its first k columns "
+                        "span the same space as all of its columns.",
+                        '{"rows": [{"k": int}, ...]}  (one row per matrix)', "a number of columns"),
+    "essential_columns": ("For each matrix in `matrices`, give how many of its columns cannot be deleted "
+                          "(on its own, the other columns kept) without lowering the rank.",
+                          '{"rows": [{"essential": int}, ...]}  (one row per matrix)', "a number of columns"),
+    "unit_maximum": ("For each symmetric matrix M in `matrices`, give the largest value of x^T M x over the "
+                 "vectors x with x^T x = 1, exactly (it may be irrational).",
+                 '{"rows": [{"max": exact value}, ...]}  (one row per matrix)', "dimensionless"),
+    "radius": ("For each symmetric matrix M in `matrices`, give the largest |lambda| over the eigenvalues "
+               "lambda of M (exact, possibly irrational), and the sum of the squares of its eigenvalues "
+               "(with multiplicity).",
+               '{"rows": [{"spectral_radius": exact value, "sum_squares": Fraction}, ...]}', "dimensionless"),
+    "shift": ("For each symmetric matrix M in `matrices`, give the smallest integer s such that M + s I is "
+              "positive definite (x^T (M + s I) x > 0 for every non-zero x).",
+              '{"rows": [{"shift": int}, ...]}  (one row per matrix)', "dimensionless"),
+    "count_below": ("For each symmetric matrix M in `matrices` and the number c at the same position in "
+                    "`thresholds`, give how many eigenvalues of M (counted with multiplicity) are strictly "
+                    "less than c.",
+                    '{"rows": [{"below": int}, ...]}  (one row per matrix)', "a count"),
+    "max_variance": ("The points in `points` are projected onto a line through their mean with unit "
+                     "direction u, and the population variance (1/n normalisation) of the projections is "
+                     "taken. Give the largest such variance over all u (exact, possibly irrational), and "
+                     "that variance as a fraction of the sum of the variances of the two coordinates.",
+                     '{"variance": exact value, "ratio": exact value}',
+                     "variance in squared point units; the ratio is dimensionless"),
+    "along": ("Give the population variance (1/n normalisation) of the points in `points` projected onto the "
+              "line through their mean with direction `direction` (the coordinate along the unit vector "
+              "direction / ||direction||), and the variance that is left: the sum of the variances of the "
+              "two coordinates minus that variance.",
+              '{"variance": Fraction, "rest": Fraction}', "squared point units"),
+    "best_direction": ("Of the directions in `directions`, which captures the largest population variance "
+                       "(1/n normalisation) of the points in `points` projected onto it (the coordinate "
+                       "along the unit vector direction / ||direction||)? On a tie, the earliest. Give its "
+                       "position, counted from 1, and the captured variance as a fraction of the sum of "
+                       "the variances of the two coordinates.",
+                       '{"best": int, "ratio": Fraction}', "the ratio is dimensionless"),
+    "grid_direction": ("Among the directions [a, b] with integers 1 <= a <= `bound`, b non-zero with "
+                       "|b| <= `bound` and gcd(a, |b|) = 1, which captures the largest population variance "
+                       "(1/n normalisation) of the points in `points` projected onto it (the coordinate "
+                       "along [a, b] / ||[a, b]||)? On a tie, the smallest a, then the smallest b. Give it "
+                       "and the captured variance as a fraction of the sum of the variances of the two "
+                       "coordinates.", '{"direction": [int, int], "ratio": Fraction}',
+                       "the ratio is dimensionless"),
+}
+_GIVEN = {"matrices": "list of matrices (lists of rows of Fraction)", "vectors": "list of vectors",
+          "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1", "low": "smallest t",
+          "high": "largest t", "X": "design matrix, one row per observation", "y": "observed targets",
+          "x_new": "a new row of X", "lambdas": "candidate penalties", "bound": "the bound",
+          "products": "list of dicts {'A': matrix, 'B': matrix}", "thresholds": "list of numbers c",
+          "points": "list of points [x, y] with Fraction coordinates", "direction": "a direction [a, b]",
+          "directions": "list of directions [a, b]"}
+_CONVENTIONS = {
+    "ls_words": BASICS, "projection_words": BASICS,
+}
+
+
+def _renderer(name):
+    def render(inputs):
+        question, shape, units = _QUESTIONS[name]
+        variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
+        if "question" in inputs:
+            variables["question"] = ("the question asked, as a word", name)
+        return prompt(question, variables, single_row(shape), units)
+
+    return render
+
+
+_COUNTS = ("nullity", "essential_columns", "count_below")
+_RENDER = {name: _renderer(name) for name in _QUESTIONS}
+
+
+def build(task_id, inputs):
+    from exactgrade.domains.deeplearning import linalg
+
+    if "question" not in inputs:  # level 2 of least squares and projection: level 1's reference
+        if "X" in inputs:
+            return TaskDef(task_id, "linalg", inputs, linalg.least_squares_rows, _RENDER["ls_words"], _API,
+                           POLICY, tags=("least-squares", "words"), meta={"linalg": "least_squares"})
+        return TaskDef(task_id, "linalg", inputs, linalg.projection_rows, _RENDER["projection_words"], _API,
+                       POLICY, tags=("projection", "words"), meta={"linalg": "projection"})
+    name = inputs["question"]
+    zero_reason = None
+    if name in _COUNTS:
+        rows = linalg_question_rows(**inputs)["rows"]
+        if any(v == 0 for row in rows for v in row.values()):
+            zero_reason = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a "
+                           "threshold "
+                           "below every eigenvalue has none below it): that count is the answer")
+    return TaskDef(task_id, "linalg", inputs, linalg_question_rows, _RENDER[name], _API, POLICY,
+                   tags=("linalg", name), zero_reason=zero_reason, meta={"linalg_question": name})
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def _small(draw: Draw) -> F:
+    return draw.dyadic(-2, 2, 1)
+
+
+def sample_inverse(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import _plain, invertible_matrix
+
+    n = draw.integer(2, 3) if level in (2, 3) else 3
+    if level == 2:
+        matrices = [invertible_matrix(draw, draw.integer(2, 4)) for _ in range(2)]
+        return {"question": "solve", "matrices": matrices,
+                "vectors": [[draw.integer(-3, 3) for _ in m] for m in matrices]}
+    if level == 3:
+        return {"question": "product", "A": invertible_matrix(draw, n), "B": invertible_matrix(draw, n)}
+    a = invertible_matrix(draw, n)
+    entry = [draw.integer(1, n), draw.integer(1, n)]
+    if level == 4 and draw.chance(1, 3):  # an entry whose cofactor is 0, when there is one: the None case
+        from exactgrade.rational import determinant
+
+        flat = [[i, j] for i in range(1, n + 1) for j in range(1, n + 1)
+                if determinant([[x for c, x in enumerate(row) if c != j - 1]
+                                for r, row in enumerate(a) if r != i - 1]) == 0]
+        entry = draw.choice(flat) if flat else entry
+    if level == 4:
+        return {"question": "singular_entry", "A": a, "entry": entry}
+    low = draw.integer(1, 4)
+    return {"question": "best_entry", "A": _plain(a), "entry": entry, "low": low,
+            "high": low + draw.integer(4, 8)}
+
+
+def sample_least_squares(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import sample_least_squares as level_one
+
+    base = level_one(draw, 3 if level >= 4 else 2)
+    if level == 2:
+        return base
+    if level == 3:
+        x_new = [1, draw.integer(-6, 12), *([] if len(base["X"][0]) == 2 else [0])]
+        if len(x_new) == 3:
+            x_new[2] = x_new[1] ** 2
+        return {"question": "prediction", **base, "x_new": x_new}
+    if level == 4:
+        return {"question": "leave_one_out", **base}
+    from exactgrade.domains.deeplearning.linalg_levels import linalg_question_rows as rows
+
+    lambdas = sorted(draw.sample([F(1, 4), F(1, 2), F(1), F(2), F(4), F(8), F(16), F(64)], 5))
+    norms = []
+    for lam in lambdas:
+        w = rows("ridge", **base, lambdas=[lam], bound=10**9)["rows"][0]["w"]
+        norms.append(sum((v * v for v in w), F(0)))
+    bound = norms[draw.below(len(norms))] if draw.chance(5, 6) else norms[-1] / 2
+    return {"question": "ridge", **base, "lambdas": lambdas, "bound": bound}
+
+
+def sample_rank(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import rank_matrix
+
+    def some(count, size):
+        out = []
+        for _ in range(count):
+            m, n = draw.integer(2, size), draw.integer(2, size)
+            out.append(rank_matrix(draw, m, n, draw.integer(1, min(m, n))))
+        return out
+
+    if level == 2:
+        return {"question": "nullity", "matrices": some(4, 5)}
+    if level == 3:
+        pairs = []
+        for _ in range(4):
+            m, k, n = draw.integer(2, 4), draw.integer(2, 4), draw.integer(2, 4)
+            pairs.append({"A": rank_matrix(draw, m, k, draw.integer(1, min(m, k))),
+                          "B": rank_matrix(draw, k, n, draw.integer(1, min(k, n)))})
+        return {"question": "product_rank", "products": pairs}
+    return {"question": "spanning_prefix" if level == 4 else "essential_columns", "matrices": some(4, 5)}
+
+
+def sample_projection(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import sample_projection as level_one
+
+    base = level_one(draw, 3 if level == 5 else 2)
+    if level == 2:
+        return base
+    if level == 5 and len(base["A"][0]) < 2:
+        raise Reject("one column: nothing to choose")
+    name = {3: "distance", 4: "closest_vector", 5: "drop_column"}[level]
+    if level == 4 and len(base["vectors"]) < 3:
+        base["vectors"] = base["vectors"] + [[draw.integer(-2, 2) for _ in base["A"]]]
+    return {"question": name, **base}
+
+
+def sample_eigenvalues(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import symmetric_with_radical_eigenvalues
+
+    matrices = [symmetric_with_radical_eigenvalues(draw, draw.integer(2, 4)) for _ in range(3)]
+    name = {2: "unit_maximum", 3: "radius", 4: "shift", 5: "count_below"}[level]
+    extra = {"thresholds": [draw.integer(-3, 4) + F(1, 2) for _ in matrices]} if level == 5 else {}
+    return {"question": name, "matrices": matrices, **extra}
+
+
+def sample_pca(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.linalg import sample_pca as level_one
+
+    base = level_one(draw, 2)
+    if level == 2:
+        return {"question": "max_variance", **base}
+    if level == 3:
+        direction = [draw.integer(1, 3), draw.choice((-2, -1, 1, 2, 3))]
+        return {"question": "along", **base, "direction": direction}
+    if level == 4:
+        directions = draw.sample([[1, 0], [0, 1], [1, 1], [1, -1], [2, 1], [1, 2], [2, -1], [1, -2], [3, 1],
+                                  [1, 3]], 5)
+        return {"question": "best_direction", **base, "directions": directions}
+    return {"question": "grid_direction", **base, "bound": draw.integer(2, 4)}

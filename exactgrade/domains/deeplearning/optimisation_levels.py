@@ -1,0 +1,404 @@
+"""Levels 2-5 of the optimisation families: stability derived, trajectories composed, steps and
+learning rates searched, and schedules designed, instead of transcribing a stated update.
+
+References are self-contained sandbox programs; checks.py recomputes each (``meta["opt_question"]``)
+another way: SGD through each coordinate's linear state map (and the stability limit through the
+map's characteristic polynomial at -1 and numpy eigenvalues on either side), Adam and the schedule
+in 80-digit mpmath.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from exactgrade.domains.deeplearning._family import single_row
+from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
+from exactgrade.task import TaskDef
+
+QUADRATIC = ("Optimisation conventions. The objective is f(w) = 1/2 * sum_i a_i * (w_i - c_i)**2 with "
+             "curvatures "
+             "a = `curvature` and centre c = `center`. Steps are counted from 1; w0 is the starting point. ")
+SGD_RULE = ("SGD (as torch.optim.SGD, dampening 0): g = grad f(w) + weight_decay * w; with momentum mu != 0 "
+            "the "
+            "buffer is b = g at step 1 and b = mu * b + g afterwards; the step direction is d = g + mu * b "
+            "with "
+            "nesterov=True, d = b without, d = g when mu = 0; then w = w - lr * d. A reported loss is f(w) "
+            "(without any weight-decay term). ")
+ADAM_RULE = ("Adam (as torch.optim.Adam, no weight decay, amsgrad off): g = grad f(w); m = beta1 * m + (1 - "
+             "beta1) "
+             "* g, v = beta2 * v + (1 - beta2) * g**2 (elementwise, m = v = 0 before step 1), m_hat = m / (1 "
+             "- "
+             "beta1**t), v_hat = v / (1 - beta2**t), w = w - lr * m_hat / (sqrt(v_hat) + eps). Keep square "
+             "roots "
+             "exact with sympy.sqrt. ")
+SCHEDULE_WORDS = ("Learning-rate schedule conventions. The learning rate at step s (s = 1, 2, ...) follows a "
+                  "schedule: during warmup it rises linearly in s from 0 (the value it would have at s = 0) "
+                  "and "
+                  "reaches peak_lr at s = warmup_steps; from s = warmup_steps to s = warmup_steps + "
+                  "decay_steps it "
+                  "follows half a period of a cosine, from peak_lr down to min_lr (flat at both ends of that "
+                  "stretch); after that it stays at min_lr. Use sympy.cos and sympy.pi so values stay "
+                  "exact. ")
+
+
+def opt_question_rows(question, **given):
+    def answer(question, **given):
+        from fractions import Fraction
+
+        import sympy
+
+        def sgd(lr, steps):
+            a = [Fraction(x) for x in given["curvature"]]
+            c = [Fraction(x) for x in given["center"]]
+            w = [Fraction(x) for x in given["w0"]]
+            mu, wd, nesterov = Fraction(given["momentum"]), Fraction(given["weight_decay"]), given["nesterov"]
+            buf, losses = None, []
+            for _ in range(steps):
+                g = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+                if mu != 0:
+                    buf = g if buf is None else [mu * b + gi for b, gi in zip(buf, g, strict=True)]
+                    g = [gi + mu * b for gi, b in zip(g, buf, strict=True)] if nesterov else buf
+                w = [wi - Fraction(lr) * gi for wi, gi in zip(w, g, strict=True)]
+                terms = zip(a, w, c, strict=True)
+                losses.append(sum((ai * (wi - ci) ** 2 for ai, wi, ci in terms), Fraction(0)) / 2)
+            return losses
+
+        def start_loss():
+            return sum((Fraction(a) * (Fraction(w) - Fraction(c)) ** 2
+                        for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True)),
+                       Fraction(0)) / 2
+
+        def stability():
+            mu = Fraction(given["momentum"])
+            lam = max(Fraction(a) for a in given["curvature"]) + Fraction(given["weight_decay"])
+            if mu == 0:
+                return 2 / lam
+            return 2 * (1 + mu) / ((1 + 2 * mu) * lam) if given["nesterov"] else 2 * (1 + mu) / lam
+
+        def adam_first(lr, eps):
+            moves = []
+            for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True):
+                g = Fraction(a) * (Fraction(w) - Fraction(c))
+                moves.append(Fraction(lr) * g / (abs(g) + Fraction(eps)))
+            return moves
+
+        def exact(q):
+            q = Fraction(q)
+            return sympy.Rational(q.numerator, q.denominator)
+
+        def lr_at(s, peak, low, warmup, decay):
+            peak, low = Fraction(peak), Fraction(low)
+            if s < warmup:
+                return exact(peak * s / warmup)
+            if s <= warmup + decay:
+                cosine = sympy.cos(sympy.pi * sympy.Rational(s - warmup, decay))
+                return exact((low + peak) / 2) + exact((peak - low) / 2) * cosine
+            return exact(low)
+
+        def at_least(x, y):
+            """x >= y for exact sympy numbers (decided to 60 digits; the samplers keep away from ties)."""
+            return sympy.N(x - y, 60) >= 0
+
+        if question == "stability":
+            return {"lr_limit": stability()}
+        if question == "final":
+            return {"final_loss": sgd(given["lr"], given["steps"])[-1],
+                    "diverges": Fraction(given["lr"]) > stability()}
+        if question == "first_below":
+            losses = sgd(given["lr"], given["steps"])
+            hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
+            return {"step": hit[0] if hit else None}
+        if question == "best_lr":
+            start, scored = start_loss(), []
+            for lr in given["candidates"]:
+                losses = sgd(lr, given["steps"])
+                if max(losses) <= start:
+                    scored.append((losses[-1], Fraction(lr)))
+            if not scored:
+                return {"lr": None, "loss": None}
+            loss, lr = min(scored)
+            return {"lr": lr, "loss": loss}
+        if question == "first_step":
+            moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
+            furthest = moves.index(max(moves))
+            return {"rows": [{"move": m, "furthest": i == furthest} for i, m in enumerate(moves)]}
+        if question == "two_step_loss":
+            a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            lr, b1, b2, eps = (exact(given[k]) for k in ("lr", "beta1", "beta2", "eps"))
+            m, v = [0] * len(w), [0] * len(w)
+            for t in (1, 2):
+                g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+                m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+                v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+                w = [wi - lr * (mi / (1 - b1**t)) / (sympy.sqrt(vi / (1 - b2**t)) + eps)
+                     for wi, mi, vi in zip(w, m, v, strict=True)]
+            return {"loss": sympy.Add(*[ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)]) / 2}
+        if question == "smallest_eps":
+            for eps in sorted(Fraction(e) for e in given["candidates"]):
+                if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
+                    return {"eps": eps}
+            return {"eps": None}
+        if question == "largest_lr":
+            for lr in sorted((Fraction(x) for x in given["candidates"]), reverse=True):
+                w = [Fraction(x) - m for x, m in zip(given["w0"], adam_first(lr, given["eps"]), strict=True)]
+                overshoot = any((wi - Fraction(c)) * (Fraction(x) - Fraction(c)) < 0
+                                for wi, x, c in zip(w, given["w0"], given["center"], strict=True))
+                loss = sum((Fraction(a) * (wi - Fraction(c)) ** 2
+                            for a, wi, c in zip(given["curvature"], w, given["center"], strict=True)),
+                           Fraction(0)) / 2
+                if not overshoot and loss <= Fraction(given["target"]):
+                    return {"lr": lr, "loss": loss}
+            return {"lr": None, "loss": None}
+        args = (given["peak_lr"], given["min_lr"], given["warmup_steps"])
+        if question == "total":
+            rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
+            return {"total": sympy.Add(*rates)}
+        if question == "first_at_most":
+            target = exact(given["target"])
+            for s in range(1, given["warmup_steps"] + given["decay_steps"] + 1):
+                if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
+                    return {"step": s}
+            return {"step": None}
+        # "shortest_decay": the smallest decay length in [low, high] keeping lr(step) >= target
+        target = exact(given["target"])
+        for decay in range(given["decay_low"], given["decay_high"] + 1):
+            if at_least(lr_at(given["step"], *args, decay), target):
+                return {"decay_steps": decay}
+        return {"decay_steps": None}
+
+    out = answer(question, **given)
+    return out if list(out) == ["rows"] else {"rows": [out]}
+
+
+# ---------------------------------------------------------------------------- prompts
+
+_QUESTIONS = {
+    "stability": (
+        "SGD as in the conventions runs on f with the given curvatures, momentum, nesterov flag and weight "
+        "decay (the centre c and the starting point are not given: the answer holds for every c and every "
+        "start). Give the supremum of the learning rates lr > 0 for which the iterates converge from every "
+        "starting point (to the minimiser of f(w) + weight_decay/2 * ||w||**2).",
+        '{"lr_limit": Fraction}', "learning rate (parameter units per gradient unit)", QUADRATIC + SGD_RULE),
+    "final": (
+        "Run `steps` steps of SGD as in the conventions from w0 with the learning rate `lr`. Give f(w) after "
+        "the last step, and whether these iterates, continued forever, would grow without bound (True) "
+        "rather than converge (False).",
+        '{"final_loss": Fraction, "diverges": bool}', "loss in the units of f", QUADRATIC + SGD_RULE),
+    "first_below": (
+        "Run SGD as in the conventions from w0 with the learning rate `lr`, for at most `steps` steps. Give "
+        "the first step t after which f(w) <= `target`, or None if no step up to `steps` reaches it.",
+        '{"step": int or None}', "steps", QUADRATIC + SGD_RULE),
+    "best_lr": (
+        "For each learning rate in `candidates`, run `steps` steps of SGD as in the conventions from w0. "
+        "Among the candidates whose loss f(w) after every one of those steps is at most f(w0), which has the "
+        "lowest loss after the last step? On a tie, the smallest learning rate. Give it and that loss, or "
+        "None for both if no candidate qualifies.",
+        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
+        QUADRATIC + SGD_RULE),
+    "first_step": (
+        "Adam as in the conventions takes its first step from w0 with the learning rate `lr` and the given "
+        "eps (beta1 and beta2 are not given: the answer does not need them). Give, for each coordinate, how "
+        "far it moves (|w1_i - w0_i|), and whether it is the coordinate that moves furthest (True for "
+        "exactly one coordinate: on a tie, the earliest).",
+        '{"rows": [{"move": Fraction, "furthest": bool}, ...]}  (one row per coordinate)', "parameter units",
+        QUADRATIC + ADAM_RULE),
+    "two_step_loss": (
+        "Run two steps of Adam as in the conventions from w0. Give f(w) after the second step, exactly.",
+        '{"loss": exact sympy value}', "the units of f", QUADRATIC + ADAM_RULE),
+    "smallest_eps": (
+        "Adam as in the conventions takes its first step from w0 with the learning rate `lr` (beta1 and "
+        "beta2 are not given: the answer does not need them). Of the values in `candidates` for eps, which "
+        "is the smallest for which no coordinate moves by more than `cap` in that step? None if none is.",
+        '{"eps": Fraction or None}', "eps in gradient units", QUADRATIC + ADAM_RULE),
+    "largest_lr": (
+        "Adam as in the conventions takes its first step from w0 with the given eps (beta1 and beta2 are not "
+        "given: the answer does not need them). Of the learning rates in `candidates`, which is the largest "
+        "for which, after that one step, no coordinate has passed beyond its centre (w1_i - c_i is 0 or has "
+        "the sign of w0_i - c_i) and f(w1) <= `target`? Give it and f(w1), or None for both if no candidate "
+        "qualifies.",
+        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
+        QUADRATIC + ADAM_RULE),
+    "words": (
+        "Give the learning rate of the schedule in the conventions (with the given peak_lr, min_lr, "
+        "warmup_steps and decay_steps) at each step listed in `steps`, exactly.",
+        '{"rows": [{"step": int, "lr": exact value}, ...]}  (one row per listed step, in order)',
+        "learning rate (per step)", SCHEDULE_WORDS),
+    "total": (
+        "Training uses the schedule in the conventions for steps 1 to `last`. Give the sum of the learning "
+        "rates of those steps, exactly.",
+        '{"total": exact sympy value}', "learning rate summed over steps", SCHEDULE_WORDS),
+    "first_at_most": (
+        "With the schedule in the conventions, give the first step s >= warmup_steps at which the learning "
+        "rate is at most `target`, or None if no step up to warmup_steps + decay_steps has one.",
+        '{"step": int or None}', "steps", SCHEDULE_WORDS),
+    "shortest_decay": (
+        "The schedule in the conventions has the given peak_lr, min_lr and warmup_steps, and a decay length "
+        "D (its decay_steps) still to choose, an integer from `decay_low` to `decay_high`. Give the smallest "
+        "D for which the learning rate at step `step` is at least `target`, or None if no D in that range "
+        "gives that.",
+        '{"decay_steps": int or None}', "steps", SCHEDULE_WORDS),
+}
+_GIVEN = {
+    "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
+    "w0": "starting point", "lr": "learning rate", "momentum": "momentum mu (0 = none)",
+    "nesterov": "bool: True for Nesterov momentum", "weight_decay": "L2 weight decay added to the gradient",
+    "steps": "number of steps (for a schedule: the steps to report)", "target": "the target value",
+    "candidates": "the candidate values", "beta1": "first-moment decay", "beta2": "second-moment decay",
+    "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
+    "min_lr": "final learning rate", "warmup_steps": "warmup length in steps",
+    "decay_steps": "cosine decay length in steps", "last": "the last training step",
+    "decay_low": "smallest decay length allowed", "decay_high": "largest decay length allowed",
+    "step": "the step whose learning rate is constrained",
+}
+
+
+def _prompt(inputs):
+    """The prompt of a question (a schedule's level 2 has no `question` input: its reference is level 1's)."""
+    name = inputs.get("question", "words")
+    question, shape, units, _ = _QUESTIONS[name]
+    variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
+    if "question" in inputs:
+        variables["question"] = ("the question asked, as a word", name)
+    return prompt(question, variables, single_row(shape), units)
+
+
+def build(task_id, inputs):
+    name = inputs.get("question", "words")
+    conventions = _QUESTIONS[name][3]
+    kind = ("schedule" if conventions == SCHEDULE_WORDS else "adam" if ADAM_RULE in conventions else "sgd")
+    meta = {"opt_question": name}
+    if name == "words":
+        from exactgrade.domains.deeplearning.optimisation import warmup_cosine_rows
+
+        return TaskDef(task_id, "optimisation", inputs, warmup_cosine_rows, _prompt, api(conventions), POLICY,
+                       tags=(kind, "words"), meta={**meta, "optimiser": "schedule"})
+    return TaskDef(task_id, "optimisation", inputs, opt_question_rows, _prompt, api(conventions), POLICY,
+                   tags=(kind, name), meta=meta)
+
+
+# ---------------------------------------------------------------------------- samplers
+
+_SGD_KEYS = ("curvature", "center", "w0", "lr", "momentum", "nesterov", "weight_decay", "steps")
+
+
+def sample_sgd(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.optimisation import sample_sgd as level_one
+
+    base = level_one(draw, min(level, 3))
+    if level == 2:
+        return {"question": "stability", **{k: base[k] for k in ("curvature", "momentum", "nesterov",
+                                                                 "weight_decay")}}
+    if level == 3:
+        return {"question": "final", **base}
+    losses = _losses(base, base["lr"])
+    if level == 4:  # the target is a new low of the trajectory (the answer is that step), mostly a later one
+        records = [k for k, loss in enumerate(losses) if all(loss < earlier for earlier in losses[:k])]
+        if len(records) == 1 and draw.chance(3, 4):
+            raise Reject("the first loss is the lowest")
+        k = draw.choice(records[1:]) if len(records) > 1 and draw.chance(4, 5) else records[0]
+        target = losses[k] if draw.chance(5, 6) else min(losses) / 2
+        return {"question": "first_below", **base, "target": target}
+    from exactgrade.domains.deeplearning.optimisation import stability_limit
+
+    limit = stability_limit(base["momentum"], base["nesterov"], base["weight_decay"], base["curvature"])
+    grid = sorted({F(round(limit * f * 64), 64) for f in (F(1, 8), F(1, 4), F(1, 2), F(3, 4), F(1), F(5, 4))
+                   if round(limit * f * 64) > 0})
+    if len(grid) < 3:
+        raise Reject("too few distinct candidate learning rates")
+    return {"question": "best_lr", **{k: base[k] for k in _SGD_KEYS if k != "lr"}, "candidates": grid,
+            "steps": draw.integer(3, 4)}
+
+
+def _losses(inputs, lr):
+    """f(w) after each step of the level-1 trajectory."""
+    from exactgrade.domains.deeplearning.optimisation import sgd_trajectory
+
+    return [row["loss"] for row in sgd_trajectory(**{k: inputs[k] for k in _SGD_KEYS if k != "lr"},
+                                                  lr=lr)["rows"]]
+
+
+def sample_adam(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.optimisation import sample_adam as level_one
+
+    base = level_one(draw, 3 if level >= 3 else 2)
+    common = {k: base[k] for k in ("curvature", "center", "w0")}
+    if level == 2:
+        if base["eps"] == 0:
+            raise Reject("eps = 0 moves every coordinate by lr")
+        return {"question": "first_step", **common, "lr": base["lr"], "eps": base["eps"]}
+    if level == 3:
+        return {"question": "two_step_loss", **common,
+                **{k: base[k] for k in ("lr", "beta1", "beta2", "eps")}}
+    if level == 4:
+        candidates = sorted(draw.sample((F(1, 100), F(1, 10), F(1, 4), F(1, 2), F(1), F(2), F(4), F(10)), 5))
+        eps = candidates[draw.below(5)]
+        moves = opt_question_rows("first_step", **common, lr=base["lr"], eps=eps)["rows"]
+        cap = max(row["move"] for row in moves) if draw.chance(5, 6) else base["lr"] / 100
+        return {"question": "smallest_eps", **common, "lr": base["lr"], "candidates": candidates, "cap": cap}
+    eps = draw.choice((F(1, 10), F(1, 4), F(1, 2), F(1)))
+    candidates = sorted(draw.sample((F(1, 10), F(1, 4), F(1, 2), F(3, 4), F(1), F(3, 2), F(2), F(3)), 5))
+    terms = zip(common["curvature"], common["w0"], common["center"], strict=True)
+    start = sum((F(a) * (F(w) - F(c)) ** 2 for a, w, c in terms), F(0)) / 2
+    target = start / 1000
+    if draw.chance(5, 6):  # the loss of one candidate that does not overshoot: some candidate qualifies
+        fine = [loss for lr in candidates
+                if (loss := _adam_first_loss(common, lr, eps)) is not None]
+        if not fine:
+            raise Reject("every candidate overshoots")
+        target = draw.choice(fine)
+    return {"question": "largest_lr", **common, "eps": eps, "candidates": candidates, "target": target}
+
+
+def _adam_first_loss(common, lr, eps):
+    """f after Adam's first step, or None when a coordinate passes beyond its centre."""
+    moves = opt_question_rows("first_step", **common, lr=lr, eps=eps)["rows"]
+    loss = F(0)
+    for a, w, c, row in zip(common["curvature"], common["w0"], common["center"], moves, strict=True):
+        gap = abs(F(w) - F(c))
+        if row["move"] > gap:
+            return None
+        loss += F(a) * (gap - row["move"]) ** 2 / 2
+    return loss
+
+
+def sample_schedule(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.deeplearning.optimisation import sample_schedule as level_one
+
+    base = level_one(draw, 3)
+    schedule = {k: base[k] for k in ("peak_lr", "min_lr", "warmup_steps", "decay_steps")}
+    if level == 2:
+        return {**base}
+    if level == 3:
+        end = schedule["warmup_steps"] + schedule["decay_steps"]
+        return {"question": "total", **schedule, "last": draw.integer(schedule["warmup_steps"] + 1, end + 3)}
+    import mpmath
+
+    def value(s, decay):
+        peak, low, warmup = (mpmath.mpf(F(schedule[k]).numerator) / F(schedule[k]).denominator
+                             for k in ("peak_lr", "min_lr", "warmup_steps"))
+        if s < schedule["warmup_steps"]:
+            return peak * s / warmup
+        if s <= schedule["warmup_steps"] + decay:
+            phase = mpmath.pi * (s - schedule["warmup_steps"]) / decay
+            return low + (peak - low) * (1 + mpmath.cos(phase)) / 2
+        return low
+
+    def between(x, y):
+        """A rational strictly between two distinct values, far from both (12 significant digits)."""
+        return F(mpmath.nstr((x + y) / 2, 12))
+
+    if level == 4:
+        warmup, decay = schedule["warmup_steps"], schedule["decay_steps"]
+        values = [value(s, decay) for s in range(warmup, warmup + decay + 1)]
+        k = draw.integer(1, len(values) - 1)
+        target = between(values[k - 1], values[k]) if draw.chance(5, 6) else F(schedule["min_lr"]) / 2
+        return {"question": "first_at_most", **schedule, "target": target}
+    low = draw.integer(3, 10)
+    high = low + draw.integer(4, 10)
+    step = schedule["warmup_steps"] + draw.integer(1, low)
+    chosen = draw.integer(low, high)
+    target = between(value(step, chosen), value(step, chosen - 1)) if draw.chance(5, 6) else \
+        F(schedule["peak_lr"]) * 2
+    return {"question": "shortest_decay", **{k: schedule[k] for k in ("peak_lr", "min_lr", "warmup_steps")},
+            "decay_low": low, "decay_high": high, "step": step, "target": target}

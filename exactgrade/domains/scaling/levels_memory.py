@@ -1,0 +1,362 @@
+"""Levels 2-5 of activation_memory: the stored tensors described (L2), activations plus training
+state against the HBM (L3), the largest batch that fits with and without recomputation (L4), and
+the recomputation choice and batch of the highest throughput (L5). References are
+self-contained; the ``*_float`` twins compute in floats in another order and can reproduce one
+named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._sample import attention_shape, sorted_sample
+from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, tie_edge
+from exactgrade.family import Branch, Draw, Reject
+from exactgrade.task import Task
+
+STORED = """\
+Training a transformer layer without recomputation stores these 16-bit (2-byte) activations for
+the backward pass, per sequence of seq_len tokens, with hidden width `d_model`, `n_heads` heads and
+an MLP of hidden width 4 * d_model: in the attention block, the input of the QKV projection, the
+queries, the keys, the values and the input of the output projection (d_model values per token
+each), a 1-byte dropout mask of d_model values per token after the output projection, and for
+every head the seq_len x seq_len attention probabilities (2 bytes each), their 1-byte dropout mask
+and the dropped-out probabilities (2 bytes each); in the MLP block, its input (d_model values per
+token), the first linear layer's output and the GeLU output (4 * d_model values per token each)
+and a 1-byte dropout mask of d_model values per token; and the inputs of the two layer norms
+(d_model values per token each). With full activation recomputation a layer stores only its
+2-byte input, d_model values per token."""
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def training_memory(n_params, state_bytes_per_param, layers, d_model, n_heads, batch, seq_lens, hbm_bytes):
+    """Training state plus activations stored without recomputation, against one device's HBM."""
+    from fractions import Fraction
+
+    rows = []
+    for seq_len in seq_lens:
+        activations = layers * seq_len * batch * (34 * d_model + 5 * n_heads * seq_len)
+        total = n_params * state_bytes_per_param + activations
+        rows.append({"seq_len": seq_len, "total_gib": Fraction(total, 2**30), "fits": total <= hbm_bytes})
+    return {"rows": rows}
+
+
+def max_training_batch(n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes):
+    """Largest batch whose activations fit beside the training state, without and with full
+    recomputation (None when not even one sequence fits)."""
+    free = hbm_bytes - n_params * state_bytes_per_param
+    rows = []
+    for seq_len in seq_lens:
+        stored = layers * seq_len * (34 * d_model + 5 * n_heads * seq_len)
+        recomputed = layers * seq_len * 2 * d_model
+        plain, recompute = free // stored, free // recomputed
+        rows.append(
+            {
+                "seq_len": seq_len,
+                "max_batch_no_recompute": plain if plain >= 1 else None,
+                "max_batch_full_recompute": recompute if recompute >= 1 else None,
+            }
+        )
+    return {"rows": rows}
+
+
+def best_recompute(
+    n_params,
+    state_bytes_per_param,
+    layers,
+    d_model,
+    n_heads,
+    seq_lens,
+    hbm_bytes,
+    flops_per_token,
+    peak_flops,
+    step_overhead_s,
+):
+    """The recomputation choice and batch of the highest training throughput that fit."""
+    from fractions import Fraction
+
+    free = hbm_bytes - n_params * state_bytes_per_param
+    rows = []
+    for seq_len in seq_lens:
+        best = None
+        for mode, per_sequence, cost in (
+            ("none", layers * seq_len * (34 * d_model + 5 * n_heads * seq_len), Fraction(1)),
+            ("full", layers * seq_len * 2 * d_model, Fraction(4, 3)),
+        ):
+            batch = free // per_sequence
+            if batch < 1:
+                continue
+            step_s = step_overhead_s + batch * seq_len * flops_per_token * cost / peak_flops
+            tokens_per_s = batch * seq_len / step_s
+            if best is None or tokens_per_s > best[2]:
+                best = (mode, batch, tokens_per_s)
+        mode, batch, tokens_per_s = best if best is not None else (None, None, None)
+        rows.append({"seq_len": seq_len, "recompute": mode, "batch": batch, "tokens_per_s": tokens_per_s})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def _per_sequence(layers, d_model, n_heads, s, mistake):
+    scores = 0.0 if mistake == "drop_attention_scores" else 5.0 * n_heads * s
+    return float(layers) * s * (34.0 * d_model + scores), 2.0 * layers * s * d_model
+
+
+def training_memory_float(
+    n_params, state_bytes_per_param, layers, d_model, n_heads, batch, seq_lens, hbm_bytes, mistake=None
+):
+    known_mistake(mistake, "drop_attention_scores")
+    rows = []
+    for s in seq_lens:
+        activations = _per_sequence(layers, d_model, n_heads, s, mistake)[0]
+        total = batch * activations + state_bytes_per_param * n_params
+        rows.append({"seq_len": s, "total_gib": total / 1024**3, "fits": hbm_bytes >= total})
+    return {"rows": rows}
+
+
+def max_training_batch_float(
+    n_params, state_bytes_per_param, layers, d_model, n_heads, seq_lens, hbm_bytes, mistake=None
+):
+    known_mistake(mistake, "drop_attention_scores")
+    free = hbm_bytes - state_bytes_per_param * n_params
+    rows = []
+    for s in seq_lens:
+        stored, recomputed = _per_sequence(layers, d_model, n_heads, s, mistake)
+        plain, again = math.floor(free / stored), math.floor(free / recomputed)
+        rows.append(
+            {"seq_len": s, "max_batch_no_recompute": plain or None, "max_batch_full_recompute": again or None}
+        )
+    return {"rows": rows}
+
+
+def best_recompute_float(
+    n_params,
+    state_bytes_per_param,
+    layers,
+    d_model,
+    n_heads,
+    seq_lens,
+    hbm_bytes,
+    flops_per_token,
+    peak_flops,
+    step_overhead_s,
+    mistake=None,
+):
+    known_mistake(mistake, "drop_attention_scores")
+    free = hbm_bytes - state_bytes_per_param * n_params
+    rows = []
+    for s in seq_lens:
+        options = []
+        sizes = _per_sequence(layers, d_model, n_heads, s, mistake)
+        for mode, per_sequence, cost in zip(("none", "full"), sizes, (1.0, 4.0 / 3.0), strict=True):
+            b = math.floor(free / per_sequence)
+            if b >= 1:
+                seconds_per_token = step_overhead_s / (b * s) + cost * flops_per_token / peak_flops
+                options.append((1.0 / seconds_per_token, mode, b))
+        if not options:
+            rows.append({"seq_len": s, "recompute": None, "batch": None, "tokens_per_s": None})
+            continue
+        top = max(o[0] for o in options)
+        speed, mode, b = next(o for o in options if o[0] >= top * (1 - 1e-12))
+        rows.append({"seq_len": s, "recompute": mode, "batch": b, "tokens_per_s": speed})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _shape(draw: Draw, level: int) -> dict:
+    """One device's model: widths of level 2 (a device holds it), contexts up to 32k."""
+    shape = attention_shape(draw, 2)
+    seq_lens = [512 * s for s in sorted_sample(draw, 1, 64, 2 + level)]
+    if level >= 3:
+        seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
+    return {
+        "n_params": draw.integer(10**8, 10**10),
+        "state_bytes_per_param": draw.choice((16, 18, 20)),
+        "layers": draw.integer(8, 80),
+        "d_model": shape["d_model"],
+        "n_heads": shape["n_heads"],
+        "seq_lens": seq_lens,
+    }
+
+
+def _activations(i: dict, seq_len: int) -> tuple[int, int]:
+    return (
+        i["layers"] * seq_len * (34 * i["d_model"] + 5 * i["n_heads"] * seq_len),
+        i["layers"] * seq_len * 2 * i["d_model"],
+    )
+
+
+def sample_training_memory(draw: Draw, level: int) -> dict:
+    """The HBM lies between the totals of the shortest and the longest sequence: fits varies."""
+    i = _shape(draw, level)
+    i["batch"] = draw.integer(1, 4 * level)
+    state = i["n_params"] * i["state_bytes_per_param"]
+    low, high = (state + i["batch"] * _activations(i, s)[0] for s in (i["seq_lens"][0], i["seq_lens"][-1]))
+    hbm = draw.integer(low, high - 1)
+    return {**i, "hbm_bytes": hbm}
+
+
+def _total_not_tied(task: Task) -> str | None:
+    for row in task.expected["rows"]:
+        problem = tie_edge(
+            f"seq_len {row['seq_len']}: the total against the HBM",
+            row["total_gib"] * 2**30,
+            task.inputs["hbm_bytes"],
+        )
+        if problem:
+            return problem
+    return None
+
+
+def _free_hbm(draw: Draw, i: dict, level: int) -> int:
+    """Half the instances leave too little HBM for one unrecomputed longest sequence (None)."""
+    state = i["n_params"] * i["state_bytes_per_param"]
+    longest = _activations(i, i["seq_lens"][-1])
+    shortest = _activations(i, i["seq_lens"][0])
+    if draw.chance(1, 2):
+        return state + draw.integer(shortest[0] + 1, longest[0] - 1) if shortest[0] + 1 < longest[0] else 0
+    return state + longest[0] * draw.integer(1, 8 * level) + draw.integer(0, longest[0])
+
+
+def sample_max_training_batch(draw: Draw, level: int) -> dict:
+    i = _shape(draw, level)
+    hbm = _free_hbm(draw, i, level)
+    if hbm <= 0:
+        raise Reject("the sequence lengths are too close for the None branch")
+    return {**i, "hbm_bytes": hbm}
+
+
+def _batch_edges(task: Task) -> str | None:
+    i = task.inputs
+    free = i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+    for seq_len in i["seq_lens"]:
+        for name, per in zip(("no recompute", "full recompute"), _activations(i, seq_len), strict=True):
+            problem = rounding_edge(f"seq_len {seq_len}, {name}: the sequences that fit", Fraction(free, per))
+            if problem:
+                return problem
+    return None
+
+
+def _some_none(task: Task) -> bool:
+    return any(None in row.values() for row in task.expected["rows"])
+
+
+def sample_best_recompute(draw: Draw, level: int) -> dict:
+    i = sample_max_training_batch(draw, level)
+    flops = 6 * i["n_params"]
+    peak = 10**12 * draw.integer(100, 2000)
+    return {
+        **i,
+        "flops_per_token": flops,
+        "peak_flops": peak,
+        "step_overhead_s": Fraction(draw.integer(1, 2000), 1000),
+    }
+
+
+def _recompute_rules(task: Task) -> str | None:
+    problem = _batch_edges(task)
+    if problem:
+        return problem
+    i = task.inputs
+    free = i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+    for seq_len in i["seq_lens"]:
+        speeds = []
+        for per, cost in zip(_activations(i, seq_len), (Fraction(1), Fraction(4, 3)), strict=True):
+            b = free // per
+            if b >= 1:
+                speeds.append(
+                    b
+                    * seq_len
+                    / (i["step_overhead_s"] + b * seq_len * i["flops_per_token"] * cost / i["peak_flops"])
+                )
+        if len(speeds) == 2:
+            problem = tie_edge(f"seq_len {seq_len}: the two recomputation choices", *speeds)
+            if problem:
+                return problem
+    return None
+
+
+# ---------------------------------------------------------------- levels
+
+_L2 = (
+    STORED
+    + """
+For a model of `layers` layers at batch size `batch`, give for each sequence length in
+`seq_lens` the stored activations of all layers in GiB without and with recomputation, and the
+ratio of the two (without / with)."""
+)
+
+_L3 = (
+    STORED
+    + """
+A model of `n_params` parameters trains on one device with `hbm_bytes` bytes of HBM, keeping
+`state_bytes_per_param` bytes of weights, gradients and optimizer state per parameter, without
+recomputation, at batch size `batch` (sequences), with `layers` layers. For each sequence length
+in `seq_lens`, give the device's total memory (state plus stored activations) in GiB and whether
+it fits (at most `hbm_bytes`; nothing else in memory)."""
+)
+
+_L4 = (
+    STORED
+    + """
+A model of `n_params` parameters with `layers` layers trains on one device with `hbm_bytes` bytes
+of HBM, keeping `state_bytes_per_param` bytes of weights, gradients and optimizer state per
+parameter; activations take the rest (nothing else in memory). For each sequence length in
+`seq_lens`, give the largest batch (whole sequences) whose activations fit without
+recomputation and with full recomputation; None where not even one sequence fits."""
+)
+
+_L5 = (
+    _L4.rsplit("For each sequence length", 1)[0].rstrip()
+    + """
+A training step of batch B costs `step_overhead_s` seconds plus B * seq_len *
+`flops_per_token` / `peak_flops` seconds without recomputation; full recomputation runs the
+forward pass twice, which makes the compute 4/3 as long. For each sequence length in `seq_lens`,
+choose recomputation ("none" or "full") and the batch (whole sequences that fit) with the highest
+training throughput in tokens per second, and give them with that throughput; on a tie, "none".
+None for all three where not even one sequence fits either way."""
+)
+
+L2_QUESTION = _L2
+
+LEVELS = {
+    3: Level(
+        training_memory,
+        _L3,
+        '{"rows": [{"seq_len": <int>, "total_gib": <number>, "fits": <bool>}, ...]}'
+        "  # one row per entry of `seq_lens`, in order",
+        training_memory_float,
+        "drop_attention_scores",
+        sample=sample_training_memory,
+        varying=("rows[].fits",),
+        reject=_total_not_tied,
+    ),
+    4: Level(
+        max_training_batch,
+        _L4,
+        '{"rows": [{"seq_len": <int>, "max_batch_no_recompute": <int> | None, '
+        '"max_batch_full_recompute": <int> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        max_training_batch_float,
+        "drop_attention_scores",
+        sample=sample_max_training_batch,
+        reject=_batch_edges,
+    ),
+    5: Level(
+        best_recompute,
+        _L5,
+        '{"rows": [{"seq_len": <int>, "recompute": "none" | "full" | None, "batch": <int> | None, '
+        '"tokens_per_s": <number> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        best_recompute_float,
+        "drop_attention_scores",
+        sample=sample_best_recompute,
+        reject=_recompute_rules,
+        varying=("rows[].recompute",),
+    ),
+}
+BRANCHES = (Branch("none", _some_none, Fraction(1, 4), (4,)),)
+
+__all__ = ["BRANCHES", "L2_QUESTION", "LEVELS", "STORED"]

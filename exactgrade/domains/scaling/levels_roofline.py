@@ -1,0 +1,614 @@
+"""Levels 2-5 of the roofline families matmul_roofline and elementwise_roofline.
+
+matmul_roofline: the backward pass derived (L2), an MLP of three kernels chained (L3), the largest
+batch under a latency budget (L4), the cheapest chip and batch under it (L5). elementwise_roofline
+is memory-bound by physics, so its upper levels ask about fusion: the time fusion saves (L2) and
+how many ops fit in one kernel before it turns compute-bound (L4). References are self-contained;
+the ``*_float`` twins compute in floats in another order (or search) and can reproduce one named
+mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling._sample import hbm_bandwidth, peak_flops
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.family import Branch, Draw, Reject
+from exactgrade.task import Task
+
+MATMUL = """\
+The matmul y = x @ W multiplies activations x of shape [batch, d_model] by weights W of shape
+[d_model, d_ff]; a kernel reads each operand from HBM once and writes its result once. Weights
+take `weight_bytes` bytes per value and activations `activation_bytes`. The chip peaks at
+`peak_flops` FLOP/s with `hbm_bandwidth` bytes/s of HBM bandwidth."""
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def matmul_backward(batches, d_model, d_ff, weight_bytes, activation_bytes, peak_flops, hbm_bandwidth):
+    """dX = dY @ W^T and dW = X^T @ dY, two kernels; dW is written in fp32."""
+    from fractions import Fraction
+
+    rows = []
+    for batch in batches:
+        flops = 2 * batch * d_model * d_ff
+        dx_bytes = (
+            activation_bytes * batch * d_ff
+            + weight_bytes * d_model * d_ff
+            + activation_bytes * batch * d_model
+        )
+        dw_bytes = activation_bytes * batch * d_model + activation_bytes * batch * d_ff + 4 * d_model * d_ff
+        times, bounds = [], []
+        for traffic in (dx_bytes, dw_bytes):
+            compute_s, memory_s = Fraction(flops, peak_flops), Fraction(traffic, hbm_bandwidth)
+            times.append(max(compute_s, memory_s))
+            bounds.append("compute" if compute_s >= memory_s else "memory")
+        rows.append(
+            {"batch": batch, "backward_s": times[0] + times[1], "dx_bound": bounds[0], "dw_bound": bounds[1]}
+        )
+    return {"rows": rows}
+
+
+def mlp_time(
+    batches, d_model, d_ff, weight_bytes, activation_bytes, gelu_flops_per_element, peak_flops, hbm_bandwidth
+):
+    """Up-projection, GeLU and down-projection as three kernels, each on the roofline."""
+    from fractions import Fraction
+
+    def roofline(flops, traffic):
+        return max(Fraction(flops, peak_flops), Fraction(traffic, hbm_bandwidth))
+
+    rows = []
+    for batch in batches:
+        matmul = roofline(
+            2 * batch * d_model * d_ff,
+            activation_bytes * batch * (d_model + d_ff) + weight_bytes * d_model * d_ff,
+        )
+        gelu = roofline(gelu_flops_per_element * batch * d_ff, 2 * activation_bytes * batch * d_ff)
+        total = 2 * matmul + gelu
+        rows.append({"batch": batch, "mlp_time_s": total, "tokens_per_s": batch / total})
+    return {"rows": rows}
+
+
+def max_batch_within_latency(
+    d_model, d_ff, weight_bytes, activation_bytes, peak_flops, hbm_bandwidth, latency_budgets_s
+):
+    """Largest batch whose roofline time is at most each budget (None if not even batch 1)."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for budget in latency_budgets_s:
+        by_compute = Fraction(budget * peak_flops, 2 * d_model * d_ff)
+        by_memory = (budget * hbm_bandwidth - weight_bytes * d_model * d_ff) / Fraction(
+            activation_bytes * (d_model + d_ff)
+        )
+        batch = math.floor(min(by_compute, by_memory))
+        rows.append({"latency_budget_s": budget, "max_batch": batch if batch >= 1 else None})
+    return {"rows": rows}
+
+
+def cheapest_chip(d_model, d_ff, weight_bytes, activation_bytes, chips, latency_budget_s):
+    """The chip and batch of the fewest dollars per million rows under the latency budget."""
+    import math
+    from fractions import Fraction
+
+    best = None
+    for chip in chips:
+        by_compute = Fraction(latency_budget_s * chip["peak_flops"], 2 * d_model * d_ff)
+        by_memory = (latency_budget_s * chip["hbm_bandwidth"] - weight_bytes * d_model * d_ff) / Fraction(
+            activation_bytes * (d_model + d_ff)
+        )
+        batch = math.floor(min(by_compute, by_memory))
+        if batch < 1:
+            continue
+        time_s = max(
+            Fraction(2 * batch * d_model * d_ff, chip["peak_flops"]),
+            Fraction(
+                activation_bytes * batch * (d_model + d_ff) + weight_bytes * d_model * d_ff,
+                chip["hbm_bandwidth"],
+            ),
+        )
+        cost = chip["dollars_per_hour"] * time_s / 3600 / batch * 10**6
+        if best is None or cost < best[2]:
+            best = (chip["name"], batch, cost)
+    name, batch, cost = best if best is not None else (None, None, None)
+    return {"rows": [{"chip": name, "batch": batch, "dollars_per_million_rows": cost}]}
+
+
+def fusion_saving(element_counts, ops_flops_per_element, bytes_per_value, peak_flops, hbm_bandwidth):
+    """A chain of elementwise ops as one kernel each, or fused into one kernel."""
+    from fractions import Fraction
+
+    rows = []
+    for count in element_counts:
+        unfused = 0
+        for flops in ops_flops_per_element:
+            unfused += max(
+                Fraction(count * flops, peak_flops), Fraction(2 * bytes_per_value * count, hbm_bandwidth)
+            )
+        fused = max(
+            Fraction(count * sum(ops_flops_per_element), peak_flops),
+            Fraction(2 * bytes_per_value * count, hbm_bandwidth),
+        )
+        rows.append({"elements": count, "unfused_s": unfused, "fused_s": fused, "speedup": unfused / fused})
+    return {"rows": rows}
+
+
+def max_fused_ops(chips, flops_per_element, bytes_read_per_element, bytes_written_per_element, element_count):
+    """Most copies of an op one kernel can fuse while staying memory-bound (strictly), and its time."""
+    import math
+    from fractions import Fraction
+
+    moved = bytes_read_per_element + bytes_written_per_element
+    rows = []
+    for chip in chips:
+        critical = Fraction(chip["peak_flops"], chip["hbm_bandwidth"])
+        # k * flops / moved < critical
+        k = math.ceil(critical * moved / flops_per_element) - 1
+        rows.append(
+            {
+                "chip": chip["name"],
+                "max_fused_ops": k,
+                "time_s": Fraction(element_count * moved, chip["hbm_bandwidth"]),
+            }
+        )
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def matmul_backward_float(
+    batches, d_model, d_ff, weight_bytes, activation_bytes, peak_flops, hbm_bandwidth, mistake=None
+):
+    known_mistake(mistake, "one_backward_matmul")
+    rows = []
+    for b in batches:
+        compute = 2.0 * b * d_ff * d_model / peak_flops
+        dx = ((b * d_model + b * d_ff) * activation_bytes + d_model * d_ff * weight_bytes) / hbm_bandwidth
+        dw = (activation_bytes * b * (d_ff + d_model) + 4.0 * d_ff * d_model) / hbm_bandwidth
+        total = max(compute, dx) + (0.0 if mistake == "one_backward_matmul" else max(compute, dw))
+        rows.append(
+            {
+                "batch": b,
+                "backward_s": total,
+                "dx_bound": "compute" if compute >= dx else "memory",
+                "dw_bound": "compute" if compute >= dw else "memory",
+            }
+        )
+    return {"rows": rows}
+
+
+def mlp_time_float(
+    batches,
+    d_model,
+    d_ff,
+    weight_bytes,
+    activation_bytes,
+    gelu_flops_per_element,
+    peak_flops,
+    hbm_bandwidth,
+    mistake=None,
+):
+    known_mistake(mistake, "fused_activation")
+    rows = []
+    for b in batches:
+        matmul = max(
+            b * d_model * (2.0 * d_ff) / peak_flops,
+            (d_model * (weight_bytes * d_ff + activation_bytes * b) + activation_bytes * b * d_ff)
+            / hbm_bandwidth,
+        )
+        gelu = (
+            0.0
+            if mistake == "fused_activation"
+            else max(
+                b * d_ff * gelu_flops_per_element / peak_flops,
+                b * d_ff * 2.0 * activation_bytes / hbm_bandwidth,
+            )
+        )
+        total = gelu + matmul + matmul
+        rows.append({"batch": b, "mlp_time_s": total, "tokens_per_s": b / total})
+    return {"rows": rows}
+
+
+def _largest(ok):
+    if not ok(1):
+        return None
+    low, high = 1, 2
+    while ok(high):
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if ok(middle) else (low, middle)
+    return low
+
+
+def max_batch_within_latency_float(
+    d_model, d_ff, weight_bytes, activation_bytes, peak_flops, hbm_bandwidth, latency_budgets_s, mistake=None
+):
+    known_mistake(mistake, "compute_only")
+
+    def time(b):
+        compute = 2.0 * b * d_model * d_ff / peak_flops
+        if mistake == "compute_only":
+            return compute
+        return max(
+            compute, (weight_bytes * d_model * d_ff + activation_bytes * b * (d_model + d_ff)) / hbm_bandwidth
+        )
+
+    return {
+        "rows": [
+            {"latency_budget_s": t, "max_batch": _largest(lambda b, t=t: time(b) <= t)}
+            for t in latency_budgets_s
+        ]
+    }
+
+
+def cheapest_chip_float(d_model, d_ff, weight_bytes, activation_bytes, chips, latency_budget_s, mistake=None):
+    known_mistake(mistake, "compute_only")
+    options = []
+    for c in chips:
+
+        def time(b, c=c):
+            compute = 2.0 * b * d_model * d_ff / c["peak_flops"]
+            if mistake == "compute_only":
+                return compute
+            traffic = weight_bytes * d_model * d_ff + activation_bytes * b * (d_model + d_ff)
+            return max(compute, traffic / c["hbm_bandwidth"])
+
+        b = _largest(lambda b, time=time: time(b) <= latency_budget_s)
+        if b is not None:
+            options.append((c["dollars_per_hour"] / 3600 * 1e6 * time(b) / b, c["name"], b))
+    if not options:
+        return {"rows": [{"chip": None, "batch": None, "dollars_per_million_rows": None}]}
+    low = min(o[0] for o in options)
+    cost, name, b = next(o for o in options if o[0] <= low * (1 + 1e-12))
+    return {"rows": [{"chip": name, "batch": b, "dollars_per_million_rows": cost}]}
+
+
+def fusion_saving_float(
+    element_counts, ops_flops_per_element, bytes_per_value, peak_flops, hbm_bandwidth, mistake=None
+):
+    known_mistake(mistake, "fused_reads_each_op")
+    per_element_read = 2.0 * bytes_per_value / hbm_bandwidth
+    rows = []
+    for n in element_counts:
+        unfused = sum(max(f / peak_flops, per_element_read) for f in ops_flops_per_element) * n
+        passes = len(ops_flops_per_element) if mistake == "fused_reads_each_op" else 1
+        fused = n * max(sum(ops_flops_per_element) / peak_flops, passes * per_element_read)
+        rows.append({"elements": n, "unfused_s": unfused, "fused_s": fused, "speedup": unfused / fused})
+    return {"rows": rows}
+
+
+def max_fused_ops_float(
+    chips, flops_per_element, bytes_read_per_element, bytes_written_per_element, element_count, mistake=None
+):
+    known_mistake(mistake, "reads_only")
+    moved = bytes_read_per_element + (0 if mistake == "reads_only" else bytes_written_per_element)
+    rows = []
+    for c in chips:
+        k = 0
+        while (k + 1) * flops_per_element * c["hbm_bandwidth"] < c["peak_flops"] * moved:
+            k += 1
+        rows.append(
+            {
+                "chip": c["name"],
+                "max_fused_ops": k,
+                "time_s": element_count
+                / c["hbm_bandwidth"]
+                * (bytes_read_per_element + bytes_written_per_element),
+            }
+        )
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _matmul_inputs(draw: Draw, level: int) -> dict:
+    d_model = 1024 * draw.integer(2, 16)
+    return {
+        "d_model": d_model,
+        "d_ff": d_model * draw.choice((2, 3, 4, 8)),
+        "weight_bytes": draw.choice((1, 2, 4)),
+        "activation_bytes": draw.choice((2, 4)),
+    }
+
+
+def sample_backward(draw: Draw, level: int) -> dict:
+    inputs = _matmul_inputs(draw, level)
+    batches = sorted({1, *draw.sample(range(2, 2**13), 3 + level)})
+    return {
+        "batches": batches,
+        **inputs,
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": hbm_bandwidth(draw, level),
+    }
+
+
+def _backward_not_tied(task: Task) -> str | None:
+    i = task.inputs
+    for b in i["batches"]:
+        flops = Fraction(2 * b * i["d_model"] * i["d_ff"], i["peak_flops"])
+        for traffic in (
+            i["activation_bytes"] * b * (i["d_model"] + i["d_ff"])
+            + i["weight_bytes"] * i["d_model"] * i["d_ff"],
+            i["activation_bytes"] * b * (i["d_model"] + i["d_ff"]) + 4 * i["d_model"] * i["d_ff"],
+        ):
+            if near_tie(flops, Fraction(traffic, i["hbm_bandwidth"])):
+                return f"batch {b}: compute time sits on memory time"
+    return None
+
+
+def sample_mlp(draw: Draw, level: int) -> dict:
+    inputs = sample_backward(draw, level)
+    order = ("batches", "d_model", "d_ff", "weight_bytes", "activation_bytes")
+    return {
+        **{k: inputs[k] for k in order},
+        "gelu_flops_per_element": draw.integer(4, 40),
+        "peak_flops": inputs["peak_flops"],
+        "hbm_bandwidth": inputs["hbm_bandwidth"],
+    }
+
+
+def _budget_batches(i: dict, budget: Fraction, peak: int, bandwidth: int) -> tuple[Fraction, Fraction]:
+    by_compute = Fraction(budget * peak, 2 * i["d_model"] * i["d_ff"])
+    by_memory = (budget * bandwidth - i["weight_bytes"] * i["d_model"] * i["d_ff"]) / Fraction(
+        i["activation_bytes"] * (i["d_model"] + i["d_ff"])
+    )
+    return by_compute, by_memory
+
+
+def sample_latency(draw: Draw, level: int) -> dict:
+    """Budgets around the batch-1 time: a third of them below it (None)."""
+    inputs = _matmul_inputs(draw, level)
+    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    d, f = inputs["d_model"], inputs["d_ff"]
+    batch_one = max(
+        Fraction(2 * d * f, peak),
+        Fraction(inputs["activation_bytes"] * (d + f) + inputs["weight_bytes"] * d * f, bandwidth),
+    )
+    budgets = sorted(
+        {
+            Fraction(math.ceil(batch_one * Fraction(draw.integer(30, 3000), 100) * 10**7), 10**7)
+            for _ in range(2 + level)
+        }
+    )
+    return {**inputs, "peak_flops": peak, "hbm_bandwidth": bandwidth, "latency_budgets_s": budgets}
+
+
+def _latency_edges(task: Task) -> str | None:
+    i = task.inputs
+    for budget in i["latency_budgets_s"]:
+        for bound in _budget_batches(i, budget, i["peak_flops"], i["hbm_bandwidth"]):
+            if near_integer(bound):
+                return f"budget {budget}: a batch bound sits on an integer"
+    return None
+
+
+def _latency_none(task: Task) -> bool:
+    return any(row["max_batch"] is None for row in task.expected["rows"])
+
+
+def sample_cheapest(draw: Draw, level: int) -> dict:
+    inputs = _matmul_inputs(draw, level)
+    chips = sample.chips(draw, level, 2 + level)
+    for chip in chips:
+        chip["dollars_per_hour"] = Fraction(draw.integer(50, 1500), 100)
+    d, f = inputs["d_model"], inputs["d_ff"]
+    weight_read = min(Fraction(inputs["weight_bytes"] * d * f, c["hbm_bandwidth"]) for c in chips)
+    if draw.chance(1, 8):
+        budget = weight_read * Fraction(draw.integer(50, 99), 100)
+    else:
+        budget = weight_read * Fraction(draw.integer(110, 2000), 100)
+    return {**inputs, "chips": chips, "latency_budget_s": Fraction(math.ceil(budget * 10**7), 10**7)}
+
+
+def _cheapest_rules(task: Task) -> str | None:
+    i = task.inputs
+    costs = []
+    for c in i["chips"]:
+        bounds = _budget_batches(i, i["latency_budget_s"], c["peak_flops"], c["hbm_bandwidth"])
+        if any(near_integer(b) for b in bounds):
+            return f"{c['name']}: a batch bound sits on an integer"
+        b = math.floor(min(bounds))
+        if b >= 1:
+            t = max(
+                Fraction(2 * b * i["d_model"] * i["d_ff"], c["peak_flops"]),
+                Fraction(
+                    i["activation_bytes"] * b * (i["d_model"] + i["d_ff"])
+                    + i["weight_bytes"] * i["d_model"] * i["d_ff"],
+                    c["hbm_bandwidth"],
+                ),
+            )
+            costs.append(c["dollars_per_hour"] * t / b)
+    costs.sort()
+    if len(costs) >= 2 and costs[0] != costs[1] and near_tie(costs[0], costs[1]):
+        return "the two cheapest chips sit within 1e-9"
+    return None
+
+
+def _cheapest_none(task: Task) -> bool:
+    return task.expected["rows"][0]["chip"] is None
+
+
+def sample_fusion(draw: Draw, level: int) -> dict:
+    """Every op alone is memory-bound and the fused chain compute-bound, so the speedup is not
+    just the number of ops (a shortcut that would otherwise pass)."""
+    counts = [1024 * c for c in sorted(draw.sample(range(1, 2**16), 2 + level))]
+    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    width = draw.choice((1, 2, 4))
+    k = draw.integer(2, 3 + level)
+    alone = Fraction(peak * 2 * width, bandwidth)  # FLOPs per element at the tie
+    if alone < 2:
+        raise Reject("even a single FLOP per element is compute-bound")
+    ops = [draw.integer(1, math.ceil(alone) - 1) for _ in range(k)]
+    if sum(ops) <= alone:
+        raise Reject("the fused chain stays memory-bound (its speedup would be the op count)")
+    return {
+        "element_counts": counts,
+        "ops_flops_per_element": ops,
+        "bytes_per_value": width,
+        "peak_flops": peak,
+        "hbm_bandwidth": bandwidth,
+    }
+
+
+def _fusion_rules(task: Task) -> str | None:
+    i = task.inputs
+    critical = Fraction(i["peak_flops"], i["hbm_bandwidth"])
+    for flops in (*i["ops_flops_per_element"], sum(i["ops_flops_per_element"])):
+        if near_tie(Fraction(flops, 2 * i["bytes_per_value"]), critical):
+            return "a kernel sits on the compute/memory tie"
+    return None
+
+
+def sample_fused_ops(draw: Draw, level: int) -> dict:
+    return {
+        "chips": sample.chips(draw, level, 2 + level),
+        "flops_per_element": draw.integer(1, 40),
+        "bytes_read_per_element": draw.choice((1, 2, 4)),
+        "bytes_written_per_element": draw.choice((1, 2, 4)),
+        "element_count": 1024 * draw.integer(1, 2**16),
+    }
+
+
+def _fused_edges(task: Task) -> str | None:
+    i = task.inputs
+    moved = i["bytes_read_per_element"] + i["bytes_written_per_element"]
+    for c in i["chips"]:
+        if near_integer(Fraction(c["peak_flops"] * moved, c["hbm_bandwidth"] * i["flops_per_element"])):
+            return f"{c['name']}: the fused count sits on an integer (the strict bound decides it)"
+    return None
+
+
+# ---------------------------------------------------------------- levels
+
+_MATMUL_L2 = (
+    MATMUL
+    + """
+The backward pass of this matmul, given the gradient dy of y (shape [batch, d_ff], activation
+bytes), runs two kernels: one computes the gradient of x (activation bytes) and the other the
+gradient of W, which is written in fp32 (4 bytes per value); each kernel reads its two operands
+once and writes its result once. For each batch size in `batches`, give the backward time in
+seconds (the two kernels one after the other, each on the roofline) and the bound of each kernel."""
+)
+
+_MATMUL_L3 = (
+    MATMUL
+    + """
+A feed-forward block applies three kernels to a batch, one after the other: the up-projection
+y = x @ W1 (W1 of shape [d_model, d_ff]), a GeLU on every element of y (`gelu_flops_per_element`
+FLOPs per element, reading y and writing its result once, activation bytes) and the
+down-projection z = g @ W2 (W2 of shape [d_ff, d_model]). Each kernel reads its operands once and
+writes its result once; W1 and W2 take weight bytes. For each batch size in `batches`, give the
+block's time in seconds (each kernel on the roofline) and its throughput in rows (tokens) of the
+batch per second."""
+)
+
+_MATMUL_L4 = (
+    MATMUL
+    + """
+For each latency budget in `latency_budgets_s`, give the largest batch whose roofline time is at
+most the budget, or None if not even batch 1 meets it."""
+)
+
+_MATMUL_L5 = """\
+The matmul y = x @ W multiplies activations x of shape [batch, d_model] by weights W of shape
+[d_model, d_ff]; a kernel reads each operand from HBM once and writes its result once. Weights
+take `weight_bytes` bytes per value and activations `activation_bytes`. You may run it on any
+chip in `chips` (peak FLOP/s, HBM bytes/s and dollars per hour of each given) at any batch size
+whose roofline time is at most `latency_budget_s`. Give the chip and batch that compute rows of y
+at the fewest dollars per million rows (dollars per hour * time / 3600 / batch * 10**6), with that
+cost; on a tie, the earlier chip. None for all three if no chip meets the budget even at batch 1."""
+
+_FUSION_L2 = """\
+A chain of elementwise ops runs on tensors of n elements, `bytes_per_value` bytes per value. The i-th
+op spends ops_flops_per_element[i] FLOPs per element. Run unfused, every op is its own kernel that
+reads its input tensor from HBM and writes its output tensor to HBM; fused, one kernel reads the
+chain's input once, applies all the ops in registers and writes the final output once. On a chip
+with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s (each kernel on the roofline), give for each
+element count in `element_counts` the unfused time, the fused time (seconds) and the speedup
+(unfused / fused)."""
+
+_FUSION_L4 = """\
+An elementwise op reads `bytes_read_per_element` bytes and writes `bytes_written_per_element` bytes
+per element and spends `flops_per_element` FLOPs on it. Fusing k copies of it into one kernel (the
+kernel reads the input once, applies the op k times in registers, writes once) multiplies the
+FLOPs by k and leaves the bytes unchanged. For each chip in `chips` (peak FLOP/s and HBM bytes/s),
+give the largest k for which the fused kernel is still strictly memory-bound (its compute time
+below its memory time), and that kernel's roofline time in seconds on `element_count` elements."""
+
+MATMUL_LEVELS = {
+    2: Level(
+        matmul_backward,
+        _MATMUL_L2,
+        '{"rows": [{"batch": <int>, "backward_s": <number>, "dx_bound": "compute" | "memory", '
+        '"dw_bound": "compute" | "memory"}, ...]}  # one row per entry of `batches`, in order',
+        matmul_backward_float,
+        "one_backward_matmul",
+        sample=sample_backward,
+        reject=_backward_not_tied,
+        varying=("rows[].dx_bound",),
+    ),
+    3: Level(
+        mlp_time,
+        _MATMUL_L3,
+        '{"rows": [{"batch": <int>, "mlp_time_s": <number>, "tokens_per_s": <number>}, ...]}'
+        "  # one row per entry of `batches`, in order",
+        mlp_time_float,
+        "fused_activation",
+        sample=sample_mlp,
+    ),
+    4: Level(
+        max_batch_within_latency,
+        _MATMUL_L4,
+        '{"rows": [{"latency_budget_s": <number>, "max_batch": <int> | None}, ...]}'
+        "  # one row per budget, in order",
+        max_batch_within_latency_float,
+        "compute_only",
+        sample=sample_latency,
+        reject=_latency_edges,
+    ),
+    5: Level(
+        cheapest_chip,
+        _MATMUL_L5,
+        '{"rows": [{"chip": <str> | None, "batch": <int> | None, '
+        '"dollars_per_million_rows": <number> | None}]}',
+        cheapest_chip_float,
+        "compute_only",
+        sample=sample_cheapest,
+        reject=_cheapest_rules,
+    ),
+}
+MATMUL_BRANCHES = (
+    Branch("none", _latency_none, Fraction(1, 5), (4,)),
+    Branch("none at L5", _cheapest_none, Fraction(1, 40), (5,)),
+)
+
+ELEMENTWISE_LEVELS = {
+    2: Level(
+        fusion_saving,
+        _FUSION_L2,
+        '{"rows": [{"elements": <int>, "unfused_s": <number>, "fused_s": <number>, '
+        '"speedup": <number>}, ...]}  # one row per entry of `element_counts`, in order',
+        fusion_saving_float,
+        "fused_reads_each_op",
+        sample=sample_fusion,
+        reject=_fusion_rules,
+    ),
+    4: Level(
+        max_fused_ops,
+        _FUSION_L4,
+        '{"rows": [{"chip": <str>, "max_fused_ops": <int>, "time_s": <number>}, ...]}  # one row per chip',
+        max_fused_ops_float,
+        "reads_only",
+        sample=sample_fused_ops,
+        reject=_fused_edges,
+    ),
+}
+
+__all__ = ["ELEMENTWISE_LEVELS", "MATMUL_BRANCHES", "MATMUL_LEVELS"]

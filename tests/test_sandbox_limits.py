@@ -1,0 +1,206 @@
+"""Issue 22 items 2 and 3: a sandbox's disk budget and its call limit in its own time, on every backend.
+
+Disk: writing past `disk_bytes` (or `max_files`) ends the sandbox as the model's fault and leaves
+nothing on disk, whether the budget is the namespaces tmpfs or the landlock accountant.
+Time: the call limit is charged against the sandbox's own time (wall time minus what the host kept
+it from a CPU), so the tests starve the host for real (cpu_hogs: one busy loop per CPU in a cpu
+group that outweighs every sandbox's) and decide by the mechanism's accounting, never by speed:
+work is measured in the sandbox's own CPU seconds, and the hogs' weight fixes how little of a CPU
+a sandbox gets.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from textwrap import dedent
+
+import pytest
+from sandbox_leftovers import cpu_hogs, leftovers
+
+from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends
+from exactgrade.sandbox.runtime import default_state_dir
+
+MiB = 1 << 20
+DISK = Limits(memory_bytes=256 * MiB, disk_bytes=64 * MiB, max_file_bytes=32 * MiB, max_files=2000,
+              call_timeout=60)
+
+FILL_FILES = dedent("""
+    chunk = b'x' * (1 << 20)
+    i = 0
+    while True:  # 16 MiB files, each under RLIMIT_FSIZE: only the total can stop this
+        try:
+            with open(f'f{i}', 'wb') as f:
+                for _ in range(16):
+                    f.write(chunk)
+        except OSError as e:  # ENOSPC on a full tmpfs: carry on, as a model that ignores it would
+            pass
+        i += 1
+""")
+HOLD_DELETED = dedent("""
+    import os, time
+    chunk = b'x' * (1 << 20)
+    held = []
+    for i in range(100):  # deleted files still open keep their blocks: the work dir looks empty
+        f = open(f'h{i}', 'wb')
+        for _ in range(16):
+            f.write(chunk)
+        f.flush()
+        os.unlink(f'h{i}')
+        held.append(f)
+    time.sleep(60)
+""")
+MANY_FILES = dedent("""
+    import os
+    for i in range(100_000):
+        try:
+            open(f'e{i}', 'w').close()
+        except OSError:  # out of tmpfs inodes
+            pass
+""")
+WRITER = "i = 0\nwhile True:\n    open(f'b{i}', 'wb').write(b'x' * (16 << 20))\n    i += 1\n"
+IN_BACKGROUND = f"import subprocess\nsubprocess.Popen(['python3', '-c', {WRITER!r}], start_new_session=True)"
+
+
+@pytest.mark.parametrize("code", [FILL_FILES, HOLD_DELETED, MANY_FILES],
+                         ids=["many 16 MiB files", "deleted files held open", "100k empty files"])
+def test_writing_past_the_disk_budget_kills_the_sandbox_as_the_models_fault(backend, code):
+    with Sandbox(backend=backend, limits=DISK) as sb:
+        uid = sb.uid
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(code)
+    death = died.value.death
+    assert death.cause == "model", death
+    assert death.reason.startswith("the sandbox wrote more than its disk budget (67108864 bytes, 2000 files)")
+    full = "tmpfs of 67108864 bytes / 2000 inodes is full" if backend == "namespaces" else "budget 67108864"
+    assert full in death.evidence, death
+    assert leftovers({uid}) == {}  # no process, no cgroup, no work dir
+    assert not (default_state_dir() / "work" / str(uid)).exists()
+
+
+def test_a_background_writer_between_calls_is_caught_by_the_next_call(backend):
+    with Sandbox(backend=backend, limits=DISK) as sb:
+        uid = sb.uid
+        sb.execute_code(IN_BACKGROUND)
+        with pytest.raises(SandboxDied) as died:
+            for _ in range(600):  # it writes at IDLE_CPUS between calls; each call lets it run
+                sb.execute_code("import time; time.sleep(0.05)")
+    assert died.value.death.cause == "model" and "disk budget" in died.value.death.reason
+    assert leftovers({uid}) == {}
+
+
+def test_writing_within_the_budget_is_fine(backend):
+    """The budget bounds what the sandbox holds, not what it ever wrote: 60 MiB written, 40 MiB held."""
+    code = dedent("""
+        import os
+        for name in ('a', 'b', 'c'):
+            open(name, 'wb').write(b'x' * (20 << 20))
+            if name == 'b':
+                os.unlink('a')
+        print(sorted(os.listdir('.')))
+    """)
+    with Sandbox(backend=backend, limits=DISK) as sb:
+        assert sb.execute_code(code) == "['b', 'c']\n"
+        assert sb.execute_code("print(len(open('c', 'rb').read()))") == f"{20 << 20}\n"
+
+
+# ---- the call limit in the sandbox's own time ---------------------------------------------------------
+
+SPIN = "while True:\n    pass"
+SLEEP = "import time\ntime.sleep(60)"
+# 0.1 s of the sandbox's own CPU, however fast the CPU: under the hogs that takes several times the limit
+WORK = dedent("""
+    import time
+    start = time.process_time()
+    while time.process_time() - start < 0.1:
+        pass
+    result = 42
+""")
+OWN_PROCESSES = dedent("""
+    import subprocess
+    spinners = [subprocess.Popen(['python3', '-c', 'while True: pass']) for _ in range(6)]
+    while True:
+        pass
+""")
+NICE_SPIN = "import os\nos.nice(19)\n" + SPIN  # asks to wait behind every host task
+HOG_SECONDS = 20  # a bound on the hogs in case the test process dies: each test kills them sooner
+
+
+@pytest.mark.parametrize("use_cgroups", [True, False], ids=["cgroup", "no cgroup"])
+def test_a_starved_call_that_finishes_keeps_its_answer(backend, use_cgroups):
+    """0.1 s of work at a limit of 0.5 s, on a host where it gets a small share of a CPU: it runs past
+    the limit in wall time and is not killed for it."""
+    if not use_cgroups and backend == "namespaces":
+        pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
+    limits = Limits(call_timeout=0.5, wall_factor=60)
+    with _sandbox(backend, limits, use_cgroups) as sb, cpu_hogs(HOG_SECONDS):
+        sb.execute_code(WORK)
+        call = sb.last_call
+        assert sb.result() == 42
+    assert call.source == ("cgroup" if use_cgroups else "worker task")
+    assert call.wall > limits.call_timeout > call.charged, call  # wall time alone would have killed it
+
+
+@pytest.mark.parametrize("use_cgroups", [True, False], ids=["cgroup", "no cgroup"])
+def test_a_call_the_host_starves_to_the_wall_cap_is_the_harnesss(backend, use_cgroups):
+    if not use_cgroups and backend == "namespaces":
+        pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
+    limits = Limits(call_timeout=0.5, wall_factor=4)  # at most ~1/17 of a CPU: 0.5 s of own time needs ~8 s
+    with _sandbox(backend, limits, use_cgroups) as sb, cpu_hogs(HOG_SECONDS):
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(SPIN)
+        call = sb.last_call
+    death = died.value.death
+    assert death.cause == "harness" and not died.value.by_model, death
+    starved = "exec was starved by the host: it got less than 0.5 s of its own time in 2 s of wall time"
+    assert death.reason.startswith(starved), death
+    assert call.wall >= limits.call_timeout * limits.wall_factor and call.charged < limits.call_timeout, call
+
+
+@pytest.mark.parametrize(("code", "cpus", "use_cgroups"), [
+    (SLEEP, 1.0, True),  # on the starved host: sleeping is its own time
+    (SPIN, 0.05, True),  # its own quota throttles it 95 % of the time: its own wait
+    (OWN_PROCESSES, 1.0, True),  # 7 of its processes contend for 2 CPUs and its 1-CPU quota
+    (SLEEP, 1.0, False),
+    (OWN_PROCESSES, 1.0, False),  # no cgroup: other processes with CPU time make it wall time
+    (NICE_SPIN, 1.0, False),  # no cgroup, starved host: a niced worker's waits are its own
+], ids=["sleep, starved host", "own quota", "own processes", "sleep, no cgroup", "own processes, no cgroup",
+        "niced, no cgroup, starved host"])
+def test_a_call_that_makes_its_own_waits_times_out_as_the_models(backend, code, cpus, use_cgroups):
+    if not use_cgroups and backend == "namespaces":
+        pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
+    limits = Limits(call_timeout=0.5, cpus=cpus, wall_factor=40)  # the cap only if the host starves it
+    starved = code in (SLEEP, NICE_SPIN)
+    with _sandbox(backend, limits, use_cgroups) as sb, cpu_hogs(HOG_SECONDS) if starved else nullcontext():
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(code)
+        call = sb.last_call
+    death = died.value.death
+    assert death.cause == "model" and died.value.by_model, death
+    assert death.reason == "exec timed out after 0.5 s; the sandbox was killed", death
+    assert "against the call limit of 0.5 s" in death.evidence, death
+    assert call.charged >= limits.call_timeout - 0.01, call
+    if code in (NICE_SPIN, OWN_PROCESSES) and not use_cgroups:
+        assert call.stolen == 0.0, call  # none of its waits credited: charged its wall time
+
+
+def _sandbox(backend, limits, use_cgroups):
+    if use_cgroups:
+        return Sandbox(backend=backend, limits=limits)
+    with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"):
+        return Sandbox(backend=backend, limits=limits, use_cgroups=False)
+
+
+def test_without_any_cpu_accounting_the_limit_is_wall_time():
+    """namespaces without a cgroup: no host pid of the worker to read, so wall time (calltime.py)."""
+    if backends.probe().unavailable("namespaces") is not None:
+        pytest.skip("namespaces backend unavailable on this machine")
+    with _sandbox("namespaces", Limits(call_timeout=0.5), False) as sb:
+        with pytest.raises(SandboxDied, match="exec timed out after 0.5 s") as died:
+            sb.execute_code(SPIN)
+        assert sb.last_call.source == "wall"
+    assert died.value.death.cause == "model"
+
+
+def test_limits_refuse_a_wall_cap_below_the_limit():
+    with pytest.raises(ValueError, match="wall_factor=0.5 must be at least 1"):
+        Limits(wall_factor=0.5)
