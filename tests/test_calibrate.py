@@ -12,13 +12,13 @@ import sys
 import threading
 
 import pytest
+from scaling_env import ScalingTaskset
 
 from exactgrade.env.calibration import cell, parse_band, wilson
 from exactgrade.env.taskset import ExactgradeTasksetConfig
 from exactgrade.family import families
 from exactgrade.scripted.policies import partial_pass_rate
 from exactgrade.scripted.server import serve
-from scaling_env import ScalingTaskset
 
 NAMES = families("scaling")[:2]
 LEVELS = (1, 2)

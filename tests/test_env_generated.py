@@ -12,13 +12,13 @@ import sys
 import threading
 
 import pytest
+from scaling_env import ScalingTaskset
 
 from exactgrade import generate, get_task, wire
 from exactgrade.demo import read_traces, vf_eval_command
 from exactgrade.env.taskset import ExactgradeTasksetConfig
 from exactgrade.family import families, parse_generated_id
 from exactgrade.scripted.server import find_task, serve
-from scaling_env import ScalingTaskset
 
 
 def test_the_generated_pool_is_finite_lazy_and_without_keys():
