@@ -235,7 +235,7 @@ def test_stable_outcome_marks_threshold_cases(expr, fmt, stable):
 
 
 def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
-    from exactgrade.domains.deeplearning.information import KL_ASYMMETRY
+    from exactgrade.domains.deeplearning.information_levels import KL_ASYMMETRY
 
     p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
     with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):

@@ -5,7 +5,10 @@ Categories, in id order: information 9 (dl-000..008), backprop 8 (dl-009..016), 
 Python sandbox (standard library + sympy); every key is exact and graded with Exact().
 """
 
-from exactgrade.domains.deeplearning import backprop, information, linalg, numerical, optimisation
+from exactgrade.domains.deeplearning import backprop, numerical
+from exactgrade.domains.deeplearning import information_levels as information
+from exactgrade.domains.deeplearning import linalg_levels as linalg
+from exactgrade.domains.deeplearning import optimisation_levels as optimisation
 from exactgrade.domains.deeplearning.checks import check
 
 PROFILE = "python"

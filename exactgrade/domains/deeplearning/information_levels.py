@@ -12,9 +12,21 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import single_row
+from exactgrade.domains.deeplearning import information as _base
+from exactgrade.domains.deeplearning._family import answer_field, dl_family, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Draw, Reject
+from exactgrade.domains.deeplearning.information import (
+    HALF_QUARTER_EIGHTHS,
+    UNIFORM4,
+    build_classification,
+    build_divergence,
+    build_entropy,
+    build_joint,
+    build_kl_asymmetry,
+    classification_loss_rows,
+    sample_joint,
+)
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
 
 BASICS = (
@@ -549,3 +561,136 @@ def sample_classification(draw: Draw, level: int) -> dict:
 def _log2(p) -> int:
     p = F(p)
     return p.numerator.bit_length() - p.denominator.bit_length()
+
+
+# ---------------------------------------------------------------------------- families
+# (here, not in information.py: this module sits above the level-1 module, never the other way round)
+
+
+def _geometric_prompt(inputs):
+    return prompt(
+        "A classifier outputs the predicted distribution predictions[i] over classes for example i, whose "
+        "true "
+        "class is labels[i]. Let g be the geometric mean, over the examples, of the probability the "
+        "classifier "
+        "gives the true class. Give log2(1/g) (bits per example) and 1/g (the classifier is as uncertain as "
+        "a "
+        "uniform choice among 1/g classes), both exact.",
+        {"predictions": ("list of distributions, each a list of fractions.Fraction", inputs["predictions"]),
+         "labels": ("list of int class indices", inputs["labels"])},
+        '{"rows": [{"loss_bits": Fraction, "perplexity": exact sympy value}]}  (a single row; loss_bits is '
+        "log2(1/g), perplexity is 1/g)",
+        "loss in bits per example; perplexity is dimensionless",
+    )
+
+
+def build_geometric(task_id, inputs):
+    basics = _API
+
+    return TaskDef(task_id, "information", inputs, classification_loss_rows, _geometric_prompt, basics,
+                   POLICY, tags=("cross-entropy", "perplexity"),
+                   meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
+
+
+def _info_family(name, build_first, first, levels, upper_sample, level_two=None, **rules):
+    def sample(draw: Draw, level: int) -> dict:
+        return first(draw, level) if level == 1 else upper_sample(draw, level)
+
+    upper = {level: build for level in (2, 3, 4, 5)}  # this module's builder of levels 2-5
+    if level_two is not None:
+        upper[2] = level_two
+    return dl_family(name, build_first, sample, levels, upper=upper, **rules)
+
+
+def _none_best(task):
+    return task.level == 4 and answer_field(task, "best") is None
+
+
+def _none_k(task):
+    return answer_field(task, "k") is None
+
+
+ENTROPY = _info_family(
+    "entropy", build_entropy, _base.sample_entropy,
+    "L1: Shannon entropy with its formula stated, 2+level distributions. L2 (derive): the least expected "
+    "length of a prefix code for dyadic distributions (entropy, not named). L3 (compose): the entropy of a "
+    "two-stage source (group, then member). L4 (search): the largest-entropy candidate whose largest "
+    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (algorithm "
+    "described, not named): the least expected prefix-code length of non-dyadic distributions (Huffman), "
+    "where the Shannon code ceil(-log2 p) is not optimal.",
+    sample_entropy, branches=(Branch("no candidate under the cap", _none_best, F(1, 20), (4,)),))
+DIVERGENCE = _info_family(
+    "divergence", build_divergence, _base.sample_divergence,
+    "L1: H(p), H(p, q), D(p || q) with formulas stated. L2 (derive): the expected length of q's optimal code "
+    "under p and its excess over p's own (cross-entropy and KL, not named). L3 (compose): KL of products of "
+    "independent coordinates. L4 (search): the model closest to p under a KL budget, ties to the smallest "
+    "index, None in about a sixth. L5 (design): the arrangement of q's probabilities that minimises D(p || "
+    "q), "
+    "ties to the lexicographically smallest.",
+    sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),))
+KL_ASYMMETRY = _info_family(
+    "kl_asymmetry", build_kl_asymmetry, _base.sample_kl_asymmetry,
+    "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
+    "the larger direction of two pairs. L3 (compose): the symmetrised sum, the entropy gap and the larger "
+    "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
+    "ties to the earliest. L5 (design): the arrangement of q "
+    "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
+    sample_kl_asymmetry, varying_at={3: ("rows[].larger",)})
+MUTUAL_INFORMATION = _info_family(
+    "mutual_information", build_joint, sample_joint,
+    "L1: H(A), H(B), H(A, B), H(A | B), I(A; B) with formulas stated; B = f(A), some joints through noisy "
+    "mixing moves. L2 (derive): the bits still needed for A once B is known, and the bits saved (H(A | B) "
+    "and I, not named). L3 (compose): I(A; C) for C a stated merge of two equally likely values of B. L4 "
+    "(search): the merge of two equally likely values of B that keeps the most information, ties to the "
+    "smallest pair. L5 (design): the best choice of two disjoint equally likely pairs of B's values to "
+    "merge, "
+    "and how many choices reach it.",
+    sample_mutual_information)
+CLASSIFICATION_LOSS = _info_family(
+    "classification_loss", build_classification, _base.sample_classification,
+    "L1: mean log loss and perplexity with formulas stated. L2 (derive): the same two numbers described as "
+    "the "
+    "geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax, ties to the smallest "
+    "class) and the mean loss of the correct examples. L4 (inverse): the fewest hardest examples to drop to "
+    "reach a loss bound, None in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
+    "target, and the loss of the top-k correct examples.",
+    sample_classification, level_two=build_geometric,
+    branches=(Branch("no number of drops reaches the bound", _none_k, F(1, 20), (4,)),))
+
+FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
+
+# ---------------------------------------------------------------------------- canonical tasks
+
+_ENTROPY = [HALF_QUARTER_EIGHTHS, [F(1, 2)] + [F(1, 8)] * 4, UNIFORM4,
+            [F(1, 2), F(1, 4), F(1, 8), F(1, 16), F(1, 32), F(1, 32)]]
+_PAIRS = [{"p": HALF_QUARTER_EIGHTHS, "q": UNIFORM4},
+          {"p": UNIFORM4, "q": HALF_QUARTER_EIGHTHS},
+          {"p": [F(1, 2), F(1, 4), F(1, 4)], "q": [F(1, 4), F(1, 4), F(1, 2)]}]
+# q is p rotated by one place (not reversed): D(p || q) = 1/2 bit but D(q || p) = 5/8 bit.
+_ASYMMETRIC_P = HALF_QUARTER_EIGHTHS
+_ASYMMETRIC_Q = [F(1, 4), F(1, 8), F(1, 8), F(1, 2)]
+_NATS_PAIRS = [{"p": [F(1, 2), F(1, 8), F(1, 8), F(1, 8), F(1, 8)],
+                "q": [F(1, 16), F(1, 2), F(1, 16), F(1, 8), F(1, 4)]}]
+
+# B = (A + 1) mod 4: invertible, so I(A; B) = H(A) and H(A | B) = 0.
+_JOINT_INVERTIBLE = [[0, F(1, 2), 0, 0], [0, 0, F(1, 4), 0], [0, 0, 0, F(1, 8)], [F(1, 8), 0, 0, 0]]
+# B = f(A) with f = (0, 0, 1, 1, 2): not invertible, so I(A; B) = H(B) < H(A).
+_JOINT_MERGING = [[F(1, 4), 0, 0], [F(1, 4), 0, 0], [0, F(1, 8), 0], [0, F(1, 8), 0], [0, 0, F(1, 4)]]
+# B = f(A) with f = (0, 1, 1, 0, 2, 2) over P(A) = (1/4, 1/8, 1/8, 1/4, 1/8, 1/8).
+_JOINT_SIX = [[F(1, 4), 0, 0], [0, F(1, 8), 0], [0, F(1, 8), 0], [F(1, 4), 0, 0], [0, 0, F(1, 8)],
+              [0, 0, F(1, 8)]]
+
+TASKS = (
+    ENTROPY.task("dl-000", {"distributions": _ENTROPY, "unit": "bits"}),
+    ENTROPY.task("dl-001", {"distributions": _ENTROPY[:3], "unit": "nats"}),
+    DIVERGENCE.task("dl-002", {"pairs": _PAIRS, "unit": "bits"}),
+    KL_ASYMMETRY.task("dl-003", {"pairs": [{"p": _ASYMMETRIC_P, "q": _ASYMMETRIC_Q},
+                                           {"p": _ASYMMETRIC_Q, "q": _ASYMMETRIC_P}], "unit": "bits"}),
+    DIVERGENCE.task("dl-004", {"pairs": _NATS_PAIRS, "unit": "nats"}),
+    MUTUAL_INFORMATION.task("dl-005", {"joint": _JOINT_INVERTIBLE, "unit": "bits"}),
+    MUTUAL_INFORMATION.task("dl-006", {"joint": _JOINT_MERGING, "unit": "bits"}),
+    CLASSIFICATION_LOSS.task("dl-007", {
+        "predictions": [HALF_QUARTER_EIGHTHS, UNIFORM4, [F(1, 8), F(1, 8), F(1, 4), F(1, 2)]],
+        "labels": [1, 2, 0]}),
+    MUTUAL_INFORMATION.task("dl-008", {"joint": _JOINT_SIX, "unit": "nats"}),
+)

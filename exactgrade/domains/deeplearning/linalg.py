@@ -26,9 +26,9 @@ from fractions import Fraction as F
 from math import isqrt, lcm
 
 from exactgrade import rational
-from exactgrade.domains.deeplearning._family import answer_field, as_int, dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import as_int, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Branch, Draw, Reject
+from exactgrade.family import Draw, Reject
 from exactgrade.task import Task, TaskDef
 
 CONVENTIONS = (
@@ -462,91 +462,3 @@ def _builder(reference, render, kind, tags):
                        meta={"linalg": kind})
 
     return build
-
-
-def _linalg_family(name, build, first, levels, upper_sample, **rules):
-    from exactgrade.domains.deeplearning import linalg_levels
-
-    def sample(draw: Draw, level: int) -> dict:
-        return first(draw, level) if level == 1 else getattr(linalg_levels, upper_sample)(draw, level)
-
-    upper = {level: linalg_levels.build for level in (2, 3, 4, 5)}
-    return dl_family(name, build, sample, levels, upper=upper, **rules)
-
-
-def _none(key, levels):
-    return lambda task: task.level in levels and answer_field(task, key) is None
-
-
-INVERSE = _linalg_family(
-    "inverse", _builder(inverse_rows, _inverse_prompt, "inverse", ("inverse", "determinant")), sample_inverse,
-    "L1: determinant and inverse of two P L U matrices. L2 (derive): the solution of A x = b (no inverse "
-    "asked). L3 (compose): det(A B) and the trace of (A B)^-1. L4 (inverse): the value of one entry that "
-    "makes A singular (None when the determinant does not depend on it). L5 (search): the integer value of "
-    "one entry, in a window, whose inverse has the smallest largest entry, ties to the smallest.",
-    "sample_inverse", branches=(Branch("the determinant does not depend on the entry", _none("t", (4,)),
-                                       F(1, 30), (4,)),))
-LEAST_SQUARES = _linalg_family(
-    "least_squares", _builder(least_squares_rows, _least_squares_prompt, "least_squares", ("least-squares",)),
-    sample_least_squares,
-    "L1: OLS weights and rss, normal equations stated. L2 (derive): the same, asked as the minimiser of the "
-    "squared error (no normal equations). L3 (compose): a prediction at a new row and R**2. L4 (search): the "
-    "observation whose removal leaves the smallest rss, ties to the smallest. L5 (design): the smallest "
-    "ridge "
-    "penalty of a list whose weights meet a norm bound (None in about a sixth).", "sample_least_squares",
-    branches=(Branch("no penalty meets the bound", _none("lambda", (5,)), F(1, 20), (5,)),))
-RANK = _linalg_family(
-    "rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")), sample_rank,
-    "L1: ranks of B @ A matrices of drawn rank. L2 (derive): the dimensions of the null space and the left "
-    "null space. L3 (compose): the rank of a product of two low-rank matrices. L4 (search): the shortest "
-    "prefix of columns spanning the column space. L5 (design): how many columns are essential (deleting one "
-    "lowers the rank).", "sample_rank")
-PROJECTION = _linalg_family(
-    "projection", _builder(projection_rows, _projection_prompt, "projection", ("projection",)),
-    sample_projection,
-    "L1: projections onto a column space with P = A (A^T A)^-1 A^T stated. L2 (derive): the closest point "
-    "of the column space (no projector stated). L3 (compose): squared distance and squared cosine. L4 "
-    "(search): the vector closest to the subspace, ties to the earliest. L5 (design): the column to delete "
-    "that keeps the total squared distance smallest, ties to the smallest.", "sample_projection")
-EIGENVALUES = _linalg_family(
-    "eigenvalues",
-    _builder(eigenvalue_rows, _eigenvalue_prompt, "eigenvalues", ("eigenvalues", "irrational")),
-    sample_eigenvalues,
-    "L1: all eigenvalues of symmetric H D H^T matrices (radicals). L2 (derive): the maximum of x^T M x on "
-    "the unit sphere (the largest eigenvalue, not named). L3 (compose): the spectral radius and the sum of "
-    "squared eigenvalues. L4 (inverse): the smallest integer shift making M + s I positive definite. L5 "
-    "(design): how many eigenvalues lie below a threshold.", "sample_eigenvalues",
-    reject=_irrational_eigenvalues)
-PCA = _linalg_family(
-    "pca", _builder(pca_rows, _pca_prompt, "pca", ("pca", "eigenvalues", "irrational")), sample_pca,
-    "L1: covariance, eigenvalues and explained ratio, formulas stated. L2 (derive): the largest variance of "
-    "a 1-D projection and its share (not named as an eigenvalue). L3 (compose): the variance along a given "
-    "direction and the rest. L4 (search): the best of five directions, ties to the earliest. L5 (design): "
-    "the best integer direction in a grid, ties to the smallest components.", "sample_pca",
-    reject=_irrational_eigenvalues)
-
-FAMILIES = (INVERSE, LEAST_SQUARES, RANK, PROJECTION, EIGENVALUES, PCA)
-
-# ---------------------------------------------------------------------------- canonical tasks
-
-_INVERTIBLE = [[[2, 1, 0], [1, 3, 1], [0, 1, 4]], [[1, F(1, 2)], [F(1, 3), F(1, 4)]]]
-_X = [[1, 0], [1, 1], [1, 2], [1, 4]]
-_Y = [1, 2, 2, 5]
-# A 3x3 whose third row is the sum of the first two (rank 2, like a LoRA product B @ A with
-# 3x2 and 2x3 factors), a 4x4 of rank 2 that looks generic, and a full-rank 3x4.
-_RANK = [[[1, 2, 0], [2, 3, 1], [3, 5, 1]],
-         [[1, 2, 3, 4], [2, 1, 0, -1], [3, 3, 3, 3], [-1, 1, 3, 5]],
-         [[1, 0, 2, 1], [0, 1, 1, 2], [1, 1, 0, 1]]]
-_A = [[1, 0], [1, 1], [1, 2]]
-_VECTORS = [[1, 3, 2], [2, -1, F(1, 2)]]
-_SYMMETRIC = [[[2, 1], [1, 1]], [[2, -1, 0], [-1, 2, -1], [0, -1, 2]], [[3, 1, 1], [1, 3, 1], [1, 1, 3]]]
-_POINTS = [[0, 0], [2, 1], [1, 3], [3, 4]]
-
-TASKS = (
-    INVERSE.task("dl-024", {"matrices": _INVERTIBLE}),
-    LEAST_SQUARES.task("dl-025", {"X": _X, "y": _Y}),
-    RANK.task("dl-026", {"matrices": _RANK}),
-    PROJECTION.task("dl-027", {"A": _A, "vectors": _VECTORS}),
-    EIGENVALUES.task("dl-028", {"matrices": _SYMMETRIC}),
-    PCA.task("dl-029", {"points": _POINTS}),
-)

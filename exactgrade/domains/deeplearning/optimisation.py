@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import answer_field, as_int, dl_family, nonzero_dyadic
+from exactgrade.domains.deeplearning._family import as_int, nonzero_dyadic
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Branch, Draw, Reject
+from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
 
 CONVENTIONS = (
@@ -270,81 +270,3 @@ def build_adam(task_id, inputs):
 def build_schedule(task_id, inputs):
     return TaskDef(task_id, "optimisation", inputs, warmup_cosine_rows, _schedule_prompt, _API, POLICY,
                    tags=("schedule", "cosine"), meta={"optimiser": "schedule"})
-
-
-def _opt_family(name, build, first, levels, upper_sample, **rules):
-    from exactgrade.domains.deeplearning import optimisation_levels
-
-    def sample(draw: Draw, level: int) -> dict:
-        return first(draw, level) if level == 1 else getattr(optimisation_levels, upper_sample)(draw, level)
-
-    upper = {level: optimisation_levels.build for level in (2, 3, 4, 5)}
-    return dl_family(name, build, sample, levels, upper=upper, **rules)
-
-
-def _answer_is(key, value, levels):
-    return lambda task: task.level in levels and isinstance(task.expected, dict) and \
-        answer_field(task, key) is value
-
-
-SGD = _opt_family(
-    "sgd", build_sgd, sample_sgd,
-    "L1: the trajectory of plain/heavy-ball/Nesterov SGD (torch semantics stated), lr at 1/8..5/4 of the "
-    "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
-    "loss "
-    "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
-    "target, None in about a sixth. L5 (search): the best of 3-6 learning rates whose loss never exceeds the "
-    "start, ties to the smallest, None when every one overshoots.", "sample_sgd",
-    branches=(Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
-              Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
-              Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,))))
-ADAM = _opt_family(
-    "adam", build_adam, sample_adam,
-    "L1: 1-3 Adam steps (torch semantics stated). L2 (derive): how far each coordinate moves in the first "
-    "step and which moves furthest (m_hat = g, v_hat = g**2: the step is lr * |g| / (|g| + eps), not "
-    "stated). "
-    "L3 (compose): the loss after two steps, exact with square roots. L4 (inverse): the smallest eps keeping "
-    "every first move under a cap, None in about a sixth. L5 (design): the largest learning rate whose first "
-    "step overshoots no centre and reaches a loss target.", "sample_adam",
-    branches=(Branch("no eps keeps the moves under the cap", _answer_is("eps", None, (4,)), F(1, 20), (4,)),
-              Branch("no learning rate qualifies", _answer_is("lr", None, (5,)), F(1, 20), (5,))))
-WARMUP_COSINE = _opt_family(
-    "warmup_cosine", build_schedule, sample_schedule,
-    "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
-    "described "
-    "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
-    "decay sums to a rational). L4 (inverse): the first step at which the rate is at most a target, None in "
-    "about a sixth. L5 (design): the shortest decay keeping the rate at a step above a target, None in about "
-    "a sixth.", "sample_schedule",
-    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),
-              Branch("no decay length qualifies", _answer_is("decay_steps", None, (5,)), F(1, 20), (5,))))
-
-FAMILIES = (SGD, ADAM, WARMUP_COSINE)
-
-# ---------------------------------------------------------------------------- canonical tasks
-
-_BOWL = {"curvature": [1, 4], "center": [1, -1], "w0": [3, 2]}
-
-
-def _sgd(task_id, lr, momentum=0, nesterov=False, weight_decay=0, steps=3, bowl=None):
-    return SGD.task(task_id, {**(bowl or _BOWL), "lr": lr, "momentum": momentum, "nesterov": nesterov,
-                              "weight_decay": weight_decay, "steps": steps})
-
-
-def _adam(task_id, bowl, lr, eps, steps):
-    return ADAM.task(task_id, {**bowl, "lr": lr, "beta1": F(9, 10), "beta2": F(999, 1000), "eps": eps,
-                               "steps": steps})
-
-
-TASKS = (
-    _sgd("dl-017", lr=F(1, 8)),
-    _sgd("dl-018", lr=F(1, 8), momentum=F(9, 10)),
-    _sgd("dl-019", lr=F(1, 8), momentum=F(9, 10), nesterov=True, weight_decay=F(1, 10)),
-    # lr = 9/32 > 2 / a_max = 1/4: the stiff coordinate oscillates with growing amplitude (factor -5/4).
-    _sgd("dl-020", lr=F(9, 32), steps=4, bowl={"curvature": [1, 8], "center": [0, 0], "w0": [1, 1]}),
-    # Gradients 1 and 100, eps = 0: Adam's first step moves both coordinates by exactly lr.
-    _adam("dl-021", {"curvature": [1, 100], "center": [0, 0], "w0": [1, 1]}, lr=F(1, 10), eps=0, steps=1),
-    _adam("dl-022", {"curvature": [2], "center": [1], "w0": [3]}, lr=F(1, 10), eps=F(1, 10**8), steps=2),
-    WARMUP_COSINE.task("dl-023", {"peak_lr": F(3, 1000), "min_lr": F(3, 10000), "warmup_steps": 4,
-                                  "decay_steps": 12, "steps": [1, 3, 4, 5, 6, 7, 10, 13, 16, 20]}),
-)

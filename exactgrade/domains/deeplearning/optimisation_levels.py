@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import single_row
+from exactgrade.domains.deeplearning import optimisation as _base
+from exactgrade.domains.deeplearning._family import answer_field, dl_family, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Draw, Reject
+from exactgrade.domains.deeplearning.optimisation import (
+    build_adam,
+    build_schedule,
+    build_sgd,
+)
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import TaskDef
 
 QUADRATIC = ("Optimisation conventions. The objective is f(w) = 1/2 * sum_i a_i * (w_i - c_i)**2 with "
@@ -402,3 +408,83 @@ def sample_schedule(draw: Draw, level: int) -> dict:
         F(schedule["peak_lr"]) * 2
     return {"question": "shortest_decay", **{k: schedule[k] for k in ("peak_lr", "min_lr", "warmup_steps")},
             "decay_low": low, "decay_high": high, "step": step, "target": target}
+
+
+# ---------------------------------------------------------------------------- families
+# (here, not in optimisation.py: this module sits above the level-1 module, never the other way round)
+
+
+def _opt_family(name, build_first, first, levels, upper_sample, **rules):
+    def sample(draw: Draw, level: int) -> dict:
+        return first(draw, level) if level == 1 else upper_sample(draw, level)
+
+    upper = {level: build for level in (2, 3, 4, 5)}  # this module's builder of levels 2-5
+    return dl_family(name, build_first, sample, levels, upper=upper, **rules)
+
+
+def _answer_is(key, value, levels):
+    return lambda task: task.level in levels and isinstance(task.expected, dict) and \
+        answer_field(task, key) is value
+
+
+SGD = _opt_family(
+    "sgd", build_sgd, _base.sample_sgd,
+    "L1: the trajectory of plain/heavy-ball/Nesterov SGD (torch semantics stated), lr at 1/8..5/4 of the "
+    "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
+    "loss "
+    "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
+    "target, None in about a sixth. L5 (search): the best of 3-6 learning rates whose loss never exceeds the "
+    "start, ties to the smallest, None when every one overshoots.", sample_sgd,
+    branches=(Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
+              Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
+              Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,))))
+ADAM = _opt_family(
+    "adam", build_adam, _base.sample_adam,
+    "L1: 1-3 Adam steps (torch semantics stated). L2 (derive): how far each coordinate moves in the first "
+    "step and which moves furthest (m_hat = g, v_hat = g**2: the step is lr * |g| / (|g| + eps), not "
+    "stated). "
+    "L3 (compose): the loss after two steps, exact with square roots. L4 (inverse): the smallest eps keeping "
+    "every first move under a cap, None in about a sixth. L5 (design): the largest learning rate whose first "
+    "step overshoots no centre and reaches a loss target.", sample_adam,
+    branches=(Branch("no eps keeps the moves under the cap", _answer_is("eps", None, (4,)), F(1, 20), (4,)),
+              Branch("no learning rate qualifies", _answer_is("lr", None, (5,)), F(1, 20), (5,))))
+WARMUP_COSINE = _opt_family(
+    "warmup_cosine", build_schedule, _base.sample_schedule,
+    "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
+    "described "
+    "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
+    "decay sums to a rational). L4 (inverse): the first step at which the rate is at most a target, None in "
+    "about a sixth. L5 (design): the shortest decay keeping the rate at a step above a target, None in about "
+    "a sixth.", sample_schedule,
+    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),
+              Branch("no decay length qualifies", _answer_is("decay_steps", None, (5,)), F(1, 20), (5,))))
+
+FAMILIES = (SGD, ADAM, WARMUP_COSINE)
+
+# ---------------------------------------------------------------------------- canonical tasks
+
+_BOWL = {"curvature": [1, 4], "center": [1, -1], "w0": [3, 2]}
+
+
+def _sgd(task_id, lr, momentum=0, nesterov=False, weight_decay=0, steps=3, bowl=None):
+    return SGD.task(task_id, {**(bowl or _BOWL), "lr": lr, "momentum": momentum, "nesterov": nesterov,
+                              "weight_decay": weight_decay, "steps": steps})
+
+
+def _adam(task_id, bowl, lr, eps, steps):
+    return ADAM.task(task_id, {**bowl, "lr": lr, "beta1": F(9, 10), "beta2": F(999, 1000), "eps": eps,
+                               "steps": steps})
+
+
+TASKS = (
+    _sgd("dl-017", lr=F(1, 8)),
+    _sgd("dl-018", lr=F(1, 8), momentum=F(9, 10)),
+    _sgd("dl-019", lr=F(1, 8), momentum=F(9, 10), nesterov=True, weight_decay=F(1, 10)),
+    # lr = 9/32 > 2 / a_max = 1/4: the stiff coordinate oscillates with growing amplitude (factor -5/4).
+    _sgd("dl-020", lr=F(9, 32), steps=4, bowl={"curvature": [1, 8], "center": [0, 0], "w0": [1, 1]}),
+    # Gradients 1 and 100, eps = 0: Adam's first step moves both coordinates by exactly lr.
+    _adam("dl-021", {"curvature": [1, 100], "center": [0, 0], "w0": [1, 1]}, lr=F(1, 10), eps=0, steps=1),
+    _adam("dl-022", {"curvature": [2], "center": [1], "w0": [3]}, lr=F(1, 10), eps=F(1, 10**8), steps=2),
+    WARMUP_COSINE.task("dl-023", {"peak_lr": F(3, 1000), "min_lr": F(3, 10000), "warmup_steps": 4,
+                                  "decay_steps": 12, "steps": [1, 3, 4, 5, 6, 7, 10, 13, 16, 20]}),
+)
