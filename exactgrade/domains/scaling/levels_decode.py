@@ -396,8 +396,8 @@ working in parallel (ignore communication), so a step takes the roofline time of
 A layout (chip count, batch) is allowed when the weights and caches fit in the chips' HBM and a
 step takes at most `max_step_s` seconds. For each length in `seq_lens` (cached tokens per
 sequence), give the allowed layout with the fewest chip-seconds per generated token (chips * step
-time / batch) and that cost; on a tie, the fewer chips. None for all three if no layout is
-allowed."""
+time / batch) and that cost; on a tie, the fewer chips, then the larger batch. None for all three if
+no layout is allowed."""
 )
 
 LEVELS = {
