@@ -332,6 +332,11 @@ def generated_task(domain: str, family: str, level: int, seed: int, index: int) 
     return build_instance(domain, family_of(domain, family), level, seed, index)
 
 
+def draw_key(domain: str, family: str, level: int, seed: int, index: int, attempt: int) -> str:
+    """The Draw key of one attempt of a generated task (a worker re-checks carried inputs with it)."""
+    return f"{STREAM_VERSION}|{domain}|{family}|{seed}|{index}|{level}|{attempt}"
+
+
 def build_instance(domain: str, fam: Family | str, level: int, seed: int, index: int, *,
                    checked: bool = True) -> Task:
     """Rejection-sample one instance of ``fam`` (a Family or the name of one of the domain's).
@@ -345,7 +350,7 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
     canonical = _canonical_inputs(domain)
     rejections: Counter[str] = Counter()
     for attempt in range(MAX_ATTEMPTS):
-        draw = Draw(f"{STREAM_VERSION}|{domain}|{family}|{seed}|{index}|{level}|{attempt}")
+        draw = Draw(draw_key(domain, family, level, seed, index, attempt))
         try:
             inputs = dict(fam.sample(draw, level))
         except Reject as reason:

@@ -23,6 +23,7 @@ from exactgrade.family import (
     STREAM_VERSION,
     Draw,
     Reject,
+    draw_key,
     family_of,
     parse_generated_id,
 )
@@ -31,12 +32,6 @@ from exactgrade.task import Task, domain_module, materialise
 
 class InstanceRefused(ValueError):
     """The TaskData does not carry the instance its id names: it cannot be keyed."""
-
-
-def draw_key(domain: str, family: str, level: int, seed: int, index: int, attempt: int) -> str:
-    """The Draw key of one attempt of a generated task: the one exactgrade.family.build_instance
-    uses (a test checks that attempt_of finds the accepted draw of generated tasks with it)."""
-    return f"{STREAM_VERSION}|{domain}|{family}|{seed}|{index}|{level}|{attempt}"
 
 
 def attempt_of(task: Task) -> int:
