@@ -114,8 +114,7 @@ def _families(domain: str, text: str | None) -> tuple[str, ...]:
 def _vf_eval(args: argparse.Namespace, names: tuple[str, ...], levels: tuple[int, ...], run_dir: Path,
              total: int) -> None:
     """One vf-eval run over the pool of tasks-per-cell x cells generated tasks, with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from exactgrade.console import Progress
     from exactgrade.demo import _count_lines, vf_eval_command
 
     if run_dir.exists():
@@ -129,20 +128,18 @@ def _vf_eval(args: argparse.Namespace, names: tuple[str, ...], levels: tuple[int
                               concurrency=args.concurrency, api_key_var=args.api_key_var,
                               max_turns=args.max_turns, extra=extra, rollouts=args.rollouts)
     log_path = run_dir.parent / f"{args.env}.vf-eval.log"
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with log_path.open("w") as log, Progress(*columns, transient=False) as progress:
-        bar = progress.add_task(f"calibrate {args.env} ({args.model})", total=total)
+    with log_path.open("w") as log, Progress(f"calibrate {args.env} ({args.model})", total) as progress:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
         try:
             while process.poll() is None:
-                progress.update(bar, completed=_count_lines(run_dir / "traces.jsonl"))
+                progress.update(_count_lines(run_dir / "traces.jsonl"))
                 time.sleep(0.5)
         except KeyboardInterrupt:
             process.terminate()
             process.wait(30)
             raise
         done = _count_lines(run_dir / "traces.jsonl")
-        progress.update(bar, completed=done)
+        progress.update(done)
     if process.returncode != 0 or done == 0:
         raise RuntimeError(f"vf-eval exited {process.returncode} with {done} of {total} rollouts; "
                            f"see {log_path}")
@@ -167,18 +164,16 @@ def tally(traces_path: Path, names: tuple[str, ...], levels: tuple[int, ...]) ->
 
 
 def print_table(env: str, cells: list[Cell]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from exactgrade import console
 
-    table = Table(title=f"{env}: pass rate per family and level (95% Wilson interval)", title_justify="left")
-    for name, justify in (("family", "left"), ("level", "right"), ("passed", "right"), ("rate", "right"),
-                          ("interval", "right"), ("flagged", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    numeric = ("level", "passed", "rate", "interval", "flagged")
+    grid = console.table(("family", *numeric), numeric=numeric,
+                         title=f"{env}: pass rate per family and level (95% Wilson interval)")
     for c in cells:
         rate = f"{c.rate:.2f}" if c.count else "-"
-        table.add_row(c.family, str(c.level), f"{c.passed}/{c.count}", rate, f"{c.low:.2f}-{c.high:.2f}",
-                      str(c.flagged))
-    Console(width=None if sys.stdout.isatty() else 120).print(table)
+        grid.add_row(c.family, str(c.level), f"{c.passed}/{c.count}", rate, f"{c.low:.2f}-{c.high:.2f}",
+                     str(c.flagged))
+    console.print_table(grid)
 
 
 def heatmap(env: str, model: str, cells: list[Cell], names: tuple[str, ...],
