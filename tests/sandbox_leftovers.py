@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -135,6 +136,55 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = HANG_GUAR
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+FOREVER = 10**6
+"""Seconds a sandboxed sleep lasts when it must outlast anything the test waits for: the test (or the
+mechanism under test) ends it, so no timer races it."""
+
+
+def worker_pid(uid: int) -> int:
+    """The host pid of the worker of sandbox `uid`: its oldest process holding the reply pipe (fd 101)."""
+    for pid in sorted(uids.processes_of(uid)):
+        try:
+            os.readlink(f"/proc/{pid}/fd/101")
+        except OSError:
+            continue
+        return pid
+    raise AssertionError(f"no worker process of sandbox uid {uid}")
+
+
+def work_file(uid: int, name: str) -> Path:
+    """A file in the sandbox's work dir as the host reaches it (through its worker's cwd): the
+    sandboxed code touches it to say it reached a point, or the host touches it to tell it to go on."""
+    return Path(f"/proc/{worker_pid(uid)}/cwd") / name
+
+
+@contextlib.contextmanager
+def on_mark(uid: int, name: str, action: Callable[[], object]) -> Iterator[None]:
+    """Run action() in a thread once the sandbox's code has created `name` in its work dir: the host
+    acts when the call has reached that point, not after a timer that races it. On exit: the
+    action's error, or AssertionError if the mark never appeared while the block ran."""
+    mark, done, errors = work_file(uid, name), threading.Event(), []
+
+    def run() -> None:
+        try:
+            seen = wait_for(lambda: "marked" if mark.exists() else done.is_set(), f"the mark {name!r}")
+            if seen != "marked":
+                raise AssertionError(f"the sandbox never created its mark {name!r}")
+            action()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread below
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(HANG_GUARD)
+    if errors:
+        raise errors[0]
 
 
 HOG_WEIGHT = 16
