@@ -144,14 +144,22 @@ mechanism under test) ends it, so no timer races it."""
 
 
 def worker_pid(uid: int) -> int:
-    """The host pid of the worker of sandbox `uid`: its oldest process holding the reply pipe (fd 101)."""
-    for pid in sorted(uids.processes_of(uid)):
-        try:
-            os.readlink(f"/proc/{pid}/fd/101")
-        except OSError:
-            continue
-        return pid
-    raise AssertionError(f"no worker process of sandbox uid {uid}")
+    """The host pid of the worker of sandbox `uid`, once it runs: its process that holds the reply pipe
+    (fd 101) and is not pid 1 of a pid namespace (the namespaces init holds it too until it has
+    forked the worker)."""
+
+    def find() -> int | None:
+        for pid in sorted(uids.processes_of(uid)):
+            try:
+                os.readlink(f"/proc/{pid}/fd/101")
+                nspid = Path(f"/proc/{pid}/status").read_text().split("NSpid:")[1].split("\n")[0].split()
+            except (OSError, IndexError):
+                continue
+            if nspid[-1] != "1":
+                return pid
+        return None
+
+    return wait_for(find, f"the worker of sandbox uid {uid}")
 
 
 def work_file(uid: int, name: str) -> Path:

@@ -94,7 +94,7 @@ def test_importing_exactgrade_or_reading_its_files(backend):
 
 
 def test_reading_proc_1_environ_and_host_cmdlines(backend, token):
-    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", token],
+    victim = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({FOREVER})", token],
                               env={"EG_SECRET": token})
     try:
         code = dedent("""
@@ -159,7 +159,7 @@ def test_dns_lookup(backend):
 
 
 def test_signalling_the_host(backend):
-    victim = subprocess.Popen(["sleep", "60"])
+    victim = subprocess.Popen(["sleep", str(FOREVER)])
     code = dedent("""
         import os, signal
         for pid in (victim, host):
@@ -251,7 +251,7 @@ def _assert_no_processes(uid):
     assert leftovers({uid}) == {}
 
 
-FORK_300 = dedent("""
+FORK_300 = dedent(f"""
     n = 0
     for _ in range(300):
         try:
@@ -259,7 +259,7 @@ FORK_300 = dedent("""
         except OSError:
             break
         if pid == 0:
-            time.sleep(60)
+            time.sleep({FOREVER})
             os._exit(0)
         n += 1
     print('forked', n)

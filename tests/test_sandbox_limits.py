@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from textwrap import dedent
 
 import pytest
-from sandbox_leftovers import cpu_hogs, hogs_unavailable_reason, leftovers
+from sandbox_leftovers import FOREVER, cpu_hogs, hogs_unavailable_reason, leftovers
 
 from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends
 from exactgrade.sandbox.runtime import default_state_dir
@@ -47,8 +47,7 @@ HOLD_DELETED = dedent("""
         f.flush()
         os.unlink(f'h{i}')
         held.append(f)
-    time.sleep(60)
-""")
+""") + f"time.sleep({FOREVER})\n"  # until the disk budget ends it
 MANY_FILES = dedent("""
     import os
     for i in range(100_000):
@@ -106,7 +105,7 @@ def test_writing_within_the_budget_is_fine(backend):
 # ---- the call limit in the sandbox's own time ---------------------------------------------------------
 
 SPIN = "while True:\n    pass"
-SLEEP = "import time\ntime.sleep(60)"
+SLEEP = f"import time\ntime.sleep({FOREVER})"
 # 0.1 s of the sandbox's own CPU, however fast the CPU: under the hogs that takes several times the limit
 WORK = dedent("""
     import time
