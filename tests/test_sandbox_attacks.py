@@ -212,7 +212,7 @@ def test_writing_outside_the_work_dir(backend, open_dir, token):
 
 
 def test_allocating_8_gib(backend):
-    with Sandbox(backend=backend, limits=Limits(call_timeout=60)) as sb:
+    with Sandbox(backend=backend, limits=FINISHES) as sb:
         try:
             out = sb.execute_code("x = b'x' * (8 << 30)\nprint('ALLOCATED', len(x))")
         except SandboxDied as died:
@@ -301,7 +301,7 @@ def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
         subprocess.Popen(['setsid', 'sleep', '600'])
     """) + FORK_300
     with pytest.warns(RuntimeWarning, match="WITHOUT a cgroup"), \
-            Sandbox(backend=backend, use_cgroups=False, limits=Limits(call_timeout=60)) as sb:
+            Sandbox(backend=backend, use_cgroups=False, limits=FINISHES) as sb:
         out = sb.execute_code(code)
         uid = sb.uid
         for pid in uids.processes_of(uid):  # none of them is in a cgroup of ours
@@ -430,7 +430,7 @@ def test_monkeypatched_json(backend, patch, outcome):
     ("200 MB string", "result = 'x' * 200_000_000", "char"),
 ])
 def test_hostile_result_values(backend, name, code, error):
-    with Sandbox(backend=backend, limits=Limits(call_timeout=60)) as sb:
+    with Sandbox(backend=backend, limits=FINISHES) as sb:
         sb.execute_code(code)
         with pytest.raises(ResultNotEncodable, match=error):  # a wrong answer, not a harness failure
             sb.result()

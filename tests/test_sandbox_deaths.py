@@ -16,45 +16,44 @@ from sandbox_leftovers import FOREVER, alive, on_mark, wait_for, work_file, work
 from exactgrade.sandbox import Limits, Sandbox, SandboxDied
 
 BACKENDS = ("namespaces", "landlock")
-# A limit that must fire stays small; work that must finish gets 60 s of its own time (calltime.py:
-# a loaded host does not spend it).
-FIRES, FINISHES = 1.0, 60.0
-LIMITS = Limits(call_timeout=FINISHES, memory_bytes=256 << 20)
+# Work that must finish gets 60 s of its own time (calltime.py: a loaded host does not spend it); a
+# limit that must fire stays small, and a spin is its own time, loaded host or not, long before the
+# wall-clock cap. A storm of at most 8 processes reaches its limit in a few forks, long before 1 s.
+LIMITS = Limits(call_timeout=60, memory_bytes=256 << 20)
+FIRES = replace(LIMITS, call_timeout=1, wall_factor=30)
+STORM = replace(FIRES, max_processes=8)
 MARK_THEN_SLEEP = f"open('started', 'w').close()\nimport time\ntime.sleep({FOREVER})"
 """Says the call is under way (on_mark), then sleeps until the test ends it."""
 
-# (what the model's code does, its call limit, a word of the reason and of the evidence: a str for
+# (what the model's code does, its limits, a word of the reason and of the evidence: a str for
 # both backends, or one per backend (namespaces, landlock))
 MODEL_DEATHS = [
-    ("import os\nos._exit(3)", FINISHES, "worker exited", ("exit status 3", "zygote runs")),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", FINISHES, "worker exited",
+    ("import os\nos._exit(3)", LIMITS, "worker exited", ("exit status 3", "zygote runs")),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", LIMITS, "worker exited",
      ("killed by SIGKILL", "zygote runs")),
     ("import os, signal, threading\nthreading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
-     f"import time\ntime.sleep({FOREVER})", FINISHES, "worker exited", ("killed by SIGTERM", "zygote runs")),
-    ("import subprocess\nsubprocess.run(['sh', '-c', 'kill -9 $PPID'])", FINISHES, "worker exited",
+     f"import time\ntime.sleep({FOREVER})", LIMITS, "worker exited", ("killed by SIGTERM", "zygote runs")),
+    ("import subprocess\nsubprocess.run(['sh', '-c', 'kill -9 $PPID'])", LIMITS, "worker exited",
      ("killed by SIGKILL", "zygote runs")),
-    ("x = bytearray(1 << 30)", FINISHES, "out of memory", "its limit"),
-    ("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", FINISHES, "out of memory",
+    ("x = bytearray(1 << 30)", LIMITS, "out of memory", "its limit"),
+    ("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", LIMITS, "out of memory",
      "its limit"),
     ("while True:\n    pass", FIRES, "exec timed out after 1 s", "call limit of 1 s"),
-    # 3 s: the storm must reach its process limit (64 forks) before the limit fires
-    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", 3.0,
+    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", STORM,
      "timed out", "pids limit hit"),
-    ("import os\nos.write(101, b'forged\\n')", FINISHES, "protocol violation", "broke the protocol"),
+    ("import os\nos.write(101, b'forged\\n')", LIMITS, "protocol violation", "broke the protocol"),
     # it runs on after closing its reply channel: the namespaces init reports no end within STATUS_WAIT
-    (f"import os\nos.close(101)\nimport time\ntime.sleep({FOREVER})", FINISHES,
+    (f"import os\nos.close(101)\nimport time\ntime.sleep({FOREVER})", LIMITS,
      ("closed its reply channel", "worker exited"), ("the worker still runs", "zygote runs")),
 ]
 
 
-@pytest.mark.parametrize(("code", "limit", "reason", "evidence"), MODEL_DEATHS, ids=[
+@pytest.mark.parametrize(("code", "limits", "reason", "evidence"), MODEL_DEATHS, ids=[
     "os._exit", "SIGKILL itself", "SIGTERM itself from a thread", "a child kills it", "one big allocation",
     "memory bomb", "CPU spin", "fork storm", "forged reply", "closed its reply pipe"])
-def test_a_death_the_model_causes_is_the_models(backend: str, code: str, limit: float,
+def test_a_death_the_model_causes_is_the_models(backend: str, code: str, limits: Limits,
                                                 reason: str | tuple[str, str],
                                                 evidence: str | tuple[str, str]) -> None:
-    # a small limit: a spin is its own time, loaded host or not, long before the wall-clock cap
-    limits = LIMITS if limit == FINISHES else replace(LIMITS, call_timeout=limit, wall_factor=30)
     with Sandbox(backend=backend, limits=limits) as sb:
         sb.execute_code("result = 1")
         with pytest.raises(SandboxDied) as died:
