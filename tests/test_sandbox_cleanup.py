@@ -12,9 +12,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
+from sandbox_leftovers import FOREVER, HANG_GUARD, on_mark, wait_for
 
 from exactgrade.sandbox import Sandbox, SandboxDied, backends, cgroups, uids
 from exactgrade.sandbox.cgroups import SandboxCgroup
@@ -76,15 +76,15 @@ def test_sandboxes_die_with_their_zygote(backend):
     sb = Sandbox(backend=backend)
     sb.bash("setsid sleep 600 >/dev/null 2>&1 &")
     backends.shutdown_zygotes()
-    deadline = time.monotonic() + 5
-    while uids.processes_of(sb.uid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # landlock: no pid namespace, so the worker dies (PR_SET_PDEATHSIG) and its daemon stays
+    stays = 1 if backend == "landlock" else 0
+    wait_for(lambda: len(uids.processes_of(sb.uid)) <= stays, "the sandbox's end with its zygote")
     remaining = uids.processes_of(sb.uid)
     with pytest.raises(SandboxDied):
         sb.execute_code("print(1)")
     sb.close()
-    if backend == "landlock":  # no pid namespace: the worker dies (PR_SET_PDEATHSIG), its daemon is
-        assert len(remaining) <= 1  # only reaped by close() (cgroup) or when the uid slot is reused
+    if backend == "landlock":  # its daemon is only reaped by close() (cgroup) or when the uid slot is reused
+        assert len(remaining) <= 1
     else:
         assert remaining == []
     assert _leftovers(sb.uid) == []
@@ -96,15 +96,14 @@ def test_close_from_another_thread_ends_a_blocked_call(backend):
 
     def call() -> None:
         try:
-            sb.execute_code("import time\ntime.sleep(25)")
+            sb.execute_code(f"open('started', 'w').close()\nimport time\ntime.sleep({FOREVER})")
         except BaseException as error:  # noqa: BLE001 - the test inspects whatever was raised
             errors.append(error)
 
     caller = threading.Thread(target=call)
-    caller.start()
-    time.sleep(0.5)
-    sb.close()
-    caller.join(timeout=10)
+    with on_mark(sb.uid, "started", sb.close):  # closed once the call is under way
+        caller.start()
+        caller.join(timeout=HANG_GUARD)  # the sleep never ends: only close() can end the call
     assert not caller.is_alive()
     assert [type(e) for e in errors] == [SandboxDied] and "closed" in str(errors[0])
     assert _leftovers(sb.uid) == []
@@ -122,7 +121,7 @@ os.kill(os.getpid(), 9)
 
 def test_what_a_killed_host_leaves_is_reclaimed(backend):
     done = subprocess.run([sys.executable, "-c", KILLED_HOST, backend], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=HANG_GUARD)
     assert done.returncode == -9, done.stderr
     uid = int(done.stdout)
     left_something = backends.probe().cgroups is None or backend == "landlock"  # a cgroup or a work dir
@@ -138,7 +137,7 @@ def test_eight_concurrent_sandboxes(backend):
     def rollout(index: int) -> None:
         with Sandbox(inputs={"k": index}, backend=backend) as sb:
             uid_of[index] = sb.uid
-            barrier.wait(timeout=120)  # all eight alive at the same time
+            barrier.wait(timeout=HANG_GUARD)  # all eight alive at the same time
             sb.execute_code("import os\nopen('mine', 'w').write(str(k))")
             sb.bash("sleep 0.2")
             sb.execute_code("result = [k, int(open('mine').read()), len(os.listdir('.'))]")
@@ -148,7 +147,7 @@ def test_eight_concurrent_sandboxes(backend):
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=300)
+        thread.join(timeout=HANG_GUARD)
     assert results == {i: [i, i, 1] for i in range(8)}
     assert len(set(uid_of.values())) == 8
     assert [leak for uid in uid_of.values() for leak in _leftovers(uid)] == []
@@ -213,13 +212,11 @@ def test_a_cgroup_v2_group_contains_and_kills_a_process_tree():
                                 preexec_fn=lambda: os.write(procs, b"0"))  # joins as the sandbox child does
     finally:
         os.close(procs)
-    deadline = time.monotonic() + 10
-    while len(group.pids()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(group.pids()) >= 3, "the tree to start")
     members = group.pids()
     assert tree.pid in members and len(members) == 3  # sh, and both sleeps (setsid did not leave it)
     assert group.destroy() is True
-    assert tree.wait(timeout=10) == -9
+    assert tree.wait(timeout=HANG_GUARD) == -9
     assert not group.dirs[0].exists()
     assert not [pid for pid in members if _alive(pid)]
 
