@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline, levels_tensor
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -405,10 +405,14 @@ device. For each degree in `tp_degrees`, give the per-device compute time, the c
     tensor_parallel_layer_float, "allreduce_once",
     sample=sample_tensor_parallel_layer,
     upper={2: Level(tensor_parallel_layer, _TP_L2, _TP_ROW, tensor_parallel_layer_float, "allreduce_once",
-                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",))},
-    levels="L2+: the split described, the layer's FLOPs and collectives derived; degrees 3+level "
-           "(powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
-           "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
+                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",)),
+           **levels_tensor.LEVELS},
+    levels="L2: the split described, the layer's FLOPs and collectives derived; L3: a whole training "
+           "step per degree (backward collectives derived too) and whether the shard of weights, "
+           "state and activations fits; L4: the degree (a divisor of the heads) that minimises a "
+           "layer's time once each ring step has a latency, per token count; L5: tensor and data "
+           "parallelism chosen together per global batch: memory forces a degree up, intra-node TP "
+           "traffic and inter-node gradient all-reduce pull opposite ways",
     reject=_tensor_parallel_not_tied,
     varying=("rows[].comm_bound",),
 )
