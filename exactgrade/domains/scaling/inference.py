@@ -10,7 +10,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2
+from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2, levels_prefill
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -419,15 +419,6 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
 _PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
                 '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order')
 
-_PREFILL_L2 = """\
-A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) on a
-chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s first prefills its prompt in one forward
-pass over all prompt tokens, then decodes one token per forward pass; a forward pass costs 2 FLOPs
-per parameter per token it processes and reads every weight from HBM once (ignore the KV cache).
-For each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in
-seconds) and the ratio of prefill throughput (prompt tokens per second) to decode throughput
-(tokens per second)."""
-
 PREFILL_VS_DECODE = scaling_family(
     "prefill_vs_decode", "inference", prefill_vs_decode,
     """\
@@ -441,11 +432,18 @@ second).""",
     _PREFILL_ROW,
     prefill_vs_decode_float, "prefill_as_decode_steps",
     sample=sample_prefill_vs_decode,
-    upper={2: Level(prefill_vs_decode, _PREFILL_L2, _PREFILL_ROW, prefill_vs_decode_float,
-                    "prefill_as_decode_steps")},
-    levels="L2+: the passes described, no roofline formula restated; "
-           "prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
-           "chips and parameter counts, int8 weights",
+    upper={2: Level(prefill_vs_decode, levels_prefill.L2_QUESTION, _PREFILL_ROW, prefill_vs_decode_float,
+                    "prefill_as_decode_steps", sample=levels_prefill.sample_prefill_l2,
+                    varying=("rows[].throughput_ratio",)),
+           **levels_prefill.LEVELS},
+    branches=levels_prefill.BRANCHES,
+    levels="L2: the passes described, no roofline formula restated, prompts on both sides of the "
+           "prefill ridge; L3: a whole batch-1 request, the KV cache derived from the attention "
+           "shape and growing by one position per decode pass (its time and the decode share); "
+           "L4: the longest prompt a request-latency budget allows, across the prefill ridge "
+           "(None); L5: the decode batch of a serving wave (B prefills, then n - 1 batched decode "
+           "passes) of the highest throughput under a per-pass latency limit and the HBM: the HBM, "
+           "the latency limit or the compute-bound plateau decides, differently per profile",
 )
 
 
