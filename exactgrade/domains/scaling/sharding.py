@@ -9,7 +9,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline, levels_tensor
+from exactgrade.domains.scaling import (
+    levels_inverse,
+    levels_inverse2,
+    levels_pipeline,
+    levels_pipeline_step,
+    levels_tensor,
+)
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -527,12 +533,18 @@ that many microbatches.""",
     _STEP_ROW,
     pipeline_step_time_float, "bubble_over_microbatches",
     sample=sample_pipeline_step_time,
-    levels="(no canonical task) min_microbatches chained into the step time; L2+: the schedule "
-           "described, the bubble derived; stage counts 4+level up to 16*2**level; level 3+: "
-           "odd-denominator limits and slot times",
+    levels="(no canonical task) min_microbatches chained into the step time; L2: the schedule "
+           "described, the bubble derived; L3: the slot time derived from the layers and the chip, "
+           "chained with the microbatches the bubble limit needs; L4: per bubble limit, the fewest "
+           "stages whose first stage holds its state and the activations of the microbatches in "
+           "flight (None); L5: stages, data-parallel replicas and microbatches chosen together per "
+           "global batch under a per-slot overhead, each stage's gradient all-reduce and the "
+           "memory of the microbatches in flight",
     reject=_min_microbatches_edges,
     upper={2: Level(pipeline_step_time, levels_pipeline.STEP_L2, _STEP_ROW, pipeline_step_time_float,
-                    "bubble_over_microbatches", reject=_min_microbatches_edges)},
+                    "bubble_over_microbatches", reject=_min_microbatches_edges),
+           **levels_pipeline_step.LEVELS},
+    branches=levels_pipeline_step.BRANCHES,
 )
 
 
