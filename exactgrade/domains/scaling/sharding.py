@@ -6,10 +6,12 @@ answer in floats in another order and can reproduce one named mistake (tests onl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import (
+    levels_data,
     levels_inverse,
     levels_inverse2,
     levels_pipeline,
@@ -318,13 +320,18 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
-    levels="L4: the smallest per-device batch whose compute hides the all-reduce; "
-           "L5 asks it at L5 sizes; the rest: "
-           "batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
-           "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
+    levels="L2: the step described, its FLOPs derived; L3: the all-reduce overlapping the backward "
+           "pass, the step time and utilisation (some batches hide it, some do not); L4: the "
+           "smallest per-device batch whose compute hides the all-reduce, per device count (it must "
+           "differ between device counts); L5: a fixed global batch per device count, in the fewest "
+           "microbatches whose activations fit, the all-reduce overlapping only the last "
+           "microbatch's backward (memory, overlap and ring change regime across device counts)",
     reject=_allreduce_not_tied,
     varying=("rows[].allreduce_exceeds_compute",),
-    upper={4: levels_inverse.HIDING},
+    upper={2: levels_data.l2_level(data_parallel_step, sample_data_parallel_step, _allreduce_not_tied),
+           3: levels_data.LEVELS[3],
+           4: dataclasses.replace(levels_inverse.HIDING, varying=("rows[].min_tokens_per_device",)),
+           5: levels_data.LEVELS[5]},
 )
 
 
