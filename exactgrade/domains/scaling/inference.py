@@ -6,11 +6,18 @@ answer in floats in another order and can reproduce one named mistake (tests onl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2, levels_prefill
+from exactgrade.domains.scaling import (
+    levels_decode,
+    levels_inverse,
+    levels_inverse2,
+    levels_prefill,
+    levels_sharded,
+)
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -495,13 +502,19 @@ decode step in seconds (`time_per_token_s`: one step yields the next token of ev
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
     sample=sample_sharded_decode_latency,
-    levels="L4: the fewest chips per step-time budget (None); L5 asks it at L5 sizes; the rest: "
-           "up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
-           "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
+    levels="L2: the KV cache derived from the attention shape; L3: tensor-parallel decode per chip "
+           "count, the two per-layer all-reduces of the activations derived, fits or not; L4: the "
+           "fewest chips per step-time budget (None in at most half the rows); L5: the chip count "
+           "and batch of the most tokens per second per chip under a per-step latency limit and "
+           "the HBM, every ring step carrying a latency (the best chip count changes with the "
+           "context length)",
     reject=_sharded_fits_not_tied,
     varying=("rows[].fits",),
-    upper={4: levels_inverse.DECODE_CHIPS},
-    branches=levels_inverse.NONE_AT_L4,
+    upper={2: levels_sharded.LEVELS[2], 3: levels_sharded.LEVELS[3],
+           4: dataclasses.replace(levels_inverse.DECODE_CHIPS, reject=lambda task: (
+               levels_inverse.DECODE_CHIPS.reject(task) or levels_sharded.at_most_half_none(task))),
+           5: levels_sharded.LEVELS[5]},
+    branches=(Branch("none", levels_sharded.some_none, Fraction(1, 8), (4,)),),
 )
 
 _FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
