@@ -15,6 +15,7 @@ from exactgrade.domains.scaling import (
     levels_decode,
     levels_inverse,
     levels_inverse2,
+    levels_kv,
     levels_prefill,
     levels_sharded,
 )
@@ -335,11 +336,13 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     '"step_time_s": <number>}, ...]}  # one row per case, in order',
     kv_read_share_float, "keys_only",
     sample=sample_kv_read_share,
-    upper={4: levels_inverse2.SHARE},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the longest context per batch under a KV share (None); L5 asks it at L5 sizes; the rest: "
-           "cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
-           "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
+    upper={**levels_kv.LEVELS, 4: levels_inverse2.SHARE},
+    branches=levels_kv.BRANCHES,
+    levels="L2: the KV heads derived from grouped-query attention; L3: the decode step's roofline "
+           "with the cache read, compute- or memory-bound per case; L4: the longest context per "
+           "batch under a KV share (None); L5: the same once most layers cache only a sliding "
+           "window: the cache grows at two rates, the answers fall on both sides of the window "
+           "(None)",
 )
 
 
