@@ -18,6 +18,7 @@ from exactgrade.domains.scaling import (
     levels_kv,
     levels_prefill,
     levels_sharded,
+    levels_speculative,
 )
 from exactgrade.domains.scaling._sample import (
     attention_shape,
@@ -300,13 +301,16 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="L4: the smallest compute-bound batch per chip and its step time; "
-           "L5 asks it at L5 sizes; the rest: "
-           "chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
-           "non-round chips and parameter counts, int8/fp32 weights",
+    levels="L2: the step described, its FLOPs and reads derived; L3: the KV cache read and "
+           "attention's FLOPs derived from the shape, the bound differing between chips; L4: the "
+           "smallest compute-bound batch per chip and its step time; L5: speculative decoding, "
+           "the draft length of the most expected tokens per second per chip (the expected tokens "
+           "of a cycle derived from the acceptance rule; the verification pass turns compute-bound "
+           "at a different length on each chip)",
     reject=_decode_step_not_tied,
     varying=("rows[].bound",),
-    upper={4: levels_inverse2.DECODE},
+    upper={2: levels_speculative.l2_level(decode_step, sample_decode_step, _decode_step_not_tied),
+           **levels_speculative.LEVELS, 4: levels_inverse2.DECODE},
 )
 
 
