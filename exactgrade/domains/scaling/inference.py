@@ -17,6 +17,7 @@ from exactgrade.domains.scaling import (
     levels_inverse2,
     levels_kv,
     levels_prefill,
+    levels_serving,
     levels_sharded,
     levels_speculative,
 )
@@ -606,12 +607,14 @@ and the cost in dollars per million generated tokens.""",
     serving_cost_float, "per_sequence_throughput",
     sample=sample_serving_cost,
     upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput"),
-           4: levels_inverse.PRICE},
-    branches=levels_inverse.NONE_AT_L4,
-    levels="L2+: the step described; L4: the smallest batch under each price target (None below the "
-           "compute-bound floor); L5 asks it at L5 sizes; the rest: "
-           "batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
-           "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
+           **levels_serving.LEVELS, 4: levels_inverse.PRICE},
+    branches=(Branch("none", levels_sharded.some_none, Fraction(1, 8), (4,)),),
+    levels="L2: the step described; L3: the KV cache read each step derived from the attention "
+           "shape, batches on both sides of the compute-bound one; L4: the smallest batch under each "
+           "price target (None below the compute-bound floor); L5: the chip type and batch of the "
+           "lowest price per context length under a step-latency limit and each type's HBM (the "
+           "HBM, the limit or the compute-bound plateau sets each type's batch; the cheapest type "
+           "changes with the context)",
 )
 
 FAMILIES = (DECODE_STEP, KV_READ_SHARE, DECODE_COMPUTE_BOUND_BATCH, PREFILL_VS_DECODE, SHARDED_DECODE_LATENCY,
