@@ -120,6 +120,20 @@ def pipeline_data_design(layers, params_per_layer, state_bytes_per_param, grad_b
     return {"rows": rows}
 
 
+def memory_limited_microbatches(layers, bytes_per_layer, device_memories, max_bubble_fraction):
+    """Per device memory: the fewest stages P (a divisor of the layers) whose layers fit, then
+    the fewest microbatches whose bubble is at most the limit with P stages."""
+    import math
+
+    rows = []
+    for memory in device_memories:
+        fitting = (p for p in range(1, layers + 1) if layers % p == 0)
+        stages = next(p for p in fitting if layers // p * bytes_per_layer <= memory)
+        f = max_bubble_fraction
+        rows.append({"hbm_bytes": memory, "min_microbatches": max(1, math.ceil((stages - 1) * (1 - f) / f))})
+    return {"rows": rows}
+
+
 # ---------------------------------------------------------------- float twins (tests only)
 
 
@@ -198,6 +212,16 @@ def pipeline_data_design_float(layers, params_per_layer, state_bytes_per_param, 
     return {"rows": rows}
 
 
+def memory_limited_microbatches_float(layers, bytes_per_layer, device_memories, max_bubble_fraction,
+                                      mistake=None):
+    known_mistake(mistake, "bubble_over_microbatches")
+    out = []
+    for memory in device_memories:
+        p = min(p for p in range(1, layers + 1) if layers % p == 0 and layers / p * bytes_per_layer <= memory)
+        out.append({"hbm_bytes": memory, "min_microbatches": _fewest(p, max_bubble_fraction, mistake)})
+    return {"rows": out}
+
+
 # ---------------------------------------------------------------- samplers and rules
 
 
@@ -236,6 +260,30 @@ def sample_bubble_step(draw: Draw, level: int) -> dict:
 def _bubble_step_edges(task: Task) -> str | None:
     i = task.inputs
     return next((e for p in i["stage_counts"] if (e := _bound_edge(p, i["max_bubble_fraction"]))), None)
+
+
+def sample_memory_limited(draw: Draw, level: int) -> dict:
+    """One memory per row, each between the stage sizes of two neighbouring divisors (at least
+    two stages), so the stage count, and with it the microbatch count, moves across rows."""
+    layers = draw.choice((12, 16, 24, 32, 36, 40, 48, 60, 64, 72, 80, 96))
+    per_layer = 10**6 * draw.integer(200, 20_000) - draw.integer(0, 999_999)
+    divisors = _divisors(layers)
+    f = _limit(draw, level)
+    memories = set()
+    for _ in range(rows(level, 2)):
+        k = draw.integer(1, len(divisors) - 1)  # divisors[k] stages: the fewest that fit
+        low, high = layers // divisors[k] * per_layer, layers // divisors[k - 1] * per_layer
+        memories.add(low + (high - low) * draw.integer(1, 99) // 100)
+    if len(memories) < 2 or any(near_integer((p - 1) * (1 - f) / f) for p in divisors[1:]):
+        raise Reject("too few memories, or a stage count whose microbatch bound is a whole number")
+    return {"layers": layers, "bytes_per_layer": per_layer,
+            "device_memories": draw.shuffled(sorted(memories)), "max_bubble_fraction": f}
+
+
+def _memory_limited_edges(task: Task) -> str | None:
+    if len({row["min_microbatches"] for row in task.expected["rows"]}) < 2:
+        return "the same microbatch count for every memory"
+    return None
 
 
 def _stage_memory(i: dict, stages: int, f: Fraction) -> Fraction:
@@ -458,6 +506,21 @@ LEVELS = {
     ),
 }
 
+MIN_M_L3 = Level(
+    memory_limited_microbatches, SCHEDULE + """
+The model has `layers` layers of `bytes_per_layer` bytes each (weights and training state),
+split evenly over P stages (P must divide `layers`); each stage's device must hold its layers. The
+bubble fraction is the share of the step during which a stage is idle (the same for every
+stage). For each device memory in `device_memories` (bytes per device), take the fewest stages
+whose layers fit, and give the smallest integer M >= 1 whose bubble fraction is at most
+`max_bubble_fraction` with that many stages.""",
+    '{"rows": [{"hbm_bytes": <int>, "min_microbatches": <int>}, ...]}'
+    "  # one row per entry of `device_memories`, in order",
+    memory_limited_microbatches_float, "bubble_over_microbatches",
+    sample=sample_memory_limited, reject=_memory_limited_edges,
+)
+
 BRANCHES = (Branch("none", _no_stages, Fraction(1, 16), (4,)),)
 
-__all__ = ["BRANCHES", "LEVELS", "bubble_limited_step", "fewest_fitting_stages", "pipeline_data_design"]
+__all__ = ["BRANCHES", "LEVELS", "MIN_M_L3", "bubble_limited_step", "fewest_fitting_stages",
+           "memory_limited_microbatches", "pipeline_data_design"]

@@ -505,13 +505,15 @@ smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fra
     _MIN_M_ROW,
     min_microbatches_float, "bubble_over_microbatches",
     sample=sample_min_microbatches,
-    levels="L2, L3: the schedule described, the bubble and the bound derived (stage counts 4+level, "
-           "odd-denominator limits at L3); L4: M must also divide the batch, None when no divisor "
-           "is enough; L5: closed forms in symbols m and W: the step time with a per-slot overhead, "
-           "the real m that minimises it and the minimal step",
+    levels="L2: the schedule described, the bubble and the bound derived; L3: the stage count "
+           "derived from the device memory first (the fewest stages whose layers fit), then the "
+           "bound; L4: M must also divide the batch, None when no divisor is enough; L5: closed "
+           "forms in symbols m and W: the step time with a per-slot overhead, the real m that "
+           "minimises it and the minimal step",
     reject=_min_microbatches_edges,
     upper={2: Level(min_microbatches, levels_pipeline.MIN_M_L2, _MIN_M_ROW, min_microbatches_float,
                     "bubble_over_microbatches", reject=_min_microbatches_edges),
+           3: levels_pipeline_step.MIN_M_L3,
            4: Level(levels_pipeline.min_microbatches_dividing, levels_pipeline.MIN_M_L4,
                     levels_pipeline.MIN_M_L4_SHAPE, levels_pipeline.min_microbatches_dividing_float,
                     "bubble_over_microbatches",
