@@ -17,6 +17,7 @@ from exactgrade.domains.scaling import (
     levels_pipeline,
     levels_pipeline_step,
     levels_tensor,
+    levels_zero,
 )
 from exactgrade.domains.scaling._sample import (
     attention_shape,
@@ -40,7 +41,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -620,13 +621,15 @@ bytes, ignoring activations.""",
     '{"stage": "zero3_parameters", ...}]}',
     zero_memory_float, "optimizer_without_master",
     sample=sample_zero_memory,
-    levels="L4: the fewest devices per ZeRO stage (None); L5 asks it at L5 sizes; the rest: "
-           "larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
-           "counts, any HBM byte count, fp32 gradients",
+    levels="L2: the bytes per parameter derived from the stated precisions; L3: the activations "
+           "and ZeRO-3's gathered-layer buffer added, fits or not per stage; L4: the fewest devices "
+           "per ZeRO stage (None); L5: the stage and device count of the fewest device-seconds "
+           "per step for each global batch, each stage's memory and collective traffic derived "
+           "(the best stage changes with the batch)",
     reject=_zero_fits_not_tied,
     varying=("rows[].fits",),
-    upper={4: levels_inverse.ZERO},
-    branches=levels_inverse.NONE_AT_L4,
+    upper={**levels_zero.LEVELS, 4: levels_inverse.ZERO},
+    branches=(Branch("none", levels_inverse._some_none, Fraction(1, 8), (4,)),),
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,
