@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling import (
     levels_data,
+    levels_fsdp,
     levels_inverse,
     levels_inverse2,
     levels_pipeline,
@@ -342,6 +343,9 @@ def sample_fsdp_step_communication(draw: Draw, level: int) -> dict:
             "device_counts": counts, "link_bandwidth": link_bandwidth(draw, level)}
 
 
+_FSDP_ROW = ('{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": '
+             '<number>, "comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order')
+
 FSDP_STEP_COMMUNICATION = scaling_family(
     "fsdp_step_communication", "sharding", fsdp_step_communication,
     """\
@@ -351,15 +355,17 @@ once for the forward pass and once more for the backward pass, and reduce-scatte
 (same size as the weights) once, all with ring collectives over links of `link_bandwidth` bytes/s
 per device. For each device count in `device_counts`, give the weights each device stores in GiB,
 the bytes each device sends per step and that communication time in seconds.""",
-    '{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": <number>, '
-    '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
+    _FSDP_ROW,
     fsdp_step_communication_float, "drop_ring_factor",
     sample=sample_fsdp_step_communication,
-    upper={4: levels_inverse.FSDP},
-    levels="L4: the largest model under memory and a communication budget, and which limits it; "
-           "other levels: "
-           "up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
-           "parameter and device counts and links, fp32 weights",
+    upper={2: levels_fsdp.l2_level(fsdp_step_communication, sample_fsdp_step_communication, _FSDP_ROW),
+           **levels_fsdp.LEVELS, 4: levels_inverse.FSDP},
+    levels="L2: the collectives derived from what each device must hold when; L3: a fixed global "
+           "batch per device count, compute and communication back to back, fits or not; L4: the "
+           "largest model under memory and a communication budget, and which limits it; L5: "
+           "hybrid sharding, the group size of the fastest step per device count (memory forces "
+           "the group up, the slow link pulls it into a node, the groups' all-reduce shrinks with "
+           "it)",
 )
 
 
