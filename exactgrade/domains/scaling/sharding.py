@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling import (
     levels_data,
+    levels_experts,
     levels_fsdp,
     levels_inverse,
     levels_inverse2,
@@ -574,6 +575,9 @@ def sample_expert_parallel_all_to_all(draw: Draw, level: int) -> dict:
             "link_bandwidth": link_bandwidth(draw, level)}
 
 
+_EP_ROW = ('{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
+           "  # one row per entry of `ep_degrees`, in order")
+
 EXPERT_PARALLEL_ALL_TO_ALL = scaling_family(
     "expert_parallel_all_to_all", "sharding", expert_parallel_all_to_all,
     """\
@@ -584,15 +588,16 @@ stays on the device and the rest is sent. The forward pass of one MoE layer need
 of that size: dispatch (tokens to experts) and combine (results back). For each degree in
 `ep_degrees`, give the bytes each device sends per MoE layer forward pass and the time in seconds
 over links of `link_bandwidth` bytes/s per device.""",
-    '{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
-    "  # one row per entry of `ep_degrees`, in order",
+    _EP_ROW,
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
-    upper={4: levels_inverse2.TOKENS},
-    levels="L4: the most tokens per device under an all-to-all time budget; "
-           "L5 asks it at L5 sizes; the rest: "
-           "degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
-           "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
+    upper={2: levels_experts.l2_level(expert_parallel_all_to_all, sample_expert_parallel_all_to_all, _EP_ROW),
+           **levels_experts.LEVELS, 4: levels_inverse2.TOKENS},
+    levels="L2: the traffic derived from the routing (the local share, the return trip); L3: the "
+           "layer's expert compute against its two all-to-alls per degree (communication-bound "
+           "varies); L4: the most tokens per device under an all-to-all time budget; L5: the "
+           "smallest capacity factor keeping dropped copies under a limit with skewed expert "
+           "loads, and the busiest device's expert time at it (an exact capacity boundary)",
 )
 
 
