@@ -17,6 +17,7 @@ from exactgrade.domains.scaling import (
     levels_inverse2,
     levels_kv,
     levels_prefill,
+    levels_quantized,
     levels_serving,
     levels_sharded,
     levels_speculative,
@@ -564,12 +565,14 @@ bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
     sample=sample_quantized_decode,
-    levels="L4: the largest strictly memory-bound batch per format (None); L5 asks it at L5 sizes; the rest: "
-           "formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
-           "fractional bits (formats with their scales), non-round chips and parameter counts",
+    levels="L2: the bits per weight derived from the code bits and the group scales; L3: "
+           "dequantisation work added to the compute and the KV cache to the reads (the bound "
+           "differs between formats); L4: the largest strictly memory-bound batch per format "
+           "(None); L5: the format and batch of the highest throughput per context length under "
+           "a step-latency limit and the HBM (narrow weights free HBM but cost dequantisation)",
     reject=_quantized_not_tied,
     varying=("rows[].bound",),
-    upper={4: levels_inverse.QUANTIZED},
+    upper={**levels_quantized.LEVELS, 4: levels_inverse.QUANTIZED},
 )
 
 
