@@ -70,7 +70,7 @@ def hybrid_shard_group(
     """Per device count d: the group size s (a divisor of d) of the fastest step that fits; the
     weights are sharded over s devices (two all-gathers, one reduce-scatter over the fast link
     when s <= node_size, else the slow one) and the gradient shards all-reduced over d / s
-    groups (slow link); ties: the smaller group."""
+    groups (the fast link only when all d devices share one node); ties: the smaller group."""
     from fractions import Fraction
 
     compute = 6 * n_params * tokens_per_device / (peak_flops * mfu)
@@ -79,17 +79,18 @@ def hybrid_shard_group(
     for devices in device_counts:
         best = None
         for group in range(1, devices + 1):
-            if devices % group:
+            if devices % group or (node_size % group and group % node_size):
                 continue
             memory = (
                 Fraction(n_params * state_bytes_per_param, group) + tokens_per_device * act_bytes_per_token
             )
             if memory > hbm_bytes_per_device:
                 continue
-            link = intra_bandwidth if group <= node_size else inter_bandwidth
+            link = intra_bandwidth if group <= node_size else inter_bandwidth  # a group within a node
             shard = 3 * weights * Fraction(group - 1, group) / link
             replicas = devices // group
-            sync = 2 * Fraction(weights, group) * Fraction(replicas - 1, replicas) / inter_bandwidth
+            across = intra_bandwidth if devices <= node_size else inter_bandwidth  # one node in all
+            sync = 2 * Fraction(weights, group) * Fraction(replicas - 1, replicas) / across
             step = compute + shard + sync
             if best is None or step < best[1]:
                 best = (group, step)
@@ -174,7 +175,7 @@ def hybrid_shard_group_float(
     out = []
     for d in device_counts:
         found = []
-        for s in (s for s in range(1, d + 1) if d % s == 0):
+        for s in (s for s in range(1, d + 1) if d % s == 0 and (node_size % s == 0 or s % node_size == 0)):
             if (
                 state_bytes_per_param * n_params / s + act_bytes_per_token * tokens_per_device
                 > hbm_bytes_per_device
@@ -183,7 +184,7 @@ def hybrid_shard_group_float(
             fast = s <= node_size or mistake == "all_on_fast_link"
             r = d // s
             step = compute + 3 * v * (1 - 1 / s) / (intra_bandwidth if fast else inter_bandwidth)
-            step += 2 * v / s * (1 - 1 / r) / inter_bandwidth
+            step += 2 * v / s * (1 - 1 / r) / (intra_bandwidth if d <= node_size else inter_bandwidth)
             found.append((s, step))
         if not found:
             out.append({"devices": d, "group_size": None, "step_time_s": None})
@@ -285,7 +286,9 @@ def _hybrid_rules(task: Task) -> str | None:
         return "the same group size for every device count"
     for d in i["device_counts"]:
         values = []
-        for s in (s for s in range(1, d + 1) if d % s == 0):
+        for s in (
+            s for s in range(1, d + 1) if d % s == 0 and (i["node_size"] % s == 0 or s % i["node_size"] == 0)
+        ):
             memory = (
                 Fraction(i["n_params"] * i["state_bytes_per_param"], s)
                 + i["tokens_per_device"] * i["act_bytes_per_token"]
@@ -307,7 +310,10 @@ def _group_step(i: dict, devices: int, group: int) -> Fraction:
     return (
         6 * i["n_params"] * i["tokens_per_device"] / (i["peak_flops"] * i["mfu"])
         + 3 * weights * Fraction(group - 1, group) / link
-        + 2 * Fraction(weights, group) * Fraction(replicas - 1, replicas) / i["inter_bandwidth"]
+        + 2
+        * Fraction(weights, group)
+        * Fraction(replicas - 1, replicas)
+        / (i["intra_bandwidth"] if devices <= i["node_size"] else i["inter_bandwidth"])
     )
 
 
@@ -336,21 +342,22 @@ activations per token of its share. For each device count in `device_counts`, gi
 in seconds and whether a device's state shard plus activations fit in `hbm_bytes_per_device`."""
 
 _L5 = """\
-Hybrid sharded data parallelism on d devices in nodes of `node_size` devices: the devices form
-d / s groups of s consecutive devices (s must divide d; a group of s <= node_size devices lies
-within one node). Inside a group the training state of a model of `n_params` parameters is
-sharded evenly (`state_bytes_per_param` bytes per parameter in all); each step all-gathers the
-full bf16 weights (`param_bytes` bytes per parameter) within the group before the forward pass
-and again before the backward pass, and reduce-scatters the gradients (same size as the weights)
-within the group; then each device all-reduces its gradient shard with the devices holding the
-same shard in the other groups. All collectives are rings; a collective whose devices all lie in
-one node uses links of `intra_bandwidth` bytes/s per device, any other `inter_bandwidth`; nothing
-overlaps and the groups' all-reduce always crosses nodes. Each device trains on
-`tokens_per_device` tokens per step (6 FLOPs per parameter per token, `peak_flops` FLOP/s,
-utilization `mfu`) and holds `act_bytes_per_token` bytes of activations per token, plus its share
-of the state, in `hbm_bytes_per_device` bytes. For each device count in `device_counts`, give the
-group size of the fastest step that fits (on a tie, the smaller group) and that step time in
-seconds; None for both if no group size fits."""
+Hybrid sharded data parallelism on d devices, numbered in order and filling nodes of
+`node_size` devices one after another (d <= node_size: all in one node): the devices form d / s
+groups of s consecutive devices (s must divide d, and either divide node_size or be a multiple of
+it, so a group lies within one node or spans whole nodes). Inside a group the training state of a
+model of `n_params` parameters is sharded evenly (`state_bytes_per_param` bytes per parameter in
+all); each step all-gathers the full bf16 weights (`param_bytes` bytes per parameter) within the
+group before the forward pass and again before the backward pass, and reduce-scatters the
+gradients (same size as the weights) within the group; then each device all-reduces its
+gradient shard with the devices holding the same shard in the other groups. All collectives are
+rings; a collective whose devices all lie in one node uses links of `intra_bandwidth` bytes/s per
+device, any other `inter_bandwidth`; nothing overlaps. Each device trains on `tokens_per_device`
+tokens per step (6 FLOPs per parameter per token, `peak_flops` FLOP/s, utilization `mfu`) and
+holds `act_bytes_per_token` bytes of activations per token, plus its share of the state, in
+`hbm_bytes_per_device` bytes. For each device count in `device_counts`, give the group size of
+the fastest step that fits (on a tie, the smaller group) and that step time in seconds; None for
+both if no group size fits."""
 
 LEVELS = {
     3: Level(
