@@ -230,7 +230,8 @@ utilization of the step: the model FLOPs of the step's tokens divided by (step t
 peak_flops), per device."""
 
 _L5 = STEP + """
-A step trains on `global_batch_tokens` tokens split evenly over the devices. Each device holds
+A step trains on `global_batch_tokens` tokens split evenly over the devices (a share need not be
+a whole number of tokens). Each device holds
 `state_bytes_per_param` bytes per parameter (weights, gradients, optimizer state) and, during a
 forward and backward pass, `act_bytes_per_token` bytes of activations per token of that pass, in
 `hbm_bytes` bytes of HBM. When a device's share does not fit at once, it runs k equal
