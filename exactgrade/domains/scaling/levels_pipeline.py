@@ -23,6 +23,10 @@ time slot per microbatch (its forward and backward together), and a microbatch e
 only once stage s has finished it; stage 1 takes the microbatches back to back. The step ends
 when the last stage finishes the last microbatch."""
 
+SCHEDULE_P = SCHEDULE.replace("into `stages` stages", "into P stages")
+"""The schedule for a task whose stage count is not the input `stages` (a list of counts, or
+chosen by the model)."""
+
 # ---------------------------------------------------------------- reference solutions
 
 
@@ -419,7 +423,7 @@ tokens per second."""
 )
 
 MIN_M_L2 = (
-    SCHEDULE
+    SCHEDULE_P
     + """
 The bubble fraction is the share of the step during which a stage is idle (the same for every
 stage). For each stage count in `stage_counts`, give the smallest integer M >= 1 for which the
@@ -427,7 +431,7 @@ bubble fraction is at most `max_bubble_fraction`."""
 )
 
 MIN_M_L4 = (
-    SCHEDULE
+    SCHEDULE_P
     + """
 The bubble fraction is the share of the step during which a stage is idle (the same for every
 stage). A step trains on `global_batch` sequences split into M equal microbatches, so M must
@@ -437,7 +441,7 @@ None for both if no divisor of `global_batch` is enough."""
 )
 
 STEP_L2 = (
-    SCHEDULE
+    SCHEDULE_P
     + """
 One slot lasts `microbatch_stage_time_s` seconds. The bubble fraction is the share of the step
 during which a stage is idle (the same for every stage). For each stage count in `stage_counts`,
@@ -456,7 +460,7 @@ smaller M) and give it with its step time in seconds."""
 )
 
 _DESIGN = (
-    SCHEDULE
+    SCHEDULE_P
     + """
 You choose the number of stages P and of microbatches M. The model has `layers`
 identical layers, split evenly (P must divide `layers`); a step trains on `global_batch`
@@ -547,6 +551,7 @@ __all__ = [
     "MIN_M_L4_SHAPE",
     "MIN_M_L5_LEVEL",
     "SCHEDULE",
+    "SCHEDULE_P",
     "STEP_L2",
     "min_microbatches_dividing",
     "min_microbatches_dividing_float",

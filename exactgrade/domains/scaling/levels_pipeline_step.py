@@ -3,7 +3,7 @@ slot time derived from the layers and the chip (L3); the fewest stages whose fir
 its weights and the activations of the microbatches in flight, per bubble limit (L4, None when
 no stage count fits); pipeline and data parallelism chosen together per global batch, with a
 per-slot overhead, the gradient all-reduce of each stage and the memory of the microbatches in
-flight (L5). The schedule is described (levels_pipeline.SCHEDULE), never its bubble. References
+flight (L5). The schedule is described (levels_pipeline.SCHEDULE_P), never its bubble. References
 are self-contained; the ``*_float`` twins search in floats and can reproduce one named mistake."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import peak_flops, round_numbers, rows
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, rounding_edge
-from exactgrade.domains.scaling.levels_pipeline import SCHEDULE
+from exactgrade.domains.scaling.levels_pipeline import SCHEDULE_P
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -439,9 +439,9 @@ def _no_stages(task: Task) -> bool:
 
 # ---------------------------------------------------------------- levels
 
-_L3 = SCHEDULE + """
-The model has `layers` layers of `params_per_layer` parameters each, split evenly over P stages (P
-consecutive layers / P per stage). A step trains on `global_batch_tokens` tokens split into M
+_L3 = SCHEDULE_P + """
+The model has `layers` layers of `params_per_layer` parameters each, split evenly over P stages
+(layers / P consecutive layers per stage). A step trains on `global_batch_tokens` tokens split into M
 equal microbatches (a microbatch need not hold whole sequences); training costs 6 FLOPs per
 parameter per token (forward and backward together), and a stage's slot for one microbatch lasts
 its FLOPs / (peak_flops * mfu) seconds, with `peak_flops` FLOP/s per device and utilization `mfu`.
@@ -449,7 +449,7 @@ The bubble fraction is the share of the step during which a stage is idle (the s
 stage). For each stage count P in `stage_counts`, take the smallest integer M >= 1 whose bubble
 fraction is at most `max_bubble_fraction`, and give the step time in seconds."""
 
-_L4 = SCHEDULE + """
+_L4 = SCHEDULE_P + """
 The model has `layers` layers of `params_per_layer` parameters each, split evenly over P stages (P
 must divide `layers`). A step trains on `global_batch_tokens` tokens split into M equal
 microbatches (a microbatch need not hold whole sequences); training costs 6 FLOPs per parameter
@@ -463,7 +463,7 @@ most, has min(M, P) microbatches in flight at its peak. A stage count is allowed
 peak is at most `hbm_bytes`. For each limit in `bubble_limits`, give the fewest stages allowed and
 the step time in seconds with them; None for both if no divisor of `layers` is allowed."""
 
-_L5 = SCHEDULE + """
+_L5 = SCHEDULE_P + """
 You lay out the training of a model of `layers` layers of `params_per_layer` parameters each on
 `devices` devices: P pipeline stages (P must divide both `layers` and `devices`, the layers
 split evenly), replicated over D = devices / P data-parallel pipelines. A step's global batch of
@@ -507,7 +507,7 @@ LEVELS = {
 }
 
 MIN_M_L3 = Level(
-    memory_limited_microbatches, SCHEDULE + """
+    memory_limited_microbatches, SCHEDULE_P + """
 The model has `layers` layers of `bytes_per_layer` bytes each (weights and training state),
 split evenly over P stages (P must divide `layers`); each stage's device must hold its layers. The
 bubble fraction is the share of the step during which a stage is idle (the same for every
