@@ -222,7 +222,7 @@ def _capacity_rules(task: Task) -> str | None:
 # ---------------------------------------------------------------- levels
 
 _L2 = """\
-Expert parallelism spreads a mixture-of-experts layer's experts evenly over `ep` devices. Each
+Expert parallelism spreads a mixture-of-experts layer's experts evenly over ep devices. Each
 device holds `tokens_per_device` tokens of d_model values (`bytes_per_value` bytes each) and the
 router sends a copy of each token to each of its `top_k` experts, chosen uniformly at random over
 all experts (so over all devices alike). A copy whose expert is on the token's own device is not
@@ -232,7 +232,7 @@ the bytes each device sends per MoE layer forward pass and the time in seconds o
 `link_bandwidth` bytes/s per device."""
 
 _L3 = """\
-Expert parallelism spreads a mixture-of-experts layer's experts evenly over `ep` devices. Each
+Expert parallelism spreads a mixture-of-experts layer's experts evenly over ep devices. Each
 device holds `tokens_per_device` tokens of d_model values (`bytes_per_value` bytes each) and the
 router sends a copy of each token to each of its `top_k` experts, chosen uniformly at random over
 all experts (so over all devices alike). A copy whose expert is on the token's own device is not

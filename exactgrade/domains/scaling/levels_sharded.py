@@ -532,7 +532,7 @@ tokens per second."""
 
 _L5 = """\
 A model of `n_params` parameters (`weight_bytes` bytes each) decodes a batch of B sequences that
-each have `seq_len` cached positions; every cached position holds a key and a value of `head_dim`
+each have S cached positions; every cached position holds a key and a value of `head_dim`
 values for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value. You
 choose the number of chips c (1 to `max_chips`) and B (an integer >= 1). Tensor parallelism over c
 chips: each chip holds 1/c of every weight matrix and of every sequence's KV cache (it must all
@@ -544,7 +544,7 @@ all-reduce of the batch's activations (B x `d_model` values of `act_bytes` bytes
 2(c - 1) steps one after another, in each of which every chip sends 1/c of those bytes over a
 link of `link_bandwidth` bytes/s and pays a fixed `step_latency_s` seconds; nothing overlaps the
 all-reduces, and c = 1 needs none. A decode step (which yields one token per sequence) must take
-at most `max_step_s` seconds. For each context length in `seq_lens`, give the (c, B) with the
+at most `max_step_s` seconds. For each context length S in `seq_lens`, give the (c, B) with the
 most tokens per second per chip (on a tie, the fewer chips, then the smaller batch) and that
 throughput per chip; None for all three if no choice is allowed."""
 
