@@ -316,8 +316,8 @@ peak_flops, bytes / hbm_bandwidth). The target checks a sequence's proposals in 
 each with probability `acceptance`, independently, until the first rejection; it then emits the
 accepted tokens plus one token of its own (the correction at the rejected position, or a further
 token when all k were accepted). For each chip in `chips`, give the k from 1 to `max_draft` with
-the highest expected number of generated tokens per second (on a tie, the smaller k) and that
-expected throughput."""
+the highest expected number of generated tokens per second over all `batch` sequences together
+(on a tie, the smaller k) and that expected throughput."""
 
 _CHIP_ROWS = "  # one row per chip, in order"
 
