@@ -6,11 +6,22 @@ answer in floats in another order and can reproduce one named mistake (tests onl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_decode, levels_inverse, levels_inverse2
+from exactgrade.domains.scaling import (
+    levels_decode,
+    levels_inverse,
+    levels_inverse2,
+    levels_kv,
+    levels_prefill,
+    levels_quantized,
+    levels_serving,
+    levels_sharded,
+    levels_speculative,
+)
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_bandwidth,
@@ -292,13 +303,16 @@ the bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per chip, in order',
     decode_step_float, "compute_only",
     sample=sample_decode_step,
-    levels="L4: the smallest compute-bound batch per chip and its step time; "
-           "L5 asks it at L5 sizes; the rest: "
-           "chips 2+level, a batch between their compute-bound thresholds, larger models; level 3+: "
-           "non-round chips and parameter counts, int8/fp32 weights",
+    levels="L2: the step described, its FLOPs and reads derived; L3: the KV cache read and "
+           "attention's FLOPs derived from the shape, the bound differing between chips; L4: the "
+           "smallest compute-bound batch per chip and its step time; L5: speculative decoding, "
+           "the draft length of the most expected tokens per second per chip (the expected tokens "
+           "of a cycle derived from the acceptance rule; the verification pass turns compute-bound "
+           "at a different length on each chip)",
     reject=_decode_step_not_tied,
     varying=("rows[].bound",),
-    upper={4: levels_inverse2.DECODE},
+    upper={2: levels_speculative.l2_level(decode_step, sample_decode_step, _decode_step_not_tied),
+           **levels_speculative.LEVELS, 4: levels_inverse2.DECODE},
 )
 
 
@@ -328,11 +342,13 @@ in seconds if the step is limited by reading those bytes at `hbm_bandwidth` byte
     '"step_time_s": <number>}, ...]}  # one row per case, in order',
     kv_read_share_float, "keys_only",
     sample=sample_kv_read_share,
-    upper={4: levels_inverse2.SHARE},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the longest context per batch under a KV share (None); L5 asks it at L5 sizes; the rest: "
-           "cases 2+level, batches up to 32*level, contexts up to 16k*2**level, larger models; level "
-           "3+: non-round contexts, parameter counts and bandwidth, int8 weights and cache",
+    upper={**levels_kv.LEVELS, 4: levels_inverse2.SHARE},
+    branches=levels_kv.BRANCHES,
+    levels="L2: the KV heads derived from grouped-query attention; L3: the decode step's roofline "
+           "with the cache read, compute- or memory-bound per case; L4: the longest context per "
+           "batch under a KV share (None); L5: the same once most layers cache only a sliding "
+           "window: the cache grows at two rates, the answers fall on both sides of the window "
+           "(None)",
 )
 
 
@@ -419,15 +435,6 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
 _PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
                 '"throughput_ratio": <number>}, ...]}  # one row per entry of `prompt_lens`, in order')
 
-_PREFILL_L2 = """\
-A single request (batch 1) to a model of `n_params` parameters (`weight_bytes` bytes each) on a
-chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s first prefills its prompt in one forward
-pass over all prompt tokens, then decodes one token per forward pass; a forward pass costs 2 FLOPs
-per parameter per token it processes and reads every weight from HBM once (ignore the KV cache).
-For each prompt length in `prompt_lens`, give the prefill time, the decode step time (both in
-seconds) and the ratio of prefill throughput (prompt tokens per second) to decode throughput
-(tokens per second)."""
-
 PREFILL_VS_DECODE = scaling_family(
     "prefill_vs_decode", "inference", prefill_vs_decode,
     """\
@@ -441,11 +448,18 @@ second).""",
     _PREFILL_ROW,
     prefill_vs_decode_float, "prefill_as_decode_steps",
     sample=sample_prefill_vs_decode,
-    upper={2: Level(prefill_vs_decode, _PREFILL_L2, _PREFILL_ROW, prefill_vs_decode_float,
-                    "prefill_as_decode_steps")},
-    levels="L2+: the passes described, no roofline formula restated; "
-           "prompts 2+level up to 8k*2**level tokens, larger models; level 3+: non-round prompts, "
-           "chips and parameter counts, int8 weights",
+    upper={2: Level(prefill_vs_decode, levels_prefill.L2_QUESTION, _PREFILL_ROW, prefill_vs_decode_float,
+                    "prefill_as_decode_steps", sample=levels_prefill.sample_prefill_l2,
+                    varying=("rows[].throughput_ratio",)),
+           **levels_prefill.LEVELS},
+    branches=levels_prefill.BRANCHES,
+    levels="L2: the passes described, no roofline formula restated, prompts on both sides of the "
+           "prefill ridge; L3: a whole batch-1 request, the KV cache derived from the attention "
+           "shape and growing by one position per decode pass (its time and the decode share); "
+           "L4: the longest prompt a request-latency budget allows, across the prefill ridge "
+           "(None); L5: the decode batch of a serving wave (B prefills, then n - 1 batched decode "
+           "passes) of the highest throughput under a per-pass latency limit and the HBM: the HBM, "
+           "the latency limit or the compute-bound plateau decides, differently per profile",
 )
 
 
@@ -497,13 +511,19 @@ decode step in seconds (`time_per_token_s`: one step yields the next token of ev
     "  # one row per entry of `chip_counts`, in order",
     sharded_decode_latency_float, "weights_only",
     sample=sample_sharded_decode_latency,
-    levels="L4: the fewest chips per step-time budget (None); L5 asks it at L5 sizes; the rest: "
-           "up to 3+level chip counts (powers of two to 2**(3+level); level 3+: any up to 16*level), "
-           "larger models and caches; level 3+: non-round sizes and bandwidth, int8 weights",
+    levels="L2: the KV cache derived from the attention shape; L3: tensor-parallel decode per chip "
+           "count, the two per-layer all-reduces of the activations derived, fits or not; L4: the "
+           "fewest chips per step-time budget (None in at most half the rows); L5: the chip count "
+           "and batch of the most tokens per second per chip under a per-step latency limit and "
+           "the HBM, every ring step carrying a latency (the best chip count changes with the "
+           "context length)",
     reject=_sharded_fits_not_tied,
     varying=("rows[].fits",),
-    upper={4: levels_inverse.DECODE_CHIPS},
-    branches=levels_inverse.NONE_AT_L4,
+    upper={2: levels_sharded.LEVELS[2], 3: levels_sharded.LEVELS[3],
+           4: dataclasses.replace(levels_inverse.DECODE_CHIPS, reject=lambda task: (
+               levels_inverse.DECODE_CHIPS.reject(task) or levels_sharded.at_most_half_none(task))),
+           5: levels_sharded.LEVELS[5]},
+    branches=(Branch("none", levels_sharded.some_none, Fraction(1, 8), (4,)),),
 )
 
 _FORMATS = (("fp8", 8), ("int8", 8), ("int4", 4), ("int3", 3), ("int2", 2), ("fp6", 6))
@@ -545,12 +565,14 @@ bound.""",
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
     sample=sample_quantized_decode,
-    levels="L4: the largest strictly memory-bound batch per format (None); L5 asks it at L5 sizes; the rest: "
-           "formats 2+level (bf16 first), batches up to 128*level, larger models; level 3+: "
-           "fractional bits (formats with their scales), non-round chips and parameter counts",
+    levels="L2: the bits per weight derived from the code bits and the group scales; L3: "
+           "dequantisation work added to the compute and the KV cache to the reads (the bound "
+           "differs between formats); L4: the largest strictly memory-bound batch per format "
+           "(None); L5: the format and batch of the highest throughput per context length under "
+           "a step-latency limit and the HBM (narrow weights free HBM but cost dequantisation)",
     reject=_quantized_not_tied,
     varying=("rows[].bound",),
-    upper={4: levels_inverse.QUANTIZED},
+    upper={**levels_quantized.LEVELS, 4: levels_inverse.QUANTIZED},
 )
 
 
@@ -588,12 +610,14 @@ and the cost in dollars per million generated tokens.""",
     serving_cost_float, "per_sequence_throughput",
     sample=sample_serving_cost,
     upper={2: Level(serving_cost, _SERVING_L2, _SERVING_ROW, serving_cost_float, "per_sequence_throughput"),
-           4: levels_inverse.PRICE},
-    branches=levels_inverse.NONE_AT_L4,
-    levels="L2+: the step described; L4: the smallest batch under each price target (None below the "
-           "compute-bound floor); L5 asks it at L5 sizes; the rest: "
-           "batches 3+level (always batch 1) up to 256*2**level, larger models; level 3+: prices "
-           "to a hundredth of a cent, non-round chips and parameter counts, int8 weights",
+           **levels_serving.LEVELS, 4: levels_inverse.PRICE},
+    branches=(Branch("none", levels_sharded.some_none, Fraction(1, 8), (4,)),),
+    levels="L2: the step described; L3: the KV cache read each step derived from the attention "
+           "shape, batches on both sides of the compute-bound one; L4: the smallest batch under each "
+           "price target (None below the compute-bound floor); L5: the chip type and batch of the "
+           "lowest price per context length under a step-latency limit and each type's HBM (the "
+           "HBM, the limit or the compute-bound plateau sets each type's batch; the cheapest type "
+           "changes with the context)",
 )
 
 FAMILIES = (DECODE_STEP, KV_READ_SHARE, DECODE_COMPUTE_BOUND_BATCH, PREFILL_VS_DECODE, SHARDED_DECODE_LATENCY,

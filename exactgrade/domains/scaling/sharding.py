@@ -6,10 +6,21 @@ answer in floats in another order and can reproduce one named mistake (tests onl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_pipeline
+from exactgrade.domains.scaling import (
+    levels_data,
+    levels_experts,
+    levels_fsdp,
+    levels_inverse,
+    levels_inverse2,
+    levels_pipeline,
+    levels_pipeline_step,
+    levels_tensor,
+    levels_zero,
+)
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -32,7 +43,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -312,13 +323,18 @@ and whether the all-reduce takes strictly longer than the compute it could overl
     '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
-    levels="L4: the smallest per-device batch whose compute hides the all-reduce; "
-           "L5 asks it at L5 sizes; the rest: "
-           "batches 2+level up to 8k*level tokens, up to 2**(8+level) devices, larger models; level 3+: "
-           "non-round parameter and device counts, links, peaks, MFUs, fp32 gradients",
+    levels="L2: the step described, its FLOPs derived; L3: the all-reduce overlapping the backward "
+           "pass, the step time and utilisation (some batches hide it, some do not); L4: the "
+           "smallest per-device batch whose compute hides the all-reduce, per device count (it must "
+           "differ between device counts); L5: a fixed global batch per device count, in the fewest "
+           "microbatches whose activations fit, the all-reduce overlapping only the last "
+           "microbatch's backward (memory, overlap and ring change regime across device counts)",
     reject=_allreduce_not_tied,
     varying=("rows[].allreduce_exceeds_compute",),
-    upper={4: levels_inverse.HIDING},
+    upper={2: levels_data.l2_level(data_parallel_step, sample_data_parallel_step, _allreduce_not_tied),
+           3: levels_data.LEVELS[3],
+           4: dataclasses.replace(levels_inverse.HIDING, varying=("rows[].min_tokens_per_device",)),
+           5: levels_data.LEVELS[5]},
 )
 
 
@@ -327,6 +343,9 @@ def sample_fsdp_step_communication(draw: Draw, level: int) -> dict:
     return {"n_params": n_params(draw, level), "param_bytes": value_bytes(draw, level, (2, 4)),
             "device_counts": counts, "link_bandwidth": link_bandwidth(draw, level)}
 
+
+_FSDP_ROW = ('{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": '
+             '<number>, "comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order')
 
 FSDP_STEP_COMMUNICATION = scaling_family(
     "fsdp_step_communication", "sharding", fsdp_step_communication,
@@ -337,15 +356,17 @@ once for the forward pass and once more for the backward pass, and reduce-scatte
 (same size as the weights) once, all with ring collectives over links of `link_bandwidth` bytes/s
 per device. For each device count in `device_counts`, give the weights each device stores in GiB,
 the bytes each device sends per step and that communication time in seconds.""",
-    '{"rows": [{"devices": <int>, "params_gib_per_device": <number>, "comm_bytes_per_device": <number>, '
-    '"comm_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
+    _FSDP_ROW,
     fsdp_step_communication_float, "drop_ring_factor",
     sample=sample_fsdp_step_communication,
-    upper={4: levels_inverse.FSDP},
-    levels="L4: the largest model under memory and a communication budget, and which limits it; "
-           "other levels: "
-           "up to 2+level device counts up to 2**(8+level), larger models; level 3+: non-round "
-           "parameter and device counts and links, fp32 weights",
+    upper={2: levels_fsdp.l2_level(fsdp_step_communication, sample_fsdp_step_communication, _FSDP_ROW),
+           **levels_fsdp.LEVELS, 4: levels_inverse.FSDP},
+    levels="L2: the collectives derived from what each device must hold when; L3: a fixed global "
+           "batch per device count, compute and communication back to back, fits or not; L4: the "
+           "largest model under memory and a communication budget, and which limits it; L5: "
+           "hybrid sharding, the group size of the fastest step per device count (memory forces "
+           "the group up, the slow link pulls it into a node, the groups' all-reduce shrinks with "
+           "it)",
 )
 
 
@@ -405,10 +426,14 @@ device. For each degree in `tp_degrees`, give the per-device compute time, the c
     tensor_parallel_layer_float, "allreduce_once",
     sample=sample_tensor_parallel_layer,
     upper={2: Level(tensor_parallel_layer, _TP_L2, _TP_ROW, tensor_parallel_layer_float, "allreduce_once",
-                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",))},
-    levels="L2+: the split described, the layer's FLOPs and collectives derived; degrees 3+level "
-           "(powers of two to 2**(3+level); level 3+: any degree up to 16*level), "
-           "more tokens, wider layers; level 3+: non-round widths, peaks and links, int8/fp32",
+                    reject=_tensor_parallel_not_tied, varying=("rows[].comm_bound",)),
+           **levels_tensor.LEVELS},
+    levels="L2: the split described, the layer's FLOPs and collectives derived; L3: a whole training "
+           "step per degree (backward collectives derived too) and whether the shard of weights, "
+           "state and activations fits; L4: the degree (a divisor of the heads) that minimises a "
+           "layer's time once each ring step has a latency, per token count; L5: tensor and data "
+           "parallelism chosen together per global batch: memory forces a degree up, intra-node TP "
+           "traffic and inter-node gradient all-reduce pull opposite ways",
     reject=_tensor_parallel_not_tied,
     varying=("rows[].comm_bound",),
 )
@@ -488,13 +513,15 @@ smallest integer M >= 1 for which the bubble fraction is at most `max_bubble_fra
     _MIN_M_ROW,
     min_microbatches_float, "bubble_over_microbatches",
     sample=sample_min_microbatches,
-    levels="L2, L3: the schedule described, the bubble and the bound derived (stage counts 4+level, "
-           "odd-denominator limits at L3); L4: M must also divide the batch, None when no divisor "
-           "is enough; L5: closed forms in symbols m and W: the step time with a per-slot overhead, "
-           "the real m that minimises it and the minimal step",
+    levels="L2: the schedule described, the bubble and the bound derived; L3: the stage count "
+           "derived from the device memory first (the fewest stages whose layers fit), then the "
+           "bound; L4: M must also divide the batch, None when no divisor is enough; L5: closed "
+           "forms in symbols m and W: the step time with a per-slot overhead, the real m that "
+           "minimises it and the minimal step",
     reject=_min_microbatches_edges,
     upper={2: Level(min_microbatches, levels_pipeline.MIN_M_L2, _MIN_M_ROW, min_microbatches_float,
                     "bubble_over_microbatches", reject=_min_microbatches_edges),
+           3: levels_pipeline_step.MIN_M_L3,
            4: Level(levels_pipeline.min_microbatches_dividing, levels_pipeline.MIN_M_L4,
                     levels_pipeline.MIN_M_L4_SHAPE, levels_pipeline.min_microbatches_dividing_float,
                     "bubble_over_microbatches",
@@ -523,12 +550,18 @@ that many microbatches.""",
     _STEP_ROW,
     pipeline_step_time_float, "bubble_over_microbatches",
     sample=sample_pipeline_step_time,
-    levels="(no canonical task) min_microbatches chained into the step time; L2+: the schedule "
-           "described, the bubble derived; stage counts 4+level up to 16*2**level; level 3+: "
-           "odd-denominator limits and slot times",
+    levels="(no canonical task) min_microbatches chained into the step time; L2: the schedule "
+           "described, the bubble derived; L3: the slot time derived from the layers and the chip, "
+           "chained with the microbatches the bubble limit needs; L4: per bubble limit, the fewest "
+           "stages whose first stage holds its state and the activations of the microbatches in "
+           "flight (None); L5: stages, data-parallel replicas and microbatches chosen together per "
+           "global batch under a per-slot overhead, each stage's gradient all-reduce and the "
+           "memory of the microbatches in flight",
     reject=_min_microbatches_edges,
     upper={2: Level(pipeline_step_time, levels_pipeline.STEP_L2, _STEP_ROW, pipeline_step_time_float,
-                    "bubble_over_microbatches", reject=_min_microbatches_edges)},
+                    "bubble_over_microbatches", reject=_min_microbatches_edges),
+           **levels_pipeline_step.LEVELS},
+    branches=levels_pipeline_step.BRANCHES,
 )
 
 
@@ -542,6 +575,9 @@ def sample_expert_parallel_all_to_all(draw: Draw, level: int) -> dict:
             "link_bandwidth": link_bandwidth(draw, level)}
 
 
+_EP_ROW = ('{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
+           "  # one row per entry of `ep_degrees`, in order")
+
 EXPERT_PARALLEL_ALL_TO_ALL = scaling_family(
     "expert_parallel_all_to_all", "sharding", expert_parallel_all_to_all,
     """\
@@ -552,15 +588,16 @@ stays on the device and the rest is sent. The forward pass of one MoE layer need
 of that size: dispatch (tokens to experts) and combine (results back). For each degree in
 `ep_degrees`, give the bytes each device sends per MoE layer forward pass and the time in seconds
 over links of `link_bandwidth` bytes/s per device.""",
-    '{"rows": [{"ep": <int>, "bytes_per_device": <number>, "time_s": <number>}, ...]}'
-    "  # one row per entry of `ep_degrees`, in order",
+    _EP_ROW,
     expert_parallel_all_to_all_float, "dispatch_only",
     sample=sample_expert_parallel_all_to_all,
-    upper={4: levels_inverse2.TOKENS},
-    levels="L4: the most tokens per device under an all-to-all time budget; "
-           "L5 asks it at L5 sizes; the rest: "
-           "degrees 2+level (powers of two; level 3+: any up to 64*level), more tokens, top_k up to "
-           "2+level; level 3+: non-round tokens, widths and links, int8/fp32",
+    upper={2: levels_experts.l2_level(expert_parallel_all_to_all, sample_expert_parallel_all_to_all, _EP_ROW),
+           **levels_experts.LEVELS, 4: levels_inverse2.TOKENS},
+    levels="L2: the traffic derived from the routing (the local share, the return trip); L3: the "
+           "layer's expert compute against its two all-to-alls per degree (communication-bound "
+           "varies); L4: the most tokens per device under an all-to-all time budget; L5: the "
+           "smallest capacity factor keeping dropped copies under a limit with skewed expert "
+           "loads, and the busiest device's expert time at it (an exact capacity boundary)",
 )
 
 
@@ -595,13 +632,15 @@ bytes, ignoring activations.""",
     '{"stage": "zero3_parameters", ...}]}',
     zero_memory_float, "optimizer_without_master",
     sample=sample_zero_memory,
-    levels="L4: the fewest devices per ZeRO stage (None); L5 asks it at L5 sizes; the rest: "
-           "larger models, up to 2**(8+level) devices; level 3+: non-round parameter and device "
-           "counts, any HBM byte count, fp32 gradients",
+    levels="L2: the bytes per parameter derived from the stated precisions; L3: the activations "
+           "and ZeRO-3's gathered-layer buffer added, fits or not per stage; L4: the fewest devices "
+           "per ZeRO stage (None); L5: the stage and device count of the fewest device-seconds "
+           "per step for each global batch, each stage's memory and collective traffic derived "
+           "(the best stage changes with the batch)",
     reject=_zero_fits_not_tied,
     varying=("rows[].fits",),
-    upper={4: levels_inverse.ZERO},
-    branches=levels_inverse.NONE_AT_L4,
+    upper={**levels_zero.LEVELS, 4: levels_inverse.ZERO},
+    branches=(Branch("none", levels_inverse._some_none, Fraction(1, 8), (4,)),),
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,

@@ -1,0 +1,272 @@
+"""Levels 2, 3 and 5 of data_parallel_step: the step described, its FLOPs and all-reduce derived
+(L2); the all-reduce overlapping the backward pass, the step time and the utilisation it leaves
+(L3: some per-device batches hide the all-reduce, some do not); a fixed global batch over each
+device count, split into the fewest microbatches whose activations fit, the all-reduce
+overlapping only the last microbatch's backward (L5: the memory, the overlap and the ring change
+regime across the device counts). References are self-contained; the ``*_float`` twins compute
+in another order in floats and can reproduce one named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._sample import (
+    fraction,
+    hbm_capacity,
+    link_bandwidth,
+    n_params,
+    peak_flops,
+    round_numbers,
+    rows,
+)
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, tie_edge
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
+
+STEP = """\
+Pure data parallelism: every device holds the whole model of `n_params` parameters and trains on
+its own tokens. Per token, the forward pass costs 2 FLOPs per parameter and the backward pass twice
+the forward; a device computes at `peak_flops` FLOP/s with utilization `mfu`. After the backward
+pass the gradients (`grad_bytes` bytes per parameter) are summed over all devices by one ring
+all-reduce over links of `link_bandwidth` bytes/s per device."""
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def overlapped_step(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops, mfu):
+    """The all-reduce runs alongside the backward pass (it cannot start before it): a step is the
+    forward plus the longer of the backward and the all-reduce; utilisation is 6 N T over the
+    step's peak FLOPs."""
+    from fractions import Fraction
+
+    allreduce = 2 * n_params * grad_bytes * Fraction(devices - 1, devices) / link_bandwidth
+    rows = []
+    for tokens in tokens_per_device:
+        forward = Fraction(2 * n_params * tokens) / (peak_flops * mfu)
+        step = forward + max(2 * forward, allreduce)
+        rows.append({"tokens_per_device": tokens, "step_time_s": step,
+                     "utilization": 6 * n_params * tokens / (step * peak_flops)})
+    return {"rows": rows}
+
+
+def accumulated_step(n_params, grad_bytes, state_bytes_per_param, act_bytes_per_token, hbm_bytes,
+                     global_batch_tokens, device_counts, link_bandwidth, peak_flops, mfu):
+    """Per device count d: T = G / d tokens per device in the fewest microbatches k whose
+    activations fit beside the state; the all-reduce overlaps only the last backward."""
+    import math
+    from fractions import Fraction
+
+    room = hbm_bytes - n_params * state_bytes_per_param
+    rows = []
+    for devices in device_counts:
+        tokens = Fraction(global_batch_tokens, devices)
+        microbatches = max(1, math.ceil(tokens * act_bytes_per_token / room))
+        forward = 2 * n_params * tokens / microbatches / (peak_flops * mfu)
+        allreduce = 2 * n_params * grad_bytes * Fraction(devices - 1, devices) / link_bandwidth
+        step = microbatches * 3 * forward - 2 * forward + max(2 * forward, allreduce)
+        rows.append({"devices": devices, "microbatches": microbatches, "step_time_s": step,
+                     "tokens_per_s": global_batch_tokens / step})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def data_parallel_step_l2_float(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops,
+                                mfu, mistake=None):
+    known_mistake(mistake, "forward_only")
+    per_token = 2.0 if mistake == "forward_only" else 6.0
+    allreduce = 2.0 * (devices - 1) / devices * n_params * grad_bytes / link_bandwidth
+    out = []
+    for t in tokens_per_device:
+        compute = per_token * n_params / (peak_flops * mfu) * t
+        out.append({"tokens_per_device": t, "compute_s": compute, "allreduce_s": allreduce,
+                    "allreduce_exceeds_compute": allreduce > compute})
+    return {"rows": out}
+
+
+def overlapped_step_float(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops, mfu,
+                          mistake=None):
+    known_mistake(mistake, "overlap_whole_step")
+    allreduce = grad_bytes * n_params * 2.0 * (1 - 1 / devices) / link_bandwidth
+    out = []
+    for t in tokens_per_device:
+        compute = 6.0 * n_params * t / (mfu * peak_flops)
+        if mistake == "overlap_whole_step":
+            step = max(compute, allreduce)
+        else:
+            step = compute / 3 + max(compute * 2 / 3, allreduce)
+        out.append({"tokens_per_device": t, "step_time_s": step, "utilization": mfu * compute / step})
+    return {"rows": out}
+
+
+def accumulated_step_float(n_params, grad_bytes, state_bytes_per_param, act_bytes_per_token, hbm_bytes,
+                           global_batch_tokens, device_counts, link_bandwidth, peak_flops, mfu, mistake=None):
+    known_mistake(mistake, "overlap_whole_backward")
+    room = hbm_bytes - float(n_params) * state_bytes_per_param
+    out = []
+    for d in device_counts:
+        t = global_batch_tokens / d
+        k = 1
+        while t / k * act_bytes_per_token > room * (1 + 1e-12):  # the fewest microbatches, by search
+            k += 1
+        flops = 6.0 * n_params * t / (peak_flops * mfu)  # the whole per-device batch
+        allreduce = 2.0 * (d - 1) / d * grad_bytes * n_params / link_bandwidth
+        if mistake == "overlap_whole_backward":
+            step = flops / 3 + max(flops * 2 / 3, allreduce)
+        else:
+            last_backward = flops * 2 / 3 / k
+            step = flops - last_backward + max(last_backward, allreduce)
+        out.append({"devices": d, "microbatches": k, "step_time_s": step,
+                    "tokens_per_s": global_batch_tokens / step})
+    return {"rows": out}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _allreduce(i: dict, devices: int) -> Fraction:
+    return 2 * i["n_params"] * i["grad_bytes"] * Fraction(devices - 1, devices) / i["link_bandwidth"]
+
+
+def sample_overlap(draw: Draw, level: int) -> dict:
+    """Per-device batches on both sides of the one whose backward pass just hides the all-reduce."""
+    devices = 2 ** draw.integer(1, 8 + level) if round_numbers(level) else draw.integer(2, 2 ** (8 + level))
+    inputs = {"n_params": n_params(draw, level), "grad_bytes": draw.choice((2, 4)), "devices": devices,
+              "link_bandwidth": link_bandwidth(draw, level), "tokens_per_device": [],
+              "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    crossover = _allreduce(inputs, devices) * inputs["peak_flops"] * inputs["mfu"] / (4 * inputs["n_params"])
+    if not 4 < crossover < 10**7:
+        raise Reject("the hiding batch is out of range")
+    count = rows(level, 3)
+    below = [draw.integer(1, math.floor(crossover) - 1) for _ in range(count // 2)]
+    above = [math.ceil(crossover) + draw.integer(1, math.ceil(3 * crossover))
+             for _ in range(count - count // 2)]
+    inputs["tokens_per_device"] = sorted(set(below + above))
+    return inputs
+
+
+def _overlap_edges(task: Task) -> str | None:
+    i = task.inputs
+    allreduce = _allreduce(i, i["devices"])
+    kinds = set()
+    for t in i["tokens_per_device"]:
+        backward = Fraction(4 * i["n_params"] * t) / (i["peak_flops"] * i["mfu"])
+        problem = tie_edge(f"{t} tokens: the backward pass against the all-reduce", backward, allreduce)
+        if problem:
+            return problem
+        kinds.add(backward >= allreduce)
+    if len(kinds) < 2:
+        return "every batch hides the all-reduce, or none does"
+    return None
+
+
+def sample_accumulated(draw: Draw, level: int) -> dict:
+    """Device counts over a factor of 32 or more: few devices need many microbatches (and hide
+    the all-reduce behind one microbatch's backward only sometimes), many need one."""
+    state = draw.choice((16, 18, 20))
+    hbm = hbm_capacity(draw, level)
+    params = draw.integer(3 * 10**8, hbm * 8 // (10 * state))  # the state takes at most 80 % of the HBM
+    exponents = sorted(draw.sample(range(1, 13), rows(level, 1)))
+    if exponents[-1] - exponents[0] < 5:
+        raise Reject("device counts too close together")
+    counts = [2**e + draw.integer(0, 2**e - 1) for e in exponents]  # over a factor of 32 or more
+    inputs = {"n_params": params, "grad_bytes": draw.choice((2, 4)), "state_bytes_per_param": state,
+              "act_bytes_per_token": 0, "hbm_bytes": hbm, "global_batch_tokens": 0,
+              "device_counts": counts, "link_bandwidth": link_bandwidth(draw, level),
+              "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
+    room = hbm - params * state
+    # a microbatch that just fits holds room / act tokens; choose act so it is 256..16k tokens
+    fit_tokens = 2 ** draw.integer(8, 14) + draw.integer(0, 255)
+    inputs["act_bytes_per_token"] = max(1, room // fit_tokens)
+    # the global batch: the middle device count runs about 1 to 4 microbatches
+    middle = counts[len(counts) // 2]
+    inputs["global_batch_tokens"] = middle * fit_tokens * draw.integer(1, 4) - draw.integer(0, 999)
+    # The link that puts the microbatch just hiding the all-reduce (c tokens: 4 N c / (peak mfu)
+    # = 2 N g / link, the ring factor aside) between half a microbatch that fits and a whole one:
+    # accumulated microbatches (T / k tokens, between the two) then hide it or not.
+    hiding = fit_tokens * Fraction(draw.integer(50, 100), 100)
+    ideal = inputs["grad_bytes"] * inputs["peak_flops"] * inputs["mfu"] / (2 * hiding)
+    inputs["link_bandwidth"] = 10**6 * max(1, round(ideal / 10**6))
+    return inputs
+
+
+def _accumulated_rules(task: Task) -> str | None:
+    i = task.inputs
+    room = i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+    hidden = set()
+    for d, row in zip(i["device_counts"], task.expected["rows"], strict=True):
+        tokens = Fraction(i["global_batch_tokens"], d)
+        if near_integer(tokens * i["act_bytes_per_token"] / room):
+            return f"{d} devices: the microbatch count sits on an integer bound"
+        k = row["microbatches"]
+        backward = 4 * i["n_params"] * tokens / k / (i["peak_flops"] * i["mfu"])
+        problem = tie_edge(f"{d} devices: the last backward against the all-reduce", backward,
+                           _allreduce(i, d))
+        if problem:
+            return problem
+        hidden.add(backward >= _allreduce(i, d))
+    if len(hidden) < 2:
+        return "the all-reduce is hidden at every device count, or at none"
+    if len({row["microbatches"] for row in task.expected["rows"]}) < 2:
+        return "the same microbatch count at every device count"
+    return None
+
+
+# ---------------------------------------------------------------- levels
+
+_L2 = STEP + """
+For each per-device batch in `tokens_per_device` (tokens per device per step), with `devices`
+devices, give the compute time of the step, the all-reduce time (both in seconds) and whether the
+all-reduce takes strictly longer than the compute it could overlap."""
+
+_L3 = STEP + """
+The all-reduce runs alongside the backward pass (gradients become ready during it), so it cannot
+start before the backward pass starts; the step ends when both the backward pass and the
+all-reduce have finished. With `devices` devices, for each per-device batch in
+`tokens_per_device` (tokens per device per step), give the step time in seconds and the
+utilization of the step: the model FLOPs of the step's tokens divided by (step time *
+peak_flops), per device."""
+
+_L5 = STEP + """
+A step trains on `global_batch_tokens` tokens split evenly over the devices (a share need not be
+a whole number of tokens). Each device holds
+`state_bytes_per_param` bytes per parameter (weights, gradients, optimizer state) and, during a
+forward and backward pass, `act_bytes_per_token` bytes of activations per token of that pass, in
+`hbm_bytes` bytes of HBM. When a device's share does not fit at once, it runs k equal
+microbatches one after another (forward then backward each, gradients accumulated; a microbatch
+need not hold whole sequences), with k the fewest that fit. The all-reduce can only start once the
+last microbatch's backward pass starts, and runs alongside it; the step ends when both have
+finished. For each device count in `device_counts`, give k, the step time in seconds and the
+training throughput in tokens per second."""
+
+_L2_ROW = ('{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
+           '"allreduce_exceeds_compute": <bool>}, ...]}'
+           "  # one row per entry of `tokens_per_device`, in order")
+
+
+def l2_level(reference, sample, reject) -> Level:
+    """L1's question with the step described (L1's own reference and sampler)."""
+    return Level(reference, _L2, _L2_ROW, data_parallel_step_l2_float, "forward_only", sample=sample,
+                 reject=reject, varying=("rows[].allreduce_exceeds_compute",))
+
+
+LEVELS = {
+    3: Level(
+        overlapped_step, _L3,
+        '{"rows": [{"tokens_per_device": <int>, "step_time_s": <number>, "utilization": <number>}, ...]}'
+        "  # one row per entry of `tokens_per_device`, in order",
+        overlapped_step_float, "overlap_whole_step",
+        sample=sample_overlap, reject=_overlap_edges,
+    ),
+    5: Level(
+        accumulated_step, _L5,
+        '{"rows": [{"devices": <int>, "microbatches": <int>, "step_time_s": <number>, '
+        '"tokens_per_s": <number>}, ...]}  # one row per entry of `device_counts`, in order',
+        accumulated_step_float, "overlap_whole_backward",
+        sample=sample_accumulated, reject=_accumulated_rules, varying=("rows[].microbatches",),
+    ),
+}
+
+__all__ = ["LEVELS", "accumulated_step", "l2_level", "overlapped_step"]

@@ -1,0 +1,392 @@
+"""Levels 2, 3 and 5 of fsdp_step_communication: the collectives derived from what each device
+must hold when (L2); a fixed global batch over each device count, compute and communication
+back to back, and whether the shard plus the activations fits (L3); hybrid sharding, the shard
+group size of the fastest step per device count, all-gathers inside the node or across it and a
+gradient all-reduce between groups (L5: memory forces the group up, the slow link pulls it
+back into a node, the replica all-reduce shrinks with the group). References are self-contained;
+the ``*_float`` twins take another route in floats and can reproduce one named mistake."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._sample import (
+    fraction,
+    link_bandwidth,
+    n_params,
+    peak_flops,
+    rows,
+)
+from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def fsdp_batch_step(
+    n_params,
+    param_bytes,
+    state_bytes_per_param,
+    act_bytes_per_token,
+    hbm_bytes_per_device,
+    global_batch_tokens,
+    device_counts,
+    peak_flops,
+    mfu,
+    link_bandwidth,
+):
+    """Per device count: 6 N G / d FLOPs, then two all-gathers of the weights and a reduce-scatter
+    of the gradients; the state's shard plus G / d tokens of activations must fit."""
+    from fractions import Fraction
+
+    rows = []
+    for devices in device_counts:
+        tokens = Fraction(global_batch_tokens, devices)
+        compute = 6 * n_params * tokens / (peak_flops * mfu)
+        comm = 3 * n_params * param_bytes * Fraction(devices - 1, devices) / link_bandwidth
+        memory = Fraction(n_params * state_bytes_per_param, devices) + tokens * act_bytes_per_token
+        rows.append(
+            {"devices": devices, "step_time_s": compute + comm, "fits": memory <= hbm_bytes_per_device}
+        )
+    return {"rows": rows}
+
+
+def hybrid_shard_group(
+    n_params,
+    param_bytes,
+    state_bytes_per_param,
+    act_bytes_per_token,
+    hbm_bytes_per_device,
+    tokens_per_device,
+    node_size,
+    device_counts,
+    peak_flops,
+    mfu,
+    intra_bandwidth,
+    inter_bandwidth,
+):
+    """Per device count d: the group size s (a divisor of d) of the fastest step that fits; the
+    weights are sharded over s devices (two all-gathers, one reduce-scatter over the fast link
+    when s <= node_size, else the slow one) and the gradient shards all-reduced over d / s
+    groups (the fast link only when all d devices share one node); ties: the smaller group."""
+    from fractions import Fraction
+
+    compute = 6 * n_params * tokens_per_device / (peak_flops * mfu)
+    weights = n_params * param_bytes
+    rows = []
+    for devices in device_counts:
+        best = None
+        for group in range(1, devices + 1):
+            if devices % group or (node_size % group and group % node_size):
+                continue
+            memory = (
+                Fraction(n_params * state_bytes_per_param, group) + tokens_per_device * act_bytes_per_token
+            )
+            if memory > hbm_bytes_per_device:
+                continue
+            link = intra_bandwidth if group <= node_size else inter_bandwidth  # a group within a node
+            shard = 3 * weights * Fraction(group - 1, group) / link
+            replicas = devices // group
+            across = intra_bandwidth if devices <= node_size else inter_bandwidth  # one node in all
+            sync = 2 * Fraction(weights, group) * Fraction(replicas - 1, replicas) / across
+            step = compute + shard + sync
+            if best is None or step < best[1]:
+                best = (group, step)
+        if best is None:
+            rows.append({"devices": devices, "group_size": None, "step_time_s": None})
+        else:
+            rows.append({"devices": devices, "group_size": best[0], "step_time_s": best[1]})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def fsdp_l2_float(n_params, param_bytes, device_counts, link_bandwidth, mistake=None):
+    known_mistake(mistake, "one_allgather")
+    collectives = 2 if mistake == "one_allgather" else 3
+    out = []
+    for d in device_counts:
+        sent = collectives * (1 - 1 / d) * param_bytes * float(n_params)
+        out.append(
+            {
+                "devices": d,
+                "params_gib_per_device": param_bytes * (n_params / d) / 1024**3,
+                "comm_bytes_per_device": sent,
+                "comm_s": sent / link_bandwidth,
+            }
+        )
+    return {"rows": out}
+
+
+def fsdp_batch_step_float(
+    n_params,
+    param_bytes,
+    state_bytes_per_param,
+    act_bytes_per_token,
+    hbm_bytes_per_device,
+    global_batch_tokens,
+    device_counts,
+    peak_flops,
+    mfu,
+    link_bandwidth,
+    mistake=None,
+):
+    known_mistake(mistake, "one_allgather")
+    collectives = 2 if mistake == "one_allgather" else 3
+    out = []
+    for d in device_counts:
+        t = global_batch_tokens / d
+        step = (
+            t * 6.0 * n_params / mfu / peak_flops
+            + collectives * (d - 1) / d * param_bytes * n_params / link_bandwidth
+        )
+        out.append(
+            {
+                "devices": d,
+                "step_time_s": step,
+                "fits": state_bytes_per_param * (n_params / d) + act_bytes_per_token * t
+                <= hbm_bytes_per_device,
+            }
+        )
+    return {"rows": out}
+
+
+def hybrid_shard_group_float(
+    n_params,
+    param_bytes,
+    state_bytes_per_param,
+    act_bytes_per_token,
+    hbm_bytes_per_device,
+    tokens_per_device,
+    node_size,
+    device_counts,
+    peak_flops,
+    mfu,
+    intra_bandwidth,
+    inter_bandwidth,
+    mistake=None,
+):
+    known_mistake(mistake, "all_on_fast_link")
+    compute = 6.0 * n_params * tokens_per_device / (peak_flops * mfu)
+    v = float(n_params) * param_bytes
+    out = []
+    for d in device_counts:
+        found = []
+        for s in (s for s in range(1, d + 1) if d % s == 0 and (node_size % s == 0 or s % node_size == 0)):
+            if (
+                state_bytes_per_param * n_params / s + act_bytes_per_token * tokens_per_device
+                > hbm_bytes_per_device
+            ):
+                continue
+            fast = s <= node_size or mistake == "all_on_fast_link"
+            r = d // s
+            step = compute + 3 * v * (1 - 1 / s) / (intra_bandwidth if fast else inter_bandwidth)
+            step += 2 * v / s * (1 - 1 / r) / (intra_bandwidth if d <= node_size else inter_bandwidth)
+            found.append((s, step))
+        if not found:
+            out.append({"devices": d, "group_size": None, "step_time_s": None})
+            continue
+        low = min(v_ for _, v_ in found)
+        s, step = next((k, v_) for k, v_ in found if v_ <= low * (1 + 1e-12))
+        out.append({"devices": d, "group_size": s, "step_time_s": step})
+    return {"rows": out}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def sample_batch_step(draw: Draw, level: int) -> dict:
+    """The HBM lies between two device counts' peak memory, so fits takes both values."""
+    counts = sorted({draw.integer(2, 2 ** (6 + level)) for _ in range(rows(level, 2))})
+    if len(counts) < 3:
+        raise Reject("too few device counts")
+    n = n_params(draw, level)
+    inputs = {
+        "n_params": n,
+        "param_bytes": 2,
+        "state_bytes_per_param": draw.choice((16, 18)),
+        "act_bytes_per_token": 1024 * draw.integer(64, 4096),
+        "hbm_bytes_per_device": 0,
+        "global_batch_tokens": 1024 * draw.integer(256, 16384),
+        "device_counts": counts,
+        "peak_flops": peak_flops(draw, level),
+        "mfu": fraction(draw, level, 20, 60),
+        "link_bandwidth": link_bandwidth(draw, level),
+    }
+    memories = [
+        Fraction(
+            n * inputs["state_bytes_per_param"]
+            + inputs["global_batch_tokens"] * inputs["act_bytes_per_token"],
+            d,
+        )
+        for d in counts
+    ]
+    k = draw.integer(1, len(counts) - 1)
+    inputs["hbm_bytes_per_device"] = math.ceil(
+        memories[k] + (memories[k - 1] - memories[k]) * Fraction(draw.integer(1, 99), 100)
+    )
+    return inputs
+
+
+def _batch_step_edges(task: Task) -> str | None:
+    i = task.inputs
+    for d in i["device_counts"]:
+        memory = Fraction(
+            i["n_params"] * i["state_bytes_per_param"] + i["global_batch_tokens"] * i["act_bytes_per_token"],
+            d,
+        )
+        problem = tie_edge(f"{d} devices: memory against the HBM", memory, i["hbm_bytes_per_device"])
+        if problem:
+            return problem
+    return None
+
+
+def sample_hybrid(draw: Draw, level: int) -> dict:
+    """Device counts inside one node and across nodes, with many divisors; the HBM needs a group
+    of at least 2 to 48 devices (often not a power of two, so the smallest allowed divisor moves
+    with the device count; a count without one has no layout); the slow link is 4x to 40x
+    slower, so a group stays inside a node when memory allows."""
+    node = draw.choice((4, 8, 8, 16))
+    within = [d for d in (2, 4, 6, 8, 12, 16) if d <= node]  # counts inside one node
+    across = [node * k for k in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)]
+    counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
+    n = n_params(draw, 3)
+    state = draw.choice((16, 18))
+    need = draw.choice([g for g in (2, 3, 5, 6, 10, 12, 20, 24, 40, 48) if g <= counts[-1] // 2])
+    tokens = 1024 * draw.integer(1, 16)
+    acts = tokens * 1024 * draw.integer(16, 512)
+    fast = 10**6 * draw.integer(100_000, 900_000)
+    # the HBM between the memory of groups need - 1 and need
+    low, high = Fraction(n * state, need) + acts, Fraction(n * state, need - 1) + acts
+    return {
+        "n_params": n,
+        "param_bytes": 2,
+        "state_bytes_per_param": state,
+        "act_bytes_per_token": acts // tokens,
+        "hbm_bytes_per_device": math.ceil(low + (high - low) / 2),
+        "tokens_per_device": tokens,
+        "node_size": node,
+        "device_counts": counts,
+        "peak_flops": peak_flops(draw, level),
+        "mfu": fraction(draw, level, 20, 60),
+        "intra_bandwidth": fast,
+        "inter_bandwidth": fast // draw.integer(4, 40),
+    }
+
+
+def _hybrid_rules(task: Task) -> str | None:
+    i = task.inputs
+    found = task.expected["rows"]
+    if 2 * sum(row["group_size"] is None for row in found) > len(found):
+        return "more than half of the rows are None"
+    if len({row["group_size"] for row in found if row["group_size"] is not None}) < 2:
+        return "the same group size for every device count"
+    for d in i["device_counts"]:
+        values = []
+        for s in (
+            s for s in range(1, d + 1) if d % s == 0 and (i["node_size"] % s == 0 or s % i["node_size"] == 0)
+        ):
+            memory = (
+                Fraction(i["n_params"] * i["state_bytes_per_param"], s)
+                + i["tokens_per_device"] * i["act_bytes_per_token"]
+            )
+            if near_tie(memory, i["hbm_bytes_per_device"]):
+                return f"{d} devices, group {s}: memory on the HBM limit"
+            if memory <= i["hbm_bytes_per_device"]:
+                values.append(_group_step(i, d, s))
+        values.sort()
+        if len(values) > 1 and values[0] != values[1] and near_tie(values[0], values[1]):
+            return f"{d} devices: two group sizes within 1e-9"
+    return None
+
+
+def _group_step(i: dict, devices: int, group: int) -> Fraction:
+    weights = i["n_params"] * i["param_bytes"]
+    link = i["intra_bandwidth"] if group <= i["node_size"] else i["inter_bandwidth"]
+    replicas = devices // group
+    return (
+        6 * i["n_params"] * i["tokens_per_device"] / (i["peak_flops"] * i["mfu"])
+        + 3 * weights * Fraction(group - 1, group) / link
+        + 2
+        * Fraction(weights, group)
+        * Fraction(replicas - 1, replicas)
+        / (i["intra_bandwidth"] if devices <= i["node_size"] else i["inter_bandwidth"])
+    )
+
+
+# ---------------------------------------------------------------- levels
+
+_L2 = """\
+Fully sharded data parallelism shards a model of `n_params` parameters, stored at `param_bytes`
+bytes each, evenly over the devices: each device stores only its shard of the weights. To run the
+forward pass a device needs the full weights, which it frees afterwards; the backward pass needs
+them again; the backward pass produces full-size gradients (same size as the weights), which must
+be summed over the devices, each device keeping only the sum for its own shard. All collectives
+are rings over links of `link_bandwidth` bytes/s per device and use the smallest traffic that
+does the job. For each device count in `device_counts`, give the weights each device stores in
+GiB, the bytes each device sends per step and that communication time in seconds."""
+
+_L3 = """\
+Fully sharded data parallelism over d devices shards a model of `n_params` parameters evenly:
+each device stores 1/d of the training state (`state_bytes_per_param` bytes per parameter). Each
+step all-gathers the full bf16 weights (`param_bytes` bytes per parameter) before the forward
+pass and again before the backward pass, and reduce-scatters the gradients (same size as the
+weights), all as ring collectives over links of `link_bandwidth` bytes/s per device, after one
+another and after no compute (nothing overlaps). A step trains on `global_batch_tokens` tokens
+split evenly over the devices (a share need not be whole), 6 FLOPs per parameter per token at
+`peak_flops` FLOP/s with utilization `mfu`; a device also holds `act_bytes_per_token` bytes of
+activations per token of its share. For each device count in `device_counts`, give the step time
+in seconds and whether a device's state shard plus activations fit in `hbm_bytes_per_device`."""
+
+_L5 = """\
+Hybrid sharded data parallelism on d devices, numbered in order and filling nodes of
+`node_size` devices one after another (d <= node_size: all in one node): the devices form d / s
+groups of s consecutive devices (s must divide d, and either divide node_size or be a multiple of
+it, so a group lies within one node or spans whole nodes). Inside a group the training state of a
+model of `n_params` parameters is sharded evenly (`state_bytes_per_param` bytes per parameter in
+all); each step all-gathers the full bf16 weights (`param_bytes` bytes per parameter) within the
+group before the forward pass and again before the backward pass, and reduce-scatters the
+gradients (same size as the weights) within the group; then each device all-reduces its
+gradient shard with the devices holding the same shard in the other groups. All collectives are
+rings; a collective whose devices all lie in one node uses links of `intra_bandwidth` bytes/s per
+device, any other `inter_bandwidth`; nothing overlaps. Each device trains on `tokens_per_device`
+tokens per step (6 FLOPs per parameter per token, `peak_flops` FLOP/s, utilization `mfu`) and
+holds `act_bytes_per_token` bytes of activations per token, plus its share of the state, in
+`hbm_bytes_per_device` bytes. For each device count in `device_counts`, give the group size of
+the fastest step that fits (on a tie, the smaller group) and that step time in seconds; None for
+both if no group size fits."""
+
+LEVELS = {
+    3: Level(
+        fsdp_batch_step,
+        _L3,
+        '{"rows": [{"devices": <int>, "step_time_s": <number>, "fits": <bool>}, ...]}'
+        "  # one row per entry of `device_counts`, in order",
+        fsdp_batch_step_float,
+        "one_allgather",
+        sample=sample_batch_step,
+        reject=_batch_step_edges,
+        varying=("rows[].fits",),
+    ),
+    5: Level(
+        hybrid_shard_group,
+        _L5,
+        '{"rows": [{"devices": <int>, "group_size": <int> | None, "step_time_s": <number> | None}, ...]}'
+        "  # one row per entry of `device_counts`, in order",
+        hybrid_shard_group_float,
+        "all_on_fast_link",
+        sample=sample_hybrid,
+        reject=_hybrid_rules,
+        varying=("rows[].group_size",),
+    ),
+}
+
+
+def l2_level(reference, sample, answer_shape) -> Level:
+    return Level(reference, _L2, answer_shape, fsdp_l2_float, "one_allgather", sample=sample)
+
+
+__all__ = ["LEVELS", "fsdp_batch_step", "hybrid_shard_group", "l2_level"]

@@ -1,0 +1,376 @@
+"""Levels 3 and 5 of serving_cost: the price per million tokens once every sequence's KV cache
+is read each step, derived from the attention shape (L3); the chip type and batch of the lowest
+price per context length under a per-step latency limit and each type's HBM (L5: the HBM, the
+latency limit or the compute-bound plateau sets each type's batch, and the cheapest type changes
+with the context). References are self-contained; the ``*_float`` twins take another route in
+floats and can reproduce one named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    hbm_bandwidth,
+    letters,
+    n_params,
+    peak_flops,
+    rows,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def cache_serving_cost(
+    n_params,
+    weight_bytes,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    seq_len,
+    peak_flops,
+    hbm_bandwidth,
+    dollars_per_chip_hour,
+    batches,
+):
+    """Per batch: the roofline step with every sequence's cache of seq_len positions read."""
+    from fractions import Fraction
+
+    kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len
+    rows = []
+    for batch in batches:
+        step = max(
+            Fraction(2 * n_params * batch, peak_flops),
+            Fraction(n_params * weight_bytes + batch * kv, hbm_bandwidth),
+        )
+        tokens_per_s = batch / step
+        rows.append(
+            {
+                "batch": batch,
+                "tokens_per_s": tokens_per_s,
+                "dollars_per_million_tokens": Fraction(dollars_per_chip_hour) / 3600 / tokens_per_s * 10**6,
+            }
+        )
+    return {"rows": rows}
+
+
+def cheapest_chip(
+    n_params, weight_bytes, layers, n_kv_heads, head_dim, kv_bytes, chip_types, max_step_s, seq_lens
+):
+    """Per context length: the chip type and batch of the lowest price per million tokens. For a
+    type the price per token, price * step(B) / B, falls with B while the step is memory-bound
+    and is flat once compute-bound, so B is the largest allowed or the first compute-bound
+    batch; ties: the earlier type, then the smaller batch."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for seq_len in seq_lens:
+        kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len
+        best = None
+        for chip in chip_types:
+            token = Fraction(2 * n_params, chip["peak_flops"])
+            reads, per_seq = (
+                Fraction(n_params * weight_bytes, chip["hbm_bandwidth"]),
+                Fraction(kv, chip["hbm_bandwidth"]),
+            )
+            by_memory = (chip["hbm_bytes"] - n_params * weight_bytes) // kv
+            cap = min(by_memory, math.floor(max_step_s / token), math.floor((max_step_s - reads) / per_seq))
+            if cap < 1:
+                continue
+            batch = cap
+            if token > per_seq:  # compute-bound from reads / (token - per_seq) on
+                batch = min(cap, max(1, math.ceil(reads / (token - per_seq))))
+            step = max(token * batch, reads + per_seq * batch)
+            price = Fraction(chip["dollars_per_hour"]) / 3600 * step / batch * 10**6
+            if best is None or price < best[2]:
+                best = (chip["name"], batch, price)
+        if best is None:
+            rows.append({"seq_len": seq_len, "chip": None, "batch": None, "dollars_per_million_tokens": None})
+        else:
+            rows.append(
+                {"seq_len": seq_len, "chip": best[0], "batch": best[1], "dollars_per_million_tokens": best[2]}
+            )
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def cache_serving_cost_float(
+    n_params,
+    weight_bytes,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    seq_len,
+    peak_flops,
+    hbm_bandwidth,
+    dollars_per_chip_hour,
+    batches,
+    mistake=None,
+):
+    known_mistake(mistake, "ignore_kv_cache")
+    kv = 0.0 if mistake == "ignore_kv_cache" else 2.0 * seq_len * layers * n_kv_heads * head_dim * kv_bytes
+    out = []
+    for b in batches:
+        step = max(b * 2.0 * n_params / peak_flops, (b * kv + float(n_params) * weight_bytes) / hbm_bandwidth)
+        out.append(
+            {
+                "batch": b,
+                "tokens_per_s": b / step,
+                "dollars_per_million_tokens": dollars_per_chip_hour * step / b / 3600 * 1e6,
+            }
+        )
+    return {"rows": out}
+
+
+def cheapest_chip_float(
+    n_params,
+    weight_bytes,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    chip_types,
+    max_step_s,
+    seq_lens,
+    mistake=None,
+):
+    """Per type, the largest allowed batch by bisection, and the first batch whose price per
+    token equals its price (the plateau) by bisection; then the cheapest in floats."""
+    known_mistake(mistake, "ignore_kv_cache")
+    out = []
+    for s in seq_lens:
+        kv = 0.0 if mistake == "ignore_kv_cache" else 2.0 * s * layers * n_kv_heads * head_dim * kv_bytes
+        found = []
+        for c in chip_types:
+
+            def step(b, c=c, kv=kv):
+                return max(
+                    2.0 * n_params * b / c["peak_flops"],
+                    (float(n_params) * weight_bytes + b * kv) / c["hbm_bandwidth"],
+                )
+
+            def allowed(b, c=c, kv=kv, step=step):
+                return (
+                    step(b) <= max_step_s * (1 + 1e-13) and n_params * weight_bytes + b * kv <= c["hbm_bytes"]
+                )
+
+            if not allowed(1):
+                continue
+            low, high = 1, 2
+            while allowed(high) and high < 2**40:
+                low, high = high, 2 * high
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if allowed(mid) else (low, mid)
+            target = step(low) / low
+            lo, hi = 0, low  # the first batch as cheap per token as the largest
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if step(mid) / mid <= target * (1 + 1e-12) else (mid, hi)
+            found.append(((c["name"], hi), c["dollars_per_hour"] * step(hi) / hi / 3600 * 1e6))
+        if not found:
+            out.append({"seq_len": s, "chip": None, "batch": None, "dollars_per_million_tokens": None})
+            continue
+        low_price = min(v for _, v in found)
+        (name, b), v = next((k, v) for k, v in found if v <= low_price * (1 + 1e-12))
+        out.append({"seq_len": s, "chip": name, "batch": b, "dollars_per_million_tokens": v})
+    return {"rows": out}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _shape(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    return {
+        "layers": draw.integer(16, 96),
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": value_bytes(draw, level, (1, 2)),
+    }
+
+
+def _price(draw: Draw) -> Fraction:
+    return Fraction(draw.integer(5000, 99999), 10_000)
+
+
+def sample_cache_cost(draw: Draw, level: int) -> dict:
+    """Batches on both sides of the one at which the step turns compute-bound."""
+    inputs = {
+        "n_params": n_params(draw, level),
+        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        **_shape(draw, level),
+        "seq_len": draw.integer(64, 2048),
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        "dollars_per_chip_hour": _price(draw),
+        "batches": [],
+    }
+    kv = (
+        2
+        * inputs["layers"]
+        * inputs["n_kv_heads"]
+        * inputs["head_dim"]
+        * inputs["kv_bytes"]
+        * inputs["seq_len"]
+    )
+    slope = Fraction(2 * inputs["n_params"], inputs["peak_flops"]) - Fraction(kv, inputs["hbm_bandwidth"])
+    if slope <= 0:
+        raise Reject("the step never turns compute-bound at this context")
+    ridge = Fraction(inputs["n_params"] * inputs["weight_bytes"], inputs["hbm_bandwidth"]) / slope
+    if not 2 <= ridge <= 10**5:
+        raise Reject("the compute-bound batch is out of range")
+    top = math.ceil(4 * ridge)
+    inputs["batches"] = sorted(
+        {1, draw.integer(math.ceil(ridge), top), *draw.sample(range(2, top + 1), rows(level, 4) - 2)}
+    )
+    return inputs
+
+
+def _cache_cost_edges(task: Task) -> str | None:
+    i = task.inputs
+    kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * i["seq_len"]
+    kinds = set()
+    for b in i["batches"]:
+        compute = Fraction(2 * i["n_params"] * b, i["peak_flops"])
+        memory = Fraction(i["n_params"] * i["weight_bytes"] + b * kv, i["hbm_bandwidth"])
+        if near_tie(compute, memory):
+            return f"batch {b}: compute against memory sits on the tie"
+        kinds.add(compute >= memory)
+    if len(kinds) < 2:
+        return "every batch has the same bound"
+    return None
+
+
+def sample_cheapest(draw: Draw, level: int) -> dict:
+    """Two or three chip types (one fast and dear, others slower and cheaper, HBM sizes apart);
+    context lengths over a factor of 32, so the HBM binds long contexts and the plateau or the
+    latency limit the short ones."""
+    params = n_params(draw, 3)
+    width = value_bytes(draw, level, (1, 2))
+    weights = params * width
+    types = []
+    for name in letters("chip", draw.integer(2, 3)):
+        bandwidth = 10**6 * draw.integer(500_000, 6_000_000)
+        types.append(
+            {
+                "name": name,
+                "peak_flops": peak_flops(draw, level),
+                "hbm_bandwidth": bandwidth,
+                "hbm_bytes": weights + 10**6 * draw.integer(2_000, 150_000),
+                "dollars_per_hour": _price(draw),
+            }
+        )
+    slowest = max(Fraction(weights, t["hbm_bandwidth"]) for t in types)
+    exponents = sorted(draw.sample(range(7, 18), rows(level, 1) - 1))
+    if exponents[-1] - exponents[0] < 5:
+        raise Reject("context lengths too close together")
+    return {
+        "n_params": params,
+        "weight_bytes": width,
+        **_shape(draw, level),
+        "chip_types": types,
+        "max_step_s": Fraction(math.ceil(slowest * Fraction(draw.integer(110, 400), 100) * 10**6), 10**6),
+        "seq_lens": [2**e - draw.integer(0, 2 ** (e - 2)) for e in exponents],
+    }
+
+
+def _cheapest_rules(task: Task) -> str | None:
+    i = task.inputs
+    found = task.expected["rows"]
+    if 2 * sum(row["chip"] is None for row in found) > len(found):
+        return "more than half of the rows are None"
+    if len({row["chip"] for row in found if row["chip"] is not None}) < 2:
+        return "the same chip type for every context length"
+    for row in found:
+        if row["chip"] is None:
+            continue
+        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * row["seq_len"]
+        prices = []
+        for c in i["chip_types"]:
+            token = Fraction(2 * i["n_params"], c["peak_flops"])
+            reads, per_seq = (
+                Fraction(i["n_params"] * i["weight_bytes"], c["hbm_bandwidth"]),
+                Fraction(kv, c["hbm_bandwidth"]),
+            )
+            bounds = [
+                Fraction(c["hbm_bytes"] - i["n_params"] * i["weight_bytes"], kv),
+                i["max_step_s"] / token,
+                (i["max_step_s"] - reads) / per_seq,
+            ]
+            if token > per_seq:
+                bounds.append(reads / (token - per_seq))
+            if any(b > 0 and near_integer(b) for b in bounds):
+                return f"context {row['seq_len']}, {c['name']}: a batch bound sits on an integer"
+            one = cheapest_chip(**{**i, "chip_types": [c], "seq_lens": [row["seq_len"]]})["rows"][0]
+            if one["chip"] is not None:
+                prices.append(one["dollars_per_million_tokens"])
+                if one["batch"] > 20_000:
+                    return "a batch above 20000"
+        prices.sort()
+        if len(prices) > 1 and (prices[0] == prices[1] or near_tie(prices[0], prices[1])):
+            return f"context {row['seq_len']}: two chip types within 1e-9 in price"
+    return None
+
+
+# ---------------------------------------------------------------- levels
+
+_L3 = """\
+One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`
+parameters (`weight_bytes` bytes each) and costs `dollars_per_chip_hour` dollars per hour. A decode
+step for a batch of B sequences runs the model on one new token per sequence (2 FLOPs per
+parameter per token, ignore attention's own FLOPs), reads every weight once and reads each
+sequence's KV cache of `seq_len` cached positions: a key and a value of `head_dim` values per
+position for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value.
+Compute and reads overlap; the step yields B tokens. For each batch size in `batches`, give the
+throughput in tokens per second and the cost in dollars per million generated tokens."""
+
+_L5 = """\
+A model of `n_params` parameters (`weight_bytes` bytes each) is served on one chip of a type you
+choose from `chip_types` (peak FLOP/s, HBM bytes/s, HBM capacity in bytes, dollars per hour). A
+decode step for a batch of B sequences runs the model on one new token per sequence (2 FLOPs per
+parameter per token, ignore attention's own FLOPs), reads every weight once and reads each
+sequence's KV cache: a key and a value of `head_dim` values per cached position for each of
+`layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value. Compute and reads overlap
+(the step takes the longer of the two); the step yields B tokens. Every step must take at most
+`max_step_s` seconds, and the chip's HBM must hold the weights plus every sequence's cache. For
+each context length in `seq_lens` (the cached positions of every sequence), give the chip type
+and the integer batch B >= 1 of the lowest cost in dollars per million generated tokens (on a
+tie, the type listed first, then the smaller batch) and that cost; None for all three if no type
+and batch are allowed."""
+
+LEVELS = {
+    3: Level(
+        cache_serving_cost,
+        _L3,
+        '{"rows": [{"batch": <int>, "tokens_per_s": <number>, "dollars_per_million_tokens": <number>}, ...]}'
+        "  # one row per entry of `batches`, in order",
+        cache_serving_cost_float,
+        "ignore_kv_cache",
+        sample=sample_cache_cost,
+        reject=_cache_cost_edges,
+    ),
+    5: Level(
+        cheapest_chip,
+        _L5,
+        '{"rows": [{"seq_len": <int>, "chip": <str> | None, "batch": <int> | None, '
+        '"dollars_per_million_tokens": <number> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        cheapest_chip_float,
+        "ignore_kv_cache",
+        sample=sample_cheapest,
+        reject=_cheapest_rules,
+        varying=("rows[].chip",),
+    ),
+}
+
+__all__ = ["LEVELS", "cache_serving_cost", "cheapest_chip"]

@@ -1,0 +1,600 @@
+"""Levels 2, 3 and 5 of sharded_decode_latency: the KV cache derived from the attention shape
+(L2); tensor-parallel decode per chip count with the per-layer all-reduces of the activations,
+fits or not (L3); the chip count and batch of the highest throughput per chip under a per-step
+latency limit and the HBM, once every ring step carries a latency (L5: memory, the latency
+limit and the all-reduce latency pull the chip count different ways per context length).
+References are self-contained; the ``*_float`` twins take another route in floats (bisection
+instead of the closed bounds) and can reproduce one named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    hbm_bandwidth,
+    link_bandwidth,
+    n_params,
+    peak_flops,
+    rows,
+    value_bytes,
+)
+from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
+
+CACHE = """\
+A model of `n_params` parameters (`weight_bytes` bytes each) decodes `batch` sequences of
+`seq_len` cached positions each; every cached position holds a key and a value of `head_dim`
+values for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value."""
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def sharded_decode_cache(
+    n_params,
+    weight_bytes,
+    batch,
+    seq_len,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    hbm_bytes_per_chip,
+    hbm_bandwidth,
+    chip_counts,
+):
+    """Weights plus the KV cache derived from the shape, split evenly; each chip reads its share."""
+    from fractions import Fraction
+
+    total = n_params * weight_bytes + 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len * batch
+    return {
+        "rows": [
+            {
+                "chips": chips,
+                "fits": total <= chips * hbm_bytes_per_chip,
+                "time_per_token_s": Fraction(total, chips * hbm_bandwidth),
+            }
+            for chips in chip_counts
+        ]
+    }
+
+
+def tensor_parallel_decode(
+    n_params,
+    weight_bytes,
+    batch,
+    seq_len,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    d_model,
+    act_bytes,
+    hbm_bytes_per_chip,
+    peak_flops,
+    hbm_bandwidth,
+    link_bandwidth,
+    chip_counts,
+):
+    """Per chip count c: the roofline of 1/c of the step's FLOPs and bytes, plus two ring
+    all-reduces of batch x d_model activations per layer; whether 1/c of it all fits."""
+    from fractions import Fraction
+
+    kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len * batch
+    total = n_params * weight_bytes + kv
+    rows = []
+    for chips in chip_counts:
+        roofline = max(
+            Fraction(2 * n_params * batch, chips * peak_flops), Fraction(total, chips * hbm_bandwidth)
+        )
+        comm = layers * 2 * 2 * batch * d_model * act_bytes * Fraction(chips - 1, chips) / link_bandwidth
+        step = roofline + comm
+        rows.append(
+            {
+                "chips": chips,
+                "fits": total <= chips * hbm_bytes_per_chip,
+                "step_time_s": step,
+                "tokens_per_s": batch / step,
+            }
+        )
+    return {"rows": rows}
+
+
+def decode_layout(
+    n_params,
+    weight_bytes,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    d_model,
+    act_bytes,
+    hbm_bytes_per_chip,
+    peak_flops,
+    hbm_bandwidth,
+    link_bandwidth,
+    step_latency_s,
+    max_step_s,
+    max_chips,
+    seq_lens,
+):
+    """Per context length: the chips c (1..max_chips) and batch B of the most tokens per second
+    per chip, every step within max_step_s and 1/c of weights plus caches in each chip's HBM;
+    ties: fewer chips, then the smaller batch. For a c the step is increasing and piecewise
+    linear in B, and B / step never falls as B grows, so B is the largest allowed, or the first
+    of a flat stretch (c = 1, compute-bound: no fixed cost to amortise)."""
+    import math
+    from fractions import Fraction
+
+    rows = []
+    for seq_len in seq_lens:
+        kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len  # one sequence's cache
+        best = None
+        for chips in range(1, max_chips + 1):
+            compute = Fraction(2 * n_params, chips * peak_flops)  # per sequence
+            reads, per_seq = (
+                Fraction(n_params * weight_bytes, chips * hbm_bandwidth),
+                Fraction(kv, chips * hbm_bandwidth),
+            )
+            fixed = layers * 2 * 2 * (chips - 1) * step_latency_s
+            per_act = layers * 2 * 2 * d_model * act_bytes * Fraction(chips - 1, chips) / link_bandwidth
+            # step(B) = max(compute B, reads + per_seq B) + fixed + per_act B
+            by_memory = (chips * hbm_bytes_per_chip - n_params * weight_bytes) // kv
+            by_compute = (max_step_s - fixed) / (compute + per_act)
+            by_reads = (max_step_s - fixed - reads) / (per_seq + per_act)
+            cap = min(by_memory, math.floor(by_compute), math.floor(by_reads))
+            if cap < 1:
+                continue
+            candidates = [cap]
+            if fixed == 0 and compute > per_seq:  # the flat stretch starts where compute binds
+                candidates.append(max(1, math.ceil(reads / (compute - per_seq))))
+            for batch in sorted(b for b in candidates if b <= cap):
+                step = max(compute * batch, reads + per_seq * batch) + fixed + per_act * batch
+                value = batch / (step * chips)
+                if best is None or value > best[2]:
+                    best = (chips, batch, value)
+        if best is None:
+            rows.append({"seq_len": seq_len, "chips": None, "batch": None, "tokens_per_s_per_chip": None})
+        else:
+            rows.append(
+                {"seq_len": seq_len, "chips": best[0], "batch": best[1], "tokens_per_s_per_chip": best[2]}
+            )
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def sharded_decode_cache_float(
+    n_params,
+    weight_bytes,
+    batch,
+    seq_len,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    hbm_bytes_per_chip,
+    hbm_bandwidth,
+    chip_counts,
+    mistake=None,
+):
+    known_mistake(mistake, "keys_only")
+    tensors = 1 if mistake == "keys_only" else 2
+    total = (
+        float(n_params) * weight_bytes
+        + float(batch * seq_len) * layers * n_kv_heads * head_dim * kv_bytes * tensors
+    )
+    return {
+        "rows": [
+            {
+                "chips": c,
+                "fits": c * hbm_bytes_per_chip >= total,
+                "time_per_token_s": total / hbm_bandwidth / c,
+            }
+            for c in chip_counts
+        ]
+    }
+
+
+def tensor_parallel_decode_float(
+    n_params,
+    weight_bytes,
+    batch,
+    seq_len,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    d_model,
+    act_bytes,
+    hbm_bytes_per_chip,
+    peak_flops,
+    hbm_bandwidth,
+    link_bandwidth,
+    chip_counts,
+    mistake=None,
+):
+    known_mistake(mistake, "one_allreduce_per_layer")
+    per_layer = 1 if mistake == "one_allreduce_per_layer" else 2
+    total = float(n_params) * weight_bytes + 2.0 * layers * n_kv_heads * head_dim * kv_bytes * seq_len * batch
+    out = []
+    for c in chip_counts:
+        memory, compute = total / hbm_bandwidth / c, 2.0 * batch * n_params / peak_flops / c
+        comm = per_layer * layers * (1 - 1 / c) * 2.0 * d_model * act_bytes * batch / link_bandwidth
+        step = comm + (memory if memory > compute else compute)
+        out.append(
+            {
+                "chips": c,
+                "fits": total / c <= hbm_bytes_per_chip,
+                "step_time_s": step,
+                "tokens_per_s": batch / step,
+            }
+        )
+    return {"rows": out}
+
+
+def decode_layout_float(
+    n_params,
+    weight_bytes,
+    layers,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    d_model,
+    act_bytes,
+    hbm_bytes_per_chip,
+    peak_flops,
+    hbm_bandwidth,
+    link_bandwidth,
+    step_latency_s,
+    max_step_s,
+    max_chips,
+    seq_lens,
+    mistake=None,
+):
+    """Per chip count, the largest allowed batch by bisection on the step and the memory, and the
+    flat stretch's first batch by bisection too; then the best (c, B) in floats."""
+    known_mistake(mistake, "no_latency")
+    latency = 0.0 if mistake == "no_latency" else step_latency_s
+    out = []
+    for s in seq_lens:
+        kv = 2.0 * layers * n_kv_heads * head_dim * kv_bytes * s
+        found = []
+        for c in range(1, max_chips + 1):
+
+            def step(b, c=c, kv=kv):
+                roofline = max(
+                    2.0 * n_params * b / peak_flops, (float(n_params) * weight_bytes + b * kv) / hbm_bandwidth
+                )
+                comm = 4.0 * layers * (c - 1) * (latency + b * d_model * act_bytes / c / link_bandwidth)
+                return roofline / c + comm
+
+            def allowed(b, c=c, kv=kv, step=step):
+                return step(b) <= max_step_s * (1 + 1e-13) and float(
+                    n_params
+                ) * weight_bytes + b * kv <= c * hbm_bytes_per_chip * (1 + 1e-13)
+
+            if not allowed(1):
+                continue
+            low, high = 1, 2
+            while allowed(high):
+                low, high = high, 2 * high
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if allowed(mid) else (low, mid)
+            for b in sorted({low, _first_flat(step, low)}):
+                found.append(((c, b), b / step(b) / c))
+        if not found:
+            out.append({"seq_len": s, "chips": None, "batch": None, "tokens_per_s_per_chip": None})
+            continue
+        top = max(v for _, v in found)
+        (c, b), v = next((k, v) for k, v in found if v >= top * (1 - 1e-12))
+        out.append({"seq_len": s, "chips": c, "batch": b, "tokens_per_s_per_chip": v})
+    return {"rows": out}
+
+
+def _first_flat(step, cap):
+    """The smallest batch whose throughput equals the cap's (within 1e-12), by bisection (the
+    throughput never falls with the batch)."""
+    target = cap / step(cap)
+    low, high = 0, cap
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if mid / step(mid) >= target * (1 - 1e-12) else (mid, high)
+    return high
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _shape(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    return {
+        "layers": draw.integer(16, 96),
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": value_bytes(draw, level, (1, 2)),
+    }
+
+
+def _total(i: dict) -> int:
+    return (
+        i["n_params"] * i["weight_bytes"]
+        + 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * i["seq_len"] * i["batch"]
+    )
+
+
+def sample_cache(draw: Draw, level: int) -> dict:
+    """The HBM is set so the fewest chips that hold weights plus cache fall inside the counts."""
+    counts = sorted({draw.integer(1, 16 * level) for _ in range(rows(level, 4))})
+    if len(counts) < 2:
+        raise Reject("a single chip count")
+    inputs = {
+        "n_params": n_params(draw, level),
+        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "batch": draw.integer(1, 64 * level),
+        "seq_len": draw.integer(512, 32768),
+        **_shape(draw, level),
+        "hbm_bytes_per_chip": 0,
+        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        "chip_counts": counts,
+    }
+    need = draw.integer(1, len(counts) - 1)
+    total = _total(inputs)
+    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
+    inputs["hbm_bytes_per_chip"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    return inputs
+
+
+def _cache_edges(task: Task) -> str | None:
+    i = task.inputs
+    for c in i["chip_counts"]:
+        problem = tie_edge(
+            f"{c} chips: weights plus cache against the HBM", _total(i), c * i["hbm_bytes_per_chip"]
+        )
+        if problem:
+            return problem
+    return None
+
+
+def sample_tensor_parallel(draw: Draw, level: int) -> dict:
+    inputs = sample_cache(draw, level)
+    inputs["d_model"] = attention_shape(draw, level)["d_model"]
+    inputs["act_bytes"] = value_bytes(draw, level, (2, 4))
+    inputs["peak_flops"] = peak_flops(draw, level)
+    inputs["link_bandwidth"] = link_bandwidth(draw, level)
+    order = (
+        "n_params",
+        "weight_bytes",
+        "batch",
+        "seq_len",
+        "layers",
+        "n_kv_heads",
+        "head_dim",
+        "kv_bytes",
+        "d_model",
+        "act_bytes",
+        "hbm_bytes_per_chip",
+        "peak_flops",
+        "hbm_bandwidth",
+        "link_bandwidth",
+        "chip_counts",
+    )
+    return {name: inputs[name] for name in order}
+
+
+def _tensor_parallel_edges(task: Task) -> str | None:
+    i = task.inputs
+    problem = _cache_edges(task)
+    if problem:
+        return problem
+    for c in i["chip_counts"]:
+        problem = tie_edge(
+            f"{c} chips: compute against memory",
+            Fraction(2 * i["n_params"] * i["batch"], i["peak_flops"]),
+            Fraction(_total(i), i["hbm_bandwidth"]),
+        )
+        if problem:
+            return problem
+    return None
+
+
+def sample_layout(draw: Draw, level: int) -> dict:
+    """Context lengths over a factor of 16 or more; the HBM holds the weights on 1 to 8 chips;
+    the latency limit is 1.2x to 4x one chip's weight read at the smallest count that holds
+    them; the ring-step latency makes many chips costly for short contexts."""
+    inputs = {
+        "n_params": n_params(draw, 3),
+        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        **_shape(draw, level),
+        "d_model": 128 * draw.integer(16, 128),
+        "act_bytes": 2,
+        "hbm_bytes_per_chip": 0,
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        "link_bandwidth": link_bandwidth(draw, level),
+        "step_latency_s": Fraction(draw.integer(1, 100), 10**7),
+        "max_step_s": Fraction(0),
+        "max_chips": draw.choice((8, 16, 32)),
+        "seq_lens": [],
+    }
+    weights = inputs["n_params"] * inputs["weight_bytes"]
+    holding = draw.integer(1, 8)
+    inputs["hbm_bytes_per_chip"] = math.ceil(
+        Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)
+    )
+    if not 16 * 10**9 <= inputs["hbm_bytes_per_chip"] <= 256 * 10**9:
+        raise Reject("an implausible HBM size")
+    read = Fraction(weights, holding * inputs["hbm_bandwidth"])
+    inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(120, 400), 100) * 10**6), 10**6)
+    exponents = sorted(draw.sample(range(9, 18), rows(level, 1) - 1))
+    if exponents[-1] - exponents[0] < 4:
+        raise Reject("context lengths too close together")
+    inputs["seq_lens"] = [2**e - draw.integer(0, 2 ** (e - 2)) for e in exponents]
+    return inputs
+
+
+def _layout_rules(task: Task) -> str | None:
+    i = task.inputs
+    rows_ = task.expected["rows"]
+    if 2 * sum(row["chips"] is None for row in rows_) > len(rows_):
+        return "more than half of the rows are None"
+    if len({row["chips"] for row in rows_ if row["chips"] is not None}) < 2:
+        return "the same chip count for every context length"
+    weights = i["n_params"] * i["weight_bytes"]
+    for row in rows_:
+        if row["chips"] is None:
+            continue
+        c, b = row["chips"], row["batch"]
+        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * row["seq_len"]
+        compute = Fraction(2 * i["n_params"], c * i["peak_flops"])
+        reads, per_seq = Fraction(weights, c * i["hbm_bandwidth"]), Fraction(kv, c * i["hbm_bandwidth"])
+        fixed = 4 * i["layers"] * (c - 1) * i["step_latency_s"]
+        per_act = 4 * i["layers"] * i["d_model"] * i["act_bytes"] * Fraction(c - 1, c) / i["link_bandwidth"]
+        for bound in (
+            Fraction(c * i["hbm_bytes_per_chip"] - weights, kv),
+            (i["max_step_s"] - fixed) / (compute + per_act),
+            (i["max_step_s"] - fixed - reads) / (per_seq + per_act),
+        ):
+            if bound > 0 and near_integer(bound):
+                return f"context {row['seq_len']}: a batch bound sits on an integer"
+        if near_tie(compute * b, reads + per_seq * b):
+            return f"context {row['seq_len']}: the best batch sits on the roofline ridge"
+    return _runner_up(task)
+
+
+def _runner_up(task: Task) -> str | None:
+    """The best chip count must beat every other chip count's best by more than 1e-9."""
+    i = task.inputs
+    for row in task.expected["rows"]:
+        if row["chips"] is None:
+            continue
+        for chips in range(1, i["max_chips"] + 1):
+            if chips == row["chips"]:
+                continue
+            only = _only_chips(i, row["seq_len"], chips)
+            if only is not None and near_tie(only, row["tokens_per_s_per_chip"]):
+                return f"context {row['seq_len']}: {chips} chips within 1e-9 of the best"
+    return None
+
+
+def _only_chips(i: dict, seq_len: int, chips: int) -> Fraction | None:
+    """The best throughput per chip at exactly this chip count (None: nothing allowed)."""
+    kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * seq_len
+    weights = i["n_params"] * i["weight_bytes"]
+    compute = Fraction(2 * i["n_params"], chips * i["peak_flops"])
+    reads, per_seq = Fraction(weights, chips * i["hbm_bandwidth"]), Fraction(kv, chips * i["hbm_bandwidth"])
+    fixed = 4 * i["layers"] * (chips - 1) * i["step_latency_s"]
+    per_act = (
+        4 * i["layers"] * i["d_model"] * i["act_bytes"] * Fraction(chips - 1, chips) / i["link_bandwidth"]
+    )
+    cap = min(
+        (chips * i["hbm_bytes_per_chip"] - weights) // kv,
+        math.floor((i["max_step_s"] - fixed) / (compute + per_act)),
+        math.floor((i["max_step_s"] - fixed - reads) / (per_seq + per_act)),
+    )
+    if cap < 1:
+        return None
+    step = max(compute * cap, reads + per_seq * cap) + fixed + per_act * cap
+    return cap / (step * chips)
+
+
+# ---------------------------------------------------------------- levels
+
+_L2 = (
+    CACHE
+    + """
+The weights and the KV cache are split evenly over a number of chips, each with
+`hbm_bytes_per_chip` bytes of HBM and `hbm_bandwidth` bytes/s. A decode step is memory-bound: each
+chip reads its share of the weights and of the KV cache once, all chips in parallel (ignore
+communication). For each chip count in `chip_counts`, say whether weights plus KV cache fit in
+the chips' total HBM and give the time of one decode step in seconds (`time_per_token_s`: one
+step yields the next token of every sequence)."""
+)
+
+_L3 = (
+    CACHE
+    + """
+Tensor parallelism over c chips: each chip holds 1/c of every weight matrix and of every
+sequence's KV cache, does 1/c of the step's FLOPs (2 per parameter per sequence) at `peak_flops`
+FLOP/s and reads its share of the weights and of the KV cache at `hbm_bandwidth` bytes/s; its
+compute and its reads overlap (roofline). Each layer then sums partial results over the c chips
+twice (after attention and after the MLP), each time by a ring all-reduce of the batch's
+activations (batch x `d_model` values of `act_bytes` bytes) over links of `link_bandwidth`
+bytes/s per chip, not overlapped with anything; c = 1 needs none. For each chip count in
+`chip_counts` (chips of `hbm_bytes_per_chip` bytes of HBM each), say whether weights plus KV
+cache fit in the chips' total HBM, and give the decode step time in seconds and the throughput in
+tokens per second."""
+)
+
+_L5 = """\
+A model of `n_params` parameters (`weight_bytes` bytes each) decodes a batch of B sequences that
+each have S cached positions; every cached position holds a key and a value of `head_dim`
+values for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value. You
+choose the number of chips c (1 to `max_chips`) and B (an integer >= 1). Tensor parallelism over c
+chips: each chip holds 1/c of every weight matrix and of every sequence's KV cache (it must all
+fit in its `hbm_bytes_per_chip` bytes of HBM), does 1/c of the step's FLOPs (2 per parameter per
+sequence) at `peak_flops` FLOP/s and reads its share of the weights and of the KV cache at
+`hbm_bandwidth` bytes/s; its compute and its reads overlap (roofline). Each layer then sums
+partial results over the c chips twice (after attention and after the MLP), each time by an
+all-reduce of the batch's activations (B x `d_model` values of `act_bytes` bytes): a ring of
+2(c - 1) steps one after another, in each of which every chip sends 1/c of those bytes over a
+link of `link_bandwidth` bytes/s and pays a fixed `step_latency_s` seconds; nothing overlaps the
+all-reduces, and c = 1 needs none. A decode step (which yields one token per sequence) must take
+at most `max_step_s` seconds. For each context length S in `seq_lens`, give the (c, B) with the
+most tokens per second per chip (on a tie, the fewer chips, then the smaller batch) and that
+throughput per chip; None for all three if no choice is allowed."""
+
+LEVELS = {
+    2: Level(
+        sharded_decode_cache,
+        _L2,
+        '{"rows": [{"chips": <int>, "fits": <bool>, "time_per_token_s": <number>}, ...]}'
+        "  # one row per entry of `chip_counts`, in order",
+        sharded_decode_cache_float,
+        "keys_only",
+        sample=sample_cache,
+        reject=_cache_edges,
+        varying=("rows[].fits",),
+    ),
+    3: Level(
+        tensor_parallel_decode,
+        _L3,
+        '{"rows": [{"chips": <int>, "fits": <bool>, "step_time_s": <number>, "tokens_per_s": <number>}, ...]}'
+        "  # one row per entry of `chip_counts`, in order",
+        tensor_parallel_decode_float,
+        "one_allreduce_per_layer",
+        sample=sample_tensor_parallel,
+        reject=_tensor_parallel_edges,
+        varying=("rows[].fits",),
+    ),
+    5: Level(
+        decode_layout,
+        _L5,
+        '{"rows": [{"seq_len": <int>, "chips": <int> | None, "batch": <int> | None, '
+        '"tokens_per_s_per_chip": <number> | None}, ...]}  # one row per entry of `seq_lens`, in order',
+        decode_layout_float,
+        "no_latency",
+        sample=sample_layout,
+        reject=_layout_rules,
+        varying=("rows[].chips",),
+    ),
+}
+
+__all__ = ["LEVELS", "decode_layout", "sharded_decode_cache", "tensor_parallel_decode"]
+
+
+def at_most_half_none(task: Task) -> str | None:
+    """A rule for any level with None rows: more than half of them None would let a mostly-None
+    answer carry too much of the key."""
+    found = task.expected["rows"]
+    if 2 * sum(None in row.values() for row in found) > len(found):
+        return "more than half of the rows are None"
+    return None
+
+
+def some_none(task: Task) -> bool:
+    return any(None in row.values() for row in task.expected["rows"])

@@ -1,0 +1,363 @@
+"""Levels 2, 3 and 5 of decode_step: the step described (L2); the KV cache read and attention's
+FLOPs derived from the shape, the bound changing between chips (L3); speculative decoding, the
+draft length of the most expected tokens per second per chip (L5: the expected tokens of a cycle
+are derived from the acceptance rule, and the verification pass turns compute-bound at a
+different draft length on each chip). References are self-contained; the ``*_float`` twins take
+another route in floats and can reproduce one named mistake (tests only)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from exactgrade.domains.scaling import _sample as sample
+from exactgrade.domains.scaling._sample import attention_shape, n_params, rows, value_bytes
+from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.family import Draw, Reject
+from exactgrade.task import Task
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def attention_decode_step(
+    chips, n_params, bytes_per_param, batch, seq_len, layers, n_heads, n_kv_heads, head_dim, kv_bytes
+):
+    """Per chip: the roofline of 2N + attention's 4 * layers * n_heads * head_dim * seq_len FLOPs
+    per sequence against the weights plus every sequence's cache."""
+    from fractions import Fraction
+
+    flops = batch * (2 * n_params + 4 * layers * n_heads * head_dim * seq_len)
+    reads = n_params * bytes_per_param + batch * seq_len * 2 * layers * n_kv_heads * head_dim * kv_bytes
+    rows = []
+    for chip in chips:
+        compute, memory = Fraction(flops, chip["peak_flops"]), Fraction(reads, chip["hbm_bandwidth"])
+        step = max(compute, memory)
+        rows.append(
+            {
+                "chip": chip["name"],
+                "time_s": step,
+                "tokens_per_s": batch / step,
+                "bound": "compute" if compute >= memory else "memory",
+            }
+        )
+    return {"rows": rows}
+
+
+def speculative_draft_length(chips, n_params, draft_params, bytes_per_param, batch, acceptance, max_draft):
+    """Per chip: the k (1..max_draft) of the most expected tokens per second: a cycle is k draft
+    steps and one verification pass over k + 1 tokens per sequence, and yields
+    1 + a + ... + a**k tokens per sequence on average; ties: the smaller k."""
+    from fractions import Fraction
+
+    rows = []
+    for chip in chips:
+
+        def roofline(params, tokens, chip=chip):
+            return max(
+                Fraction(2 * params * tokens, chip["peak_flops"]),
+                Fraction(params * bytes_per_param, chip["hbm_bandwidth"]),
+            )
+
+        best = None
+        for k in range(1, max_draft + 1):
+            expected = sum(acceptance**j for j in range(k + 1))
+            cycle = k * roofline(draft_params, batch) + roofline(n_params, batch * (k + 1))
+            rate = batch * expected / cycle
+            if best is None or rate > best[1]:
+                best = (k, rate)
+        rows.append({"chip": chip["name"], "draft_tokens": best[0], "tokens_per_s": best[1]})
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- float twins (tests only)
+
+
+def decode_step_l2_float(chips, n_params, bytes_per_param, batch, mistake=None):
+    known_mistake(mistake, "compute_only")
+    out = []
+    for c in chips:
+        compute = 2.0 * batch * n_params / c["peak_flops"]
+        memory = float(n_params) * bytes_per_param / c["hbm_bandwidth"]
+        time = compute if mistake == "compute_only" or compute >= memory else memory
+        out.append(
+            {
+                "chip": c["name"],
+                "time_s": time,
+                "tokens_per_s": batch / time,
+                "bound": "compute" if compute >= memory else "memory",
+            }
+        )
+    return {"rows": out}
+
+
+def attention_decode_step_float(
+    chips,
+    n_params,
+    bytes_per_param,
+    batch,
+    seq_len,
+    layers,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    kv_bytes,
+    mistake=None,
+):
+    known_mistake(mistake, "ignore_attention_flops")
+    attention = 0.0 if mistake == "ignore_attention_flops" else 4.0 * seq_len * head_dim * n_heads * layers
+    out = []
+    for c in chips:
+        compute = (2.0 * n_params + attention) * batch / c["peak_flops"]
+        cache = 2.0 * kv_bytes * head_dim * n_kv_heads * layers * seq_len * batch
+        memory = (cache + bytes_per_param * float(n_params)) / c["hbm_bandwidth"]
+        step = max(memory, compute)
+        out.append(
+            {
+                "chip": c["name"],
+                "time_s": step,
+                "tokens_per_s": batch / step,
+                "bound": "memory" if memory > compute else "compute",
+            }
+        )
+    return {"rows": out}
+
+
+def speculative_draft_length_float(
+    chips, n_params, draft_params, bytes_per_param, batch, acceptance, max_draft, mistake=None
+):
+    """The expected tokens as a closed geometric sum, the cycle in floats."""
+    known_mistake(mistake, "no_bonus_token")
+    a = float(acceptance)
+    out = []
+    for c in chips:
+        found = []
+        for k in range(1, max_draft + 1):
+            expected = (1 - a ** (k + 1)) / (1 - a)
+            if mistake == "no_bonus_token":
+                expected -= 1
+            draft = max(
+                2.0 * draft_params * batch / c["peak_flops"],
+                draft_params * bytes_per_param / c["hbm_bandwidth"],
+            )
+            verify = max(
+                2.0 * n_params * batch * (k + 1) / c["peak_flops"],
+                n_params * bytes_per_param / c["hbm_bandwidth"],
+            )
+            found.append((k, expected * batch / (verify + draft * k)))
+        top = max(v for _, v in found)
+        k, v = next((k, v) for k, v in found if v >= top * (1 - 1e-12))
+        out.append({"chip": c["name"], "draft_tokens": k, "tokens_per_s": v})
+    return {"rows": out}
+
+
+# ---------------------------------------------------------------- samplers and rules
+
+
+def _chip_pool(draw: Draw, level: int, count: int) -> list[dict]:
+    return sample.chips(draw, level, count)
+
+
+def sample_attention(draw: Draw, level: int) -> dict:
+    """The batch lies between two chips' compute-bound thresholds at the drawn context."""
+    shape = attention_shape(draw, level)
+    inputs = {
+        "chips": _chip_pool(draw, level, rows(level, 2)),
+        "n_params": n_params(draw, level),
+        "bytes_per_param": value_bytes(draw, level),
+        "batch": 1,
+        "seq_len": draw.integer(64, 8192),
+        "layers": draw.integer(8, 96),
+        "n_heads": shape["n_heads"],
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": value_bytes(draw, level, (1, 2)),
+    }
+    per_seq_flops = (
+        2 * inputs["n_params"]
+        + 4 * inputs["layers"] * inputs["n_heads"] * inputs["head_dim"] * inputs["seq_len"]
+    )
+    per_seq_bytes = (
+        inputs["seq_len"]
+        * 2
+        * inputs["layers"]
+        * inputs["n_kv_heads"]
+        * inputs["head_dim"]
+        * inputs["kv_bytes"]
+    )
+    weights = inputs["n_params"] * inputs["bytes_per_param"]
+    thresholds = []
+    for c in inputs["chips"]:
+        slope = Fraction(per_seq_flops, c["peak_flops"]) - Fraction(per_seq_bytes, c["hbm_bandwidth"])
+        if slope > 0:
+            thresholds.append(Fraction(weights, c["hbm_bandwidth"]) / slope)
+    if len(thresholds) < 2:
+        raise Reject("too few chips can turn compute-bound at this context")
+    thresholds.sort()
+    low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
+    if low > high:
+        raise Reject("no batch between the chips' thresholds")
+    inputs["batch"] = draw.integer(low, high)
+    return inputs
+
+
+def _attention_edges(task: Task) -> str | None:
+    i = task.inputs
+    if len({row["bound"] for row in task.expected["rows"]}) < 2:
+        return "every chip has the same bound"
+    flops = i["batch"] * (2 * i["n_params"] + 4 * i["layers"] * i["n_heads"] * i["head_dim"] * i["seq_len"])
+    reads = (
+        i["n_params"] * i["bytes_per_param"]
+        + i["batch"] * i["seq_len"] * 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    )
+    for c in i["chips"]:
+        problem = tie_edge(
+            f"{c['name']}: compute against memory",
+            Fraction(flops, c["peak_flops"]),
+            Fraction(reads, c["hbm_bandwidth"]),
+        )
+        if problem:
+            return problem
+    return None
+
+
+def sample_speculative(draw: Draw, level: int) -> dict:
+    """Chips whose verification pass turns compute-bound after about 1 to 12 drafted tokens
+    (their ridge over the batch), so the best draft length differs between chips."""
+    width = value_bytes(draw, level)
+    batch = draw.integer(1, 16)
+    chips = []
+    for name in sample.letters("chip", rows(level, 2)):
+        bandwidth = 10**6 * draw.integer(500_000, 6_000_000)
+        tokens = batch * draw.integer(2, 13)  # the verify pass's compute-bound token count
+        ideal = Fraction(2 * bandwidth * tokens, width)  # peak = 2 bw tokens / width at the ridge
+        chips.append(
+            {
+                "name": name,
+                "peak_flops": 10**9 * max(1, round(ideal / 10**9) + draw.integer(-50, 50)),
+                "hbm_bandwidth": bandwidth,
+            }
+        )
+    target = n_params(draw, max(level, 3))
+    return {
+        "chips": chips,
+        "n_params": target,
+        "draft_params": target // draw.integer(8, 100),
+        "bytes_per_param": width,
+        "batch": batch,
+        "acceptance": Fraction(draw.integer(50, 95), 100)
+        if level < 5
+        else Fraction(draw.integer(500, 950), 1000),
+        "max_draft": draw.integer(8, 16),
+    }
+
+
+def _rates(i: dict, chip: dict) -> list[Fraction]:
+    """The exact expected throughput of every draft length on one chip (the rule's arithmetic)."""
+
+    def roofline(params: int, tokens: int) -> Fraction:
+        return max(
+            Fraction(2 * params * tokens, chip["peak_flops"]),
+            Fraction(params * i["bytes_per_param"], chip["hbm_bandwidth"]),
+        )
+
+    a, b = i["acceptance"], i["batch"]
+    return [
+        b
+        * (1 - a ** (k + 1))
+        / (1 - a)
+        / (k * roofline(i["draft_params"], b) + roofline(i["n_params"], b * (k + 1)))
+        for k in range(1, i["max_draft"] + 1)
+    ]
+
+
+def _speculative_rules(task: Task) -> str | None:
+    i = task.inputs
+    if len({row["draft_tokens"] for row in task.expected["rows"]}) < 2:
+        return "the same draft length on every chip"
+    for c in i["chips"]:
+        values = sorted(_rates(i, c), reverse=True)
+        if values[0] == values[1] or near_tie(values[0], values[1]):
+            return f"{c['name']}: the two best draft lengths are within 1e-9"
+    return None
+
+
+# ---------------------------------------------------------------- levels
+
+_L2 = """\
+A dense model of `n_params` parameters stored at `bytes_per_param` bytes each generates tokens
+for `batch` sequence(s). A decode step runs the model on one new token of every sequence (2 FLOPs
+per parameter per token) and reads every weight from HBM once (ignore the KV cache and
+activations); the chip's compute and its HBM reads overlap. For each chip in `chips` (peak FLOP/s
+and HBM bytes/s), give the decode step time in seconds, the throughput in tokens per second and
+whether the step is "compute"- or "memory"-bound (compute-bound when its compute time is at least
+its read time)."""
+
+_L3 = """\
+A dense model of `n_params` parameters stored at `bytes_per_param` bytes each decodes `batch`
+sequences that each have `seq_len` cached positions. A decode step runs the model on one new token
+of every sequence: 2 FLOPs per parameter per token for the weight matmuls, plus attention, which
+in each of `layers` layers and each of `n_heads` query heads scores the new token's query against
+the `seq_len` cached keys and sums the `seq_len` cached values weighted by those scores (vectors of
+`head_dim` values; a multiply-add is 2 FLOPs; count nothing else of attention). It reads
+every weight once and every sequence's cache: a key and a value of `head_dim` values per
+position, layer and each of `n_kv_heads` KV heads, `kv_bytes` bytes per value; compute and reads
+overlap. For each chip in `chips` (peak FLOP/s and HBM bytes/s), give the step time in seconds,
+the throughput in tokens per second and the bound ("compute" when the compute time is at least
+the read time)."""
+
+_L5 = """\
+Speculative decoding of `batch` sequences with a target model of `n_params` parameters and a draft
+model of `draft_params` parameters, both stored at `bytes_per_param` bytes per parameter, on one
+chip. A cycle: the draft model proposes k tokens per sequence, one decode step at a time (each
+step runs it on one token per sequence); then the target model runs one verification pass over
+k + 1 tokens per sequence. Every forward pass costs 2 FLOPs per parameter per token it processes
+and reads all of its model's weights once (ignore the KV cache); its time is max(FLOPs /
+peak_flops, bytes / hbm_bandwidth). The target checks a sequence's proposals in order and accepts
+each with probability `acceptance`, independently, until the first rejection; it then emits the
+accepted tokens plus one token of its own (the correction at the rejected position, or a further
+token when all k were accepted). For each chip in `chips`, give the k from 1 to `max_draft` with
+the highest expected number of generated tokens per second over all `batch` sequences together
+(on a tie, the smaller k) and that expected throughput."""
+
+_CHIP_ROWS = "  # one row per chip, in order"
+
+LEVELS = {
+    3: Level(
+        attention_decode_step,
+        _L3,
+        '{"rows": [{"chip": <str>, "time_s": <number>, "tokens_per_s": <number>, '
+        '"bound": "compute" | "memory"}, ...]}' + _CHIP_ROWS,
+        attention_decode_step_float,
+        "ignore_attention_flops",
+        sample=sample_attention,
+        reject=_attention_edges,
+    ),
+    5: Level(
+        speculative_draft_length,
+        _L5,
+        '{"rows": [{"chip": <str>, "draft_tokens": <int>, "tokens_per_s": <number>}, ...]}' + _CHIP_ROWS,
+        speculative_draft_length_float,
+        "no_bonus_token",
+        sample=sample_speculative,
+        reject=_speculative_rules,
+        varying=("rows[].draft_tokens",),
+    ),
+}
+
+
+def l2_level(reference, sample_, reject) -> Level:
+    """L1's question with the step described, not its formula (L1's reference and sampler)."""
+    return Level(
+        reference,
+        _L2,
+        '{"rows": [{"chip": <str>, "time_s": <number>, "tokens_per_s": <number>, '
+        '"bound": "compute" | "memory"}, ...]}' + _CHIP_ROWS,
+        decode_step_l2_float,
+        "compute_only",
+        sample=sample_,
+        reject=reject,
+        varying=("rows[].bound",),
+    )
+
+
+__all__ = ["LEVELS", "attention_decode_step", "l2_level", "speculative_draft_length"]
