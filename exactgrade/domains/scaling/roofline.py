@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_inverse2, levels_roofline
+from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -402,7 +402,7 @@ critical intensity: at these inputs the kernel is memory-bound.)""",
            "saves when fused into one kernel (round chips at L2, any above); L4: the most copies of an "
            "op one kernel fuses while strictly memory-bound, per chip",
     reject=_intensity_not_tied,
-    upper=levels_roofline.ELEMENTWISE_LEVELS,
+    upper={**levels_roofline.ELEMENTWISE_LEVELS, **levels_compute5.ELEMENTWISE_LEVELS_R2},
     constant={"rows[].bound": "an elementwise kernel's intensity (a few FLOPs per byte) is far below "
               "any chip's critical intensity: always memory-bound, and the prompt says so"},
 )
@@ -474,7 +474,9 @@ cache, so the intensity, and with it the bound, is the same at every batch size.
     _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
     sample=sample_decode_attention_roofline,
     upper={2: Level(decode_attention_roofline, _DECODE_ATTENTION_L2, _ROOFLINE_ROW,
-                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied)},
+                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied),
+           **levels_compute5.DECODE_ATTENTION_LEVELS_R2},
+    branches=levels_compute5.DECODE_ATTENTION_BRANCHES_R2,
     levels="L2+: the attention FLOPs derived; batches 2+level (always batch 1) up to 64*2**level, "
            "context up to 8k*2**level; level 3+: "
            "non-round context and chip numbers, more head sizes, int8/fp32 cache",
