@@ -398,9 +398,12 @@ critical intensity: at these inputs the kernel is memory-bound.)""",
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
     elementwise_roofline_float, "reads_only",
     sample=sample_elementwise_roofline,
-    levels="memory-bound by physics, so L2+ ask about fusion: L2, L3, L5: the time a chain of ops "
-           "saves when fused into one kernel (round chips at L2, any above); L4: the most copies of an "
-           "op one kernel fuses while strictly memory-bound, per chip",
+    levels="memory-bound by physics, so L2+ ask about fusion: L2: the time a chain of ops saves when "
+           "fused into one kernel; L3: the time saved by fusing the activation into the matmul that "
+           "produces it, and the fused kernel's bound (it changes with the batch); L4: the most copies "
+           "of an op one kernel fuses while strictly memory-bound, per chip; L5: the least time of a "
+           "chain of ops of different output widths split into kernels under an op limit and a launch "
+           "cost, and the fewest kernels reaching it (the split search not given)",
     reject=_intensity_not_tied,
     upper={**levels_roofline.ELEMENTWISE_LEVELS, **levels_compute5.ELEMENTWISE_LEVELS_R2},
     constant={"rows[].bound": "an elementwise kernel's intensity (a few FLOPs per byte) is far below "
@@ -477,9 +480,11 @@ cache, so the intensity, and with it the bound, is the same at every batch size.
                     decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied),
            **levels_compute5.DECODE_ATTENTION_LEVELS_R2},
     branches=levels_compute5.DECODE_ATTENTION_BRANCHES_R2,
-    levels="L2+: the attention FLOPs derived; batches 2+level (always batch 1) up to 64*2**level, "
-           "context up to 8k*2**level; level 3+: "
-           "non-round context and chip numbers, more head sizes, int8/fp32 cache",
+    levels="L2: the attention FLOPs derived; L3: a whole layer's decode step with its weights, whose "
+           "bound changes with the batch; L4: the smallest compute-bound batch per context length "
+           "(None where the KV reads cap the intensity); L5: the KV-cache format and batch of the most "
+           "tokens per second under an HBM capacity and a latency budget (decode FLOPs against cheaper "
+           "reads; compute-bound throughput ties broken by the smaller batch)",
     reject=_intensity_not_tied,
     constant={"rows[].bound": "each sequence reads its own KV cache, so FLOPs and bytes both grow with "
               "the batch and the intensity 2*n_heads/(n_kv_heads*bytes) does not depend on it: the "
