@@ -22,7 +22,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, scaling_family, tie_edge
-from exactgrade.family import Branch, Draw, Reject
+from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -320,10 +320,6 @@ def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
     return {"chips": chips, "d_model": d_model, "d_ff": d_ff, "bytes_per_value": width}
 
 
-def _min_batch_is_none(task: Task) -> bool:
-    return any(row["min_batch"] is None for row in task.expected["rows"])
-
-
 def _min_batch_edges(task: Task) -> str | None:
     """The exact batch bound B* = c*bytes*D*F / (2*D*F - c*bytes*(D + F)) must not sit on an
     integer (ceil could go either way), nor the denominator on zero (None or a huge batch)."""
@@ -361,12 +357,15 @@ critical intensity); None if no batch size makes it compute-bound.""",
     min_compute_bound_batch_float, "batch_equals_critical_intensity",
     sample=sample_min_compute_bound_batch,
     upper={2: Level(min_compute_bound_batch, _MIN_BATCH_L2, _MIN_BATCH_ROW, min_compute_bound_batch_float,
-                    "batch_equals_critical_intensity", reject=_min_batch_edges)},
-    levels="L2+: the compute-bound condition derived; chips 2+level; d_model up to 4096*2**level "
-           "(a narrow layer in about half, for the None branch); level 3+: non-round chips, d_ff off the "
-           "multiples, int8/fp32 values",
+                    "batch_equals_critical_intensity", reject=_min_batch_edges),
+           **levels_compute5.MIN_BATCH_LEVELS_R2},
+    levels="L2: the compute-bound condition derived; L3: with weights and activations of different "
+           "widths, the smallest compute-bound batch and its step time (None); L4: the narrowest layer "
+           "compute-bound at a given batch, per chip (None where the batch's own limit is below the "
+           "critical intensity); L5: per chip, the weight format (narrower bits against decode FLOPs) "
+           "compute-bound at the smallest batch, and that batch",
     reject=_min_batch_edges,
-    branches=(Branch("none", _min_batch_is_none, Fraction(1, 5)),),
+    branches=levels_compute5.MIN_BATCH_BRANCHES_R2,
 )
 
 
