@@ -370,12 +370,12 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     "  # one row per cluster, in order",
     time_to_train_float, "forward_only",
     sample=sample_time_to_train,
-    upper={4: levels_inverse.DEADLINE},
-    branches=levels_inverse.NONE_AT_L4,
-    levels="L4: the fewest chips per cluster for a deadline (None above the cap); "
-           "L5 asks it at L5 sizes; the rest: "
-           "clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
-           "parameter and token counts, chips, peaks and basis-point MFUs",
+    upper={**levels_flops5.TIME_TO_TRAIN_LEVELS_R2, 4: levels_inverse.DEADLINE},
+    branches=levels_flops5.TIME_TO_TRAIN_BRANCHES_R2,
+    levels="L2 asks level 1's question at larger sizes; L3: wall-clock days with pauses to write the "
+           "Adam state every k steps; L4: the fewest chips per cluster for a deadline (None above the "
+           "cap); L5: the fewest data-parallel chips per deadline when the gradient all-reduce overlaps "
+           "the backward pass (hidden at few chips, exposed at many; None below the communication floor)",
     tags=("headline:time_to_train",),
 )
 
@@ -418,10 +418,12 @@ utilization (MFU).""",
     "  # one row per run, in order",
     model_flops_utilization_float, "inference_flops",
     sample=sample_model_flops_utilization,
-    upper={4: levels_inverse2.MFU},
-    levels="L4: the most chips at which each run keeps an MFU floor; L5 asks it at L5 sizes; the rest: "
-           "runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
-           "counts, chips, peaks, batches and millisecond step times",
+    upper={**levels_flops5.MFU_LEVELS_R2, 4: levels_inverse2.MFU},
+    branches=levels_flops5.MFU_BRANCHES_R2,
+    levels="L2 asks level 1's question at larger sizes; L3: from a reported MFU and a fixed "
+           "communication time, the step time and MFU at other chip counts; L4: the most chips at which "
+           "each run keeps an MFU floor (None); L5: a compute-plus-communication step model fitted to "
+           "two measured runs, then the most chips keeping each MFU floor and their throughput (None)",
     tags=("headline:mfu",),
 )
 

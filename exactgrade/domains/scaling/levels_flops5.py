@@ -1135,6 +1135,450 @@ CROSSOVER_BRANCHES_R2 = (
     Branch("none at L5", _some_hybrid_none, Fraction(1, 5), (5,)),
 )
 
+
+# ================================================================ time_to_train
+
+
+def train_days_with_checkpoints(n_params, tokens_per_step, steps, checkpoint_every_steps, clusters):
+    """Days per cluster: compute of every step, plus a pause to write the Adam state (14 bytes per
+    parameter) after every checkpoint_every_steps-th step."""
+    from fractions import Fraction
+
+    rows = []
+    for c in clusters:
+        step = Fraction(6 * n_params * tokens_per_step) / (c["chips"] * c["peak_flops"] * c["mfu"])
+        pause = Fraction(14 * n_params, c["checkpoint_write_bandwidth"])
+        total = steps * step + steps // checkpoint_every_steps * pause
+        rows.append({"cluster": c["name"], "time_days": total / 86400})
+    return {"rows": rows}
+
+
+def train_days_with_checkpoints_float(
+    n_params, tokens_per_step, steps, checkpoint_every_steps, clusters, mistake=None
+):
+    known_mistake(mistake, "checkpoint_weights_only")
+    state = 2.0 if mistake == "checkpoint_weights_only" else 14.0
+    rows = []
+    for c in clusters:
+        compute = 6.0 * n_params * tokens_per_step * steps / c["peak_flops"] / c["mfu"] / c["chips"]
+        writes = (
+            math.floor(steps / checkpoint_every_steps) * state * n_params / c["checkpoint_write_bandwidth"]
+        )
+        rows.append({"cluster": c["name"], "time_days": (compute + writes) / 86400})
+    return {"rows": rows}
+
+
+def sample_checkpoints(draw: Draw, level: int) -> dict:
+    steps, every = draw.integer(10_000, 500_000), draw.integer(100, 5000)
+    if steps % every == 0:
+        steps += draw.integer(1, every - 1)
+    clusters = [
+        {
+            "name": name,
+            "chips": draw.integer(64, 2**13),
+            "peak_flops": peak_flops(draw, level),
+            "mfu": fraction(draw, level, 20, 60),
+            "checkpoint_write_bandwidth": 10**6 * draw.integer(500, 100_000),
+        }
+        for name in letters("cluster", 2 + level // 2)
+    ]
+    return {
+        "n_params": draw.integer(10**9, 2 * 10**11),
+        "tokens_per_step": 1024 * draw.integer(256, 8192),
+        "steps": steps,
+        "checkpoint_every_steps": every,
+        "clusters": clusters,
+    }
+
+
+def fewest_chips_for_deadline(
+    n_params,
+    tokens_per_step,
+    steps,
+    achieved_flops_per_chip,
+    grad_bytes,
+    link_bandwidth,
+    max_chips,
+    deadline_days,
+):
+    """Fewest data-parallel chips meeting each deadline: forward, then the backward overlapped with
+    the ring all-reduce of the gradients (exposed once it outlasts the backward)."""
+    from fractions import Fraction
+
+    def step(n):
+        forward = Fraction(2 * n_params * tokens_per_step, n * achieved_flops_per_chip)
+        allreduce = Fraction(2 * grad_bytes * n_params * (n - 1), n * link_bandwidth)
+        return forward + max(2 * forward, allreduce)
+
+    rows = []
+    for deadline in deadline_days:
+        budget = deadline * 86400 / steps  # seconds per step
+        if step(max_chips) > budget:  # the step time only falls with more chips: none is enough
+            rows.append({"deadline_days": deadline, "min_chips": None, "time_days": None})
+            continue
+        low, high = 0, max_chips
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if step(middle) <= budget else (middle, high)
+        rows.append({"deadline_days": deadline, "min_chips": high, "time_days": steps * step(high) / 86400})
+    return {"rows": rows}
+
+
+def fewest_chips_for_deadline_float(
+    n_params,
+    tokens_per_step,
+    steps,
+    achieved_flops_per_chip,
+    grad_bytes,
+    link_bandwidth,
+    max_chips,
+    deadline_days,
+    mistake=None,
+):
+    """The closed form of each regime: the all-reduce hidden (step = 6NT/(n a)), or exposed (step =
+    2NT/(n a) + 2V(n-1)/(n bw), which tends to 2V/bw)."""
+    known_mistake(mistake, "allreduce_always_hidden")
+    work = 2.0 * n_params * tokens_per_step / achieved_flops_per_chip  # forward chip-seconds
+    ring = 2.0 * grad_bytes * n_params / link_bandwidth
+
+    def step(n):
+        exposed = ring * (n - 1) / n
+        return work / n + (
+            2 * work / n if mistake == "allreduce_always_hidden" else max(2 * work / n, exposed)
+        )
+
+    rows = []
+    for d in deadline_days:
+        target = d * 86400.0 / steps
+        n = math.ceil(3 * work / target)
+        if (
+            mistake != "allreduce_always_hidden" and ring * (n - 1) / n > 2 * work / n
+        ):  # exposed: solve the other form
+            n = math.ceil((work - ring) / (target - ring)) if target > ring else max_chips + 1
+        n = max(1, n)
+        if n > max_chips:
+            rows.append({"deadline_days": d, "min_chips": None, "time_days": None})
+        else:
+            rows.append({"deadline_days": d, "min_chips": n, "time_days": steps * step(n) / 86400})
+    return {"rows": rows}
+
+
+def sample_deadline_chips(draw: Draw, level: int) -> dict:
+    """Deadlines on both sides of the chip count where the all-reduce stops hiding behind the
+    backward pass, and one below the communication floor (None)."""
+    params, tokens = draw.integer(10**9, 10**11), 1024 * draw.integer(64, 4096)
+    achieved = 10**9 * draw.integer(50_000, 1_000_000)
+    grad_bytes, bandwidth = draw.choice((2, 4)), 10**6 * draw.integer(10_000, 400_000)
+    steps = draw.integer(10_000, 300_000)
+    work = Fraction(2 * params * tokens, achieved)
+    ring = Fraction(2 * grad_bytes * params, bandwidth)
+    # hidden while ring*(n-1) <= 2*work: the crossover chip count
+    cross = 2 * work / ring + 1
+    if not 4 <= cross <= 2**14:
+        raise Reject("the all-reduce crossover is out of range")
+    max_chips = math.floor(cross * draw.integer(4, 40))
+    deadlines = set()
+    for _ in range(2 + level // 2):
+        n = max(1, math.floor(cross * Fraction(draw.integer(10, 300), 100)))
+        step = work / n + max(2 * work / n, ring * (n - 1) / n)
+        deadlines.add(Fraction(math.ceil(step * steps / 86400 * 1000), 1000))
+    floor_days = ring * steps / 86400
+    deadlines.add(Fraction(math.floor(floor_days * Fraction(draw.integer(50, 99), 100) * 1000) + 1, 1000))
+    return {
+        "n_params": params,
+        "tokens_per_step": tokens,
+        "steps": steps,
+        "achieved_flops_per_chip": achieved,
+        "grad_bytes": grad_bytes,
+        "link_bandwidth": bandwidth,
+        "max_chips": max_chips,
+        "deadline_days": sorted(deadlines),
+    }
+
+
+def _deadline_chip_rules(task: Task) -> str | None:
+    i = task.inputs
+    work = Fraction(2 * i["n_params"] * i["tokens_per_step"], i["achieved_flops_per_chip"])
+    ring = Fraction(2 * i["grad_bytes"] * i["n_params"], i["link_bandwidth"])
+    regimes = set()
+    for d, row in zip(i["deadline_days"], task.expected["rows"], strict=True):
+        target = d * 86400 / i["steps"]
+        for bound in (3 * work / target, (work - ring) / (target - ring) if target > ring else Fraction(0)):
+            if bound > 0 and near_integer(bound):
+                return f"deadline {d}: a chip bound sits on an integer"
+        n = row["min_chips"]
+        if n is None:
+            regimes.add("none")
+        else:
+            regimes.add("hidden" if ring * (n - 1) <= 2 * work else "exposed")
+            if n > 1 and near_tie(
+                *(lambda m: (work / m + max(2 * work / m, ring * (m - 1) / m), target))(n - 1)
+            ):
+                return f"deadline {d}: one chip fewer sits on the deadline"
+    if len(regimes - {"none"}) < 2:
+        return "every deadline falls in one regime"
+    return None
+
+
+_TTT_L3 = """A dense model with `n_params` parameters trains for `steps` optimizer steps of `tokens_per_step`
+tokens each (6 FLOPs per parameter per token). On each cluster in `clusters` (`chips` chips of
+`peak_flops` FLOP/s sustaining the fraction `mfu` of peak), training pauses after every
+`checkpoint_every_steps`-th step (and never otherwise) to write a checkpoint of the full Adam
+training state to storage at `checkpoint_write_bandwidth` bytes/s; nothing else stops training.
+Give the wall-clock time to train on each cluster, in days (86400 s)."""
+
+_TTT_L5 = """A dense model with `n_params` parameters trains with plain data parallelism for `steps` optimizer
+steps of `tokens_per_step` tokens each, the tokens of a step split evenly over the n chips. Each
+chip computes its share at `achieved_flops_per_chip` FLOP/s: the forward pass costs 2 FLOPs per
+parameter per token and the backward pass 4. After its forward pass a chip starts the backward pass
+and, at the same moment, a ring all-reduce of the full gradient (`grad_bytes` bytes per parameter)
+over the n chips at `link_bandwidth` bytes/s per chip; the step ends when both the backward pass
+and the all-reduce are done. For each deadline in `deadline_days`, give the fewest chips n (1 to
+`max_chips`) that train within the deadline (1 day = 86400 s) and the training time with them, in
+days; None for both if even `max_chips` chips are too slow."""
+
+TIME_TO_TRAIN_LEVELS_R2 = {
+    3: Level(
+        train_days_with_checkpoints,
+        _TTT_L3,
+        '{"rows": [{"cluster": <str>, "time_days": <number>}, ...]}  # one row per cluster, in order',
+        train_days_with_checkpoints_float,
+        "checkpoint_weights_only",
+        sample=sample_checkpoints,
+    ),
+    5: Level(
+        fewest_chips_for_deadline,
+        _TTT_L5,
+        '{"rows": [{"deadline_days": <number>, "min_chips": <int> | None, '
+        '"time_days": <number> | None}, ...]}  # one row per deadline, in order',
+        fewest_chips_for_deadline_float,
+        "allreduce_always_hidden",
+        sample=sample_deadline_chips,
+        reject=_deadline_chip_rules,
+    ),
+}
+TIME_TO_TRAIN_BRANCHES_R2 = (Branch("none", some_none, Fraction(1, 8), (4, 5)),)
+
+
+# ================================================================ model_flops_utilization
+
+
+def mfu_at_chip_counts(n_params, tokens_per_step, peak_flops, chips, mfu, comm_s, chip_counts):
+    """From a reported MFU at one chip count: the compute chip-seconds of a step (the step minus its
+    fixed communication time), then the step time and MFU at other chip counts."""
+    from fractions import Fraction
+
+    step = Fraction(6 * n_params * tokens_per_step) / (chips * peak_flops * mfu)
+    work = (step - comm_s) * chips  # chip-seconds of compute per step
+    rows = []
+    for n in chip_counts:
+        new_step = work / n + comm_s
+        rows.append(
+            {
+                "chips": n,
+                "step_time_s": new_step,
+                "mfu": Fraction(6 * n_params * tokens_per_step) / (new_step * n * peak_flops),
+            }
+        )
+    return {"rows": rows}
+
+
+def mfu_at_chip_counts_float(
+    n_params, tokens_per_step, peak_flops, chips, mfu, comm_s, chip_counts, mistake=None
+):
+    known_mistake(mistake, "communication_scales_too")
+    step = 6.0 * n_params * tokens_per_step / peak_flops / mfu / chips
+    rows = []
+    for n in chip_counts:
+        if mistake == "communication_scales_too":
+            new_step = step * chips / n
+        else:
+            new_step = comm_s + (step - comm_s) * (chips / n)
+        rows.append(
+            {
+                "chips": n,
+                "step_time_s": new_step,
+                "mfu": 6.0 * n_params * tokens_per_step / peak_flops / n / new_step,
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_mfu_chips(draw: Draw, level: int) -> dict:
+    params, tokens = draw.integer(10**9, 10**11), 1024 * draw.integer(256, 8192)
+    chips, peak = draw.integer(64, 4096), peak_flops(draw, level)
+    mfu = fraction(draw, level, 30, 60)
+    step = Fraction(6 * params * tokens) / (chips * peak * mfu)
+    comm = Fraction(math.floor(step * Fraction(draw.integer(5, 60), 100) * 1000), 1000)
+    if comm <= 0:
+        raise Reject("the communication time rounds to zero")
+    counts = sorted({max(1, chips * draw.integer(10, 800) // 100) for _ in range(2 + level)} - {chips})
+    return {
+        "n_params": params,
+        "tokens_per_step": tokens,
+        "peak_flops": peak,
+        "chips": chips,
+        "mfu": mfu,
+        "comm_s": comm,
+        "chip_counts": counts,
+    }
+
+
+def most_chips_from_two_runs(n_params, tokens_per_step, peak_flops, runs, mfu_floors, max_chips):
+    """The step time as compute split over the chips plus a fixed communication time, fitted to two
+    measured runs; then the most chips keeping each MFU floor, and the throughput there."""
+    import math
+    from fractions import Fraction
+
+    (n1, s1), (n2, s2) = ((r["chips"], r["step_time_s"]) for r in runs)
+    work = (s1 - s2) / (Fraction(1, n1) - Fraction(1, n2))  # chip-seconds of compute per step
+    comm = s1 - work / n1
+    flops = 6 * n_params * tokens_per_step
+    rows = []
+    for floor in mfu_floors:
+        # flops / ((work + comm * n) * peak) >= floor
+        n = min(max_chips, math.floor((flops / (floor * peak_flops) - work) / comm))
+        if n < 1:
+            rows.append({"mfu_floor": floor, "max_chips": None, "tokens_per_s": None})
+        else:
+            rows.append(
+                {"mfu_floor": floor, "max_chips": n, "tokens_per_s": tokens_per_step / (work / n + comm)}
+            )
+    return {"rows": rows}
+
+
+def most_chips_from_two_runs_float(
+    n_params, tokens_per_step, peak_flops, runs, mfu_floors, max_chips, mistake=None
+):
+    """Every chip count tried in floats, the model fitted by solving the two equations directly."""
+    known_mistake(mistake, "perfect_scaling_from_first_run")
+    n1, s1 = runs[0]["chips"], runs[0]["step_time_s"]
+    n2, s2 = runs[1]["chips"], runs[1]["step_time_s"]
+    comm = (s2 * n2 - s1 * n1) / (n2 - n1)
+    work = (s1 - comm) * n1
+    if mistake == "perfect_scaling_from_first_run":
+        work, comm = s1 * n1, 0.0
+    rows = []
+    for f in mfu_floors:
+
+        def keeps(n, f=f):
+            return 6.0 * n_params * tokens_per_step / ((work / n + comm) * n * peak_flops) >= f
+
+        best = None
+        if keeps(1):  # the MFU falls with the chip count: bisect for the last count that keeps it
+            low, high = 1, max_chips + 1
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if keeps(middle) else (low, middle)
+            best = low
+        rows.append(
+            {
+                "mfu_floor": f,
+                "max_chips": best,
+                "tokens_per_s": None if best is None else tokens_per_step / (work / best + comm),
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_two_runs(draw: Draw, level: int) -> dict:
+    params, tokens = draw.integer(10**9, 10**11), 1024 * draw.integer(256, 8192)
+    peak = peak_flops(draw, level)
+    flops = 6 * params * tokens
+    work = Fraction(flops, peak) / fraction(draw, 3, 40, 70)  # chip-seconds at the kernels' efficiency
+    comm = work / draw.integer(200, 20_000)
+    n1 = draw.integer(16, 512)
+    n2 = n1 * draw.integer(2, 8)
+    s1 = Fraction(round((work / n1 + comm) * 10**6), 10**6)
+    s2 = Fraction(round((work / n2 + comm) * 10**6), 10**6)
+    fitted_work = (s1 - s2) / (Fraction(1, n1) - Fraction(1, n2))
+    fitted_comm = s1 - fitted_work / n1
+    if fitted_comm <= 0:
+        raise Reject("the two runs fit no positive communication time")
+    floors = set()
+    for _ in range(2 + level // 2):
+        n = draw.integer(1, 20 * n2)
+        floors.add(
+            Fraction(
+                max(1, math.floor(Fraction(flops) / ((fitted_work + fitted_comm * n) * peak) * 10_000)),
+                10_000,
+            )
+        )
+    floors.add(
+        Fraction(
+            min(9999, math.floor(Fraction(flops) / ((fitted_work + fitted_comm) * peak) * 10_000) + 1), 10_000
+        )
+    )
+    return {
+        "n_params": params,
+        "tokens_per_step": tokens,
+        "peak_flops": peak,
+        "runs": [{"chips": n1, "step_time_s": s1}, {"chips": n2, "step_time_s": s2}],
+        "mfu_floors": sorted(floors),
+        "max_chips": 50 * n2,
+    }
+
+
+def _two_runs_rules(task: Task) -> str | None:
+    i = task.inputs
+    (n1, s1), (n2, s2) = ((r["chips"], r["step_time_s"]) for r in i["runs"])
+    work = (s1 - s2) / (Fraction(1, n1) - Fraction(1, n2))
+    comm = s1 - work / n1
+    if Fraction(6 * i["n_params"] * i["tokens_per_step"]) / ((work + comm) * i["peak_flops"]) >= 1:
+        return "the fitted MFU on one chip is at least 1"
+    for f in i["mfu_floors"]:
+        bound = (Fraction(6 * i["n_params"] * i["tokens_per_step"]) / (f * i["peak_flops"]) - work) / comm
+        if near_integer(bound):
+            return f"floor {f}: the chip bound sits on an integer"
+    if not any(
+        row["max_chips"] is not None and row["max_chips"] < i["max_chips"] for row in task.expected["rows"]
+    ):
+        return "no floor binds below the chip cap"
+    return None
+
+
+_MFU_L3 = """A training run of a dense model with `n_params` parameters (6 FLOPs per parameter per token)
+processes `tokens_per_step` tokens per step on `chips` chips of `peak_flops` FLOP/s and reports a
+model FLOPs utilization of `mfu`. Each of its steps spends `comm_s` seconds in communication that
+overlaps nothing and takes the same time at any chip count; the rest of the step is compute, split
+evenly over the chips. With the same tokens per step, give for each chip count in `chip_counts`
+the step time in seconds and the MFU."""
+
+_MFU_L5 = """Two measured runs in `runs` train the same dense model of `n_params` parameters (6 FLOPs per
+parameter per token) with the same `tokens_per_step` tokens per step on different chip counts, chips
+of `peak_flops` FLOP/s, and give their measured step times. Model a step as a fixed amount of
+compute split evenly over the chips plus a communication time that is the same at every chip count,
+both fitted exactly to the two runs. MFU = 6 * n_params * tokens per second / (chips * peak_flops).
+For each floor in `mfu_floors`, give the largest chip count (1 to `max_chips`) whose MFU under this
+model is at least the floor, and the tokens per second at that count; None for both if not even
+one chip reaches the floor."""
+
+MFU_LEVELS_R2 = {
+    3: Level(
+        mfu_at_chip_counts,
+        _MFU_L3,
+        '{"rows": [{"chips": <int>, "step_time_s": <number>, "mfu": <number>}, ...]}'
+        "  # one row per entry of `chip_counts`, in order",
+        mfu_at_chip_counts_float,
+        "communication_scales_too",
+        sample=sample_mfu_chips,
+    ),
+    5: Level(
+        most_chips_from_two_runs,
+        _MFU_L5,
+        '{"rows": [{"mfu_floor": <number>, "max_chips": <int> | None, "tokens_per_s": <number> | None}, ...]}'
+        "  # one row per floor, in order",
+        most_chips_from_two_runs_float,
+        "perfect_scaling_from_first_run",
+        sample=sample_two_runs,
+        reject=_two_runs_rules,
+    ),
+}
+MFU_BRANCHES_R2 = (
+    Branch("none", some_none, Fraction(1, 8), (4,)),
+    Branch("none at L5", some_none, Fraction(1, 4), (5,)),
+)
+
 __all__ = [
     "CROSSOVER_BRANCHES_R2",
     "CROSSOVER_LEVELS_R2",
