@@ -516,12 +516,12 @@ total to active parameters.""",
     '"total_to_active": <number>}]}',
     moe_training_flops_float, "flops_from_total_params",
     sample=sample_moe_training_flops,
-    upper={4: levels_inverse2.EXPERTS},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the most experts per layer under each parameter budget (None below top_k); "
-           "L5 asks it at L5 sizes; the rest: "
-           "more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
-           "widths off the powers of two, non-round token counts",
+    upper={**levels_flops5.MOE_LEVELS_R2, 4: levels_inverse2.EXPERTS},
+    branches=(Branch("none", levels_flops5.some_none, Fraction(1, 8), (4,)),),
+    levels="L2 asks level 1's question at larger sizes; L3: days to train when experts compute a "
+           "capacity of padded slots and every token passes a router; L4: the most experts per layer "
+           "under each parameter budget (None below top_k); L5: the expert-parallel degree of the "
+           "shortest step (all-to-all against the gradient all-reduce of replicated experts) within HBM",
 )
 
 

@@ -1320,14 +1320,16 @@ def _deadline_chip_rules(task: Task) -> str | None:
     return None
 
 
-_TTT_L3 = """A dense model with `n_params` parameters trains for `steps` optimizer steps of `tokens_per_step`
+_TTT_L3 = """\
+A dense model with `n_params` parameters trains for `steps` optimizer steps of `tokens_per_step`
 tokens each (6 FLOPs per parameter per token). On each cluster in `clusters` (`chips` chips of
 `peak_flops` FLOP/s sustaining the fraction `mfu` of peak), training pauses after every
 `checkpoint_every_steps`-th step (and never otherwise) to write a checkpoint of the full Adam
 training state to storage at `checkpoint_write_bandwidth` bytes/s; nothing else stops training.
 Give the wall-clock time to train on each cluster, in days (86400 s)."""
 
-_TTT_L5 = """A dense model with `n_params` parameters trains with plain data parallelism for `steps` optimizer
+_TTT_L5 = """\
+A dense model with `n_params` parameters trains with plain data parallelism for `steps` optimizer
 steps of `tokens_per_step` tokens each, the tokens of a step split evenly over the n chips. Each
 chip computes its share at `achieved_flops_per_chip` FLOP/s: the forward pass costs 2 FLOPs per
 parameter per token and the backward pass 4. After its forward pass a chip starts the backward pass
@@ -1537,14 +1539,16 @@ def _two_runs_rules(task: Task) -> str | None:
     return None
 
 
-_MFU_L3 = """A training run of a dense model with `n_params` parameters (6 FLOPs per parameter per token)
+_MFU_L3 = """\
+A training run of a dense model with `n_params` parameters (6 FLOPs per parameter per token)
 processes `tokens_per_step` tokens per step on `chips` chips of `peak_flops` FLOP/s and reports a
 model FLOPs utilization of `mfu`. Each of its steps spends `comm_s` seconds in communication that
 overlaps nothing and takes the same time at any chip count; the rest of the step is compute, split
 evenly over the chips. With the same tokens per step, give for each chip count in `chip_counts`
 the step time in seconds and the MFU."""
 
-_MFU_L5 = """Two measured runs in `runs` train the same dense model of `n_params` parameters (6 FLOPs per
+_MFU_L5 = """\
+Two measured runs in `runs` train the same dense model of `n_params` parameters (6 FLOPs per
 parameter per token) with the same `tokens_per_step` tokens per step on different chip counts, chips
 of `peak_flops` FLOP/s, and give their measured step times. Model a step as a fixed amount of
 compute split evenly over the chips plus a communication time that is the same at every chip count,
@@ -1578,6 +1582,306 @@ MFU_BRANCHES_R2 = (
     Branch("none", some_none, Fraction(1, 8), (4,)),
     Branch("none at L5", some_none, Fraction(1, 4), (5,)),
 )
+
+
+# ================================================================ moe_training_flops
+
+
+def moe_days_by_capacity(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    top_k,
+    mlp_matrices,
+    n_tokens,
+    chips,
+    peak_flops,
+    mfu,
+    capacity_factors,
+):
+    """Days to train when every expert computes its full capacity (padding included): a router
+    matmul per layer, attention projections, and capacity_factor times the routed expert work."""
+
+    attention = 2 * d_model * (n_heads + 2 * n_kv_heads) * head_dim + 2 * n_heads * head_dim * d_model
+    router = 2 * d_model * n_experts
+    expert = 2 * mlp_matrices * d_model * expert_d_ff  # per token routed to it
+    rows = []
+    for cf in capacity_factors:
+        forward = layers * (attention + router + cf * top_k * expert)
+        rows.append(
+            {"capacity_factor": cf, "time_days": 3 * forward * n_tokens / (chips * peak_flops * mfu) / 86400}
+        )
+    return {"rows": rows}
+
+
+def moe_days_by_capacity_float(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    top_k,
+    mlp_matrices,
+    n_tokens,
+    chips,
+    peak_flops,
+    mfu,
+    capacity_factors,
+    mistake=None,
+):
+    known_mistake(mistake, "capacity_ignored")
+    rows = []
+    for cf in capacity_factors:
+        slots = 1.0 if mistake == "capacity_ignored" else cf
+        per_layer = (
+            2.0
+            * d_model
+            * (
+                head_dim * (2 * n_heads + 2 * n_kv_heads)
+                + n_experts
+                + slots * top_k * mlp_matrices * expert_d_ff
+            )
+        )
+        rows.append(
+            {
+                "capacity_factor": cf,
+                "time_days": 6.0 * per_layer * layers / 2 * n_tokens / peak_flops / chips / mfu / 86400,
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_moe_capacity(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.scaling.flops import sample_moe_training_flops
+
+    base = dict(sample_moe_training_flops(draw, level))
+    factors = sorted({Fraction(draw.integer(101, 300), 100) for _ in range(2 + level // 2)})
+    return {
+        **base,
+        "chips": draw.integer(64, 8192),
+        "peak_flops": peak_flops(draw, level),
+        "mfu": fraction(draw, level, 20, 55),
+        "capacity_factors": factors,
+    }
+
+
+def expert_parallel_plan(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    top_k,
+    mlp_matrices,
+    devices,
+    tokens_per_device,
+    achieved_flops,
+    link_bandwidth,
+    hbm_bytes_per_device,
+    activation_bytes_per_device,
+):
+    """The expert-parallel degree of the shortest step: compute, the all-to-all of routed tokens,
+    and the gradient all-reduces of the replicated weights (none overlapped), under HBM."""
+    from fractions import Fraction
+
+    attention = d_model * (n_heads + 2 * n_kv_heads) * head_dim + n_heads * head_dim * d_model
+    router = d_model * n_experts
+    expert = mlp_matrices * d_model * expert_d_ff
+    dense = layers * (attention + router)  # replicated on every device
+    compute = Fraction(6 * layers * (attention + router + top_k * expert) * tokens_per_device, achieved_flops)
+    dense_sync = Fraction(2 * 2 * dense * (devices - 1), devices * link_bandwidth)
+    best = None
+    for ep in range(1, min(n_experts, devices) + 1):
+        if n_experts % ep or devices % ep:
+            continue
+        local = layers * (n_experts // ep) * expert  # expert weights on one device
+        if 16 * (dense + local) + activation_bytes_per_device > hbm_bytes_per_device:
+            continue
+        replicas = devices // ep
+        all_to_all = Fraction(
+            4 * layers * tokens_per_device * top_k * d_model * 2 * (ep - 1), ep * link_bandwidth
+        )
+        expert_sync = Fraction(2 * 2 * local * (replicas - 1), replicas * link_bandwidth)
+        step = compute + all_to_all + dense_sync + expert_sync
+        if best is None or step < best[1]:
+            best = (ep, step)
+    ep, step = best if best is not None else (None, None)
+    return {"rows": [{"ep": ep, "step_time_s": step}]}
+
+
+def expert_parallel_plan_float(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    top_k,
+    mlp_matrices,
+    devices,
+    tokens_per_device,
+    achieved_flops,
+    link_bandwidth,
+    hbm_bytes_per_device,
+    activation_bytes_per_device,
+    mistake=None,
+):
+    known_mistake(mistake, "expert_gradients_not_synchronised")
+    per_layer_dense = 2.0 * d_model * head_dim * (n_heads + n_kv_heads) + d_model * n_experts
+    expert = float(mlp_matrices) * d_model * expert_d_ff
+    options = []
+    for ep in (d for d in range(1, devices + 1) if devices % d == 0 and n_experts % d == 0):
+        local = layers * expert * n_experts / ep
+        if (layers * per_layer_dense + local) * 16 + activation_bytes_per_device > hbm_bytes_per_device:
+            continue
+        r = devices / ep
+        step = (
+            6.0 * layers * tokens_per_device * (per_layer_dense + top_k * expert) / achieved_flops
+            + 8.0 * layers * tokens_per_device * top_k * d_model * (1 - 1 / ep) * 2 / link_bandwidth / 2
+            + 4.0 * layers * per_layer_dense * (1 - 1 / devices) / link_bandwidth
+            + (
+                0.0
+                if mistake == "expert_gradients_not_synchronised"
+                else 4.0 * local * (1 - 1 / r) / link_bandwidth
+            )
+        )
+        options.append((step, ep))
+    if not options:
+        return {"rows": [{"ep": None, "step_time_s": None}]}
+    low = min(o[0] for o in options)
+    step, ep = min((o for o in options if o[0] <= low * (1 + 1e-12)), key=lambda o: o[1])
+    return {"rows": [{"ep": ep, "step_time_s": step}]}
+
+
+def sample_expert_parallel(draw: Draw, level: int) -> dict:
+    """Experts heavy enough that replicating them costs memory and gradient traffic, and enough
+    routed tokens that a wide all-to-all costs too: the best degree lies inside the range."""
+    d_model = 128 * draw.integer(8, 48)
+    n_heads = d_model // 128
+    n_experts = draw.choice((16, 32, 64, 128))
+    devices = draw.choice((64, 128, 256, 512))
+    inputs = {
+        "layers": draw.integer(8, 48),
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "n_kv_heads": draw.choice([d for d in (1, 2, 4, 8) if n_heads % d == 0]),
+        "head_dim": 128,
+        "expert_d_ff": 128 * draw.integer(4, 32),
+        "n_experts": n_experts,
+        "top_k": draw.integer(1, 4),
+        "mlp_matrices": draw.choice((2, 3)),
+        "devices": devices,
+        "tokens_per_device": 1024 * draw.integer(1, 64),
+        "achieved_flops": 10**12 * draw.integer(100, 800),
+        "link_bandwidth": 10**9 * draw.integer(25, 400),
+    }
+    attention = 2 * d_model * (n_heads + inputs["n_kv_heads"]) * 128
+    dense = inputs["layers"] * (attention + d_model * n_experts)
+    expert = inputs["layers"] * inputs["mlp_matrices"] * d_model * inputs["expert_d_ff"]
+    need = [16 * (dense + n_experts // ep * expert) for ep in (1, 2, 4, 8, 16)]
+    activation = draw.integer(10**9, 8 * 10**9)
+    inputs["hbm_bytes_per_device"] = (
+        math.ceil(need[draw.integer(1, 4)] * Fraction(draw.integer(101, 300), 100)) + activation
+    )
+    inputs["activation_bytes_per_device"] = activation
+    if inputs["hbm_bytes_per_device"] > 200 * 10**9:
+        raise Reject("an HBM capacity above 200 GB")
+    return inputs
+
+
+def _expert_parallel_rules(task: Task) -> str | None:
+    row = task.expected["rows"][0]
+    if row["ep"] is None:
+        return "no expert-parallel degree fits"
+    i = task.inputs
+    degrees = [d for d in range(1, i["devices"] + 1) if i["devices"] % d == 0 and i["n_experts"] % d == 0]
+    if row["ep"] == max(degrees):
+        return "the widest degree is best (the all-to-all never matters)"
+    d, hd, experts = i["d_model"], i["head_dim"], i["n_experts"]
+    dense = i["layers"] * (d * hd * (2 * i["n_heads"] + 2 * i["n_kv_heads"]) + d * experts)
+    expert = i["mlp_matrices"] * d * i["expert_d_ff"]
+    steps, excluded = [], False
+    for ep in degrees:
+        local = i["layers"] * (experts // ep) * expert
+        if 16 * (dense + local) + i["activation_bytes_per_device"] > i["hbm_bytes_per_device"]:
+            excluded = True
+            continue
+        r = i["devices"] // ep
+        steps.append(
+            Fraction(
+                16 * i["layers"] * i["tokens_per_device"] * i["top_k"] * d * (ep - 1),
+                2 * ep * i["link_bandwidth"],
+            )
+            + Fraction(4 * local * (r - 1), r * i["link_bandwidth"])
+        )
+    best = min(steps)
+    if any(t != best and near_tie(t, best) for t in steps):
+        return "two degrees' step times sit within 1e-9"
+    if not excluded:
+        return "memory excludes no degree"
+    return None
+
+
+_MOE_L3 = """\
+A mixture-of-experts decoder has `layers` layers. Per layer: attention projections (query and output
+of d_model x n_heads*head_dim weights each, key and value of d_model x n_kv_heads*head_dim each), a
+router matmul of d_model x n_experts weights that every token goes through, and `n_experts` experts,
+each an MLP of `mlp_matrices` matrices of d_model x expert_d_ff; each token is routed to `top_k`
+experts. Every expert is given a fixed capacity of capacity_factor times its even share of the
+routed tokens and computes all its slots, padding included (no token is dropped). Matmuls cost 2
+FLOPs per weight per token (or per slot) in the forward pass; the backward pass costs twice the
+forward. Training on `n_tokens` tokens runs on `chips` chips of `peak_flops` FLOP/s sustaining the
+fraction `mfu` of peak on these FLOPs. For each capacity factor in `capacity_factors`, give the
+time to train in days (86400 s)."""
+
+_MOE_L5 = """\
+A mixture-of-experts decoder of `layers` layers trains on `devices` devices. Per layer: attention
+projections (query and output of d_model x n_heads*head_dim weights each, key and value of d_model x
+n_kv_heads*head_dim each), a router of d_model x n_experts weights, and `n_experts` experts, each an
+MLP of `mlp_matrices` matrices of d_model x expert_d_ff; each token is routed to `top_k` experts.
+With expert-parallel degree ep (ep divides both n_experts and devices), the devices form groups of
+ep; within a group each device holds n_experts/ep of the experts of every layer, and every group
+holds a full copy of all experts; attention and router weights are on every device. Every device
+processes `tokens_per_device` tokens per step at `achieved_flops` FLOP/s (6 FLOPs per weight a token
+passes through: forward and backward) and holds 16 bytes of training state per weight it stores plus
+`activation_bytes_per_device` bytes, within `hbm_bytes_per_device` bytes. In every layer, the
+forward pass sends each routed copy of a token (d_model bf16 values) to the device of its expert
+within the group and back, and the backward pass does the same again; a device sends only the copies
+whose expert is on another device (and sends back as many results), and the routed copies of its
+tokens are spread evenly over all the experts of the layer. After the backward pass, the gradients (bf16) of every weight held on
+several devices are ring all-reduced among the devices holding copies of it. All transfers run at
+`link_bandwidth` bytes/s per device, one after another, and nothing overlaps compute. Give the
+degree ep of the shortest step that fits in HBM (on a tie the smaller), and that step time in
+seconds."""
+
+MOE_LEVELS_R2 = {
+    3: Level(
+        moe_days_by_capacity,
+        _MOE_L3,
+        '{"rows": [{"capacity_factor": <number>, "time_days": <number>}, ...]}  # one row per factor',
+        moe_days_by_capacity_float,
+        "capacity_ignored",
+        sample=sample_moe_capacity,
+    ),
+    5: Level(
+        expert_parallel_plan,
+        _MOE_L5,
+        '{"rows": [{"ep": <int>, "step_time_s": <number>}]}',
+        expert_parallel_plan_float,
+        "expert_gradients_not_synchronised",
+        sample=sample_expert_parallel,
+        reject=_expert_parallel_rules,
+    ),
+}
 
 __all__ = [
     "CROSSOVER_BRANCHES_R2",
