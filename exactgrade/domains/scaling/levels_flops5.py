@@ -1857,11 +1857,11 @@ passes through: forward and backward) and holds 16 bytes of training state per w
 forward pass sends each routed copy of a token (d_model bf16 values) to the device of its expert
 within the group and back, and the backward pass does the same again; a device sends only the copies
 whose expert is on another device (and sends back as many results), and the routed copies of its
-tokens are spread evenly over all the experts of the layer. After the backward pass, the gradients (bf16) of every weight held on
-several devices are ring all-reduced among the devices holding copies of it. All transfers run at
-`link_bandwidth` bytes/s per device, one after another, and nothing overlaps compute. Give the
-degree ep of the shortest step that fits in HBM (on a tie the smaller), and that step time in
-seconds."""
+tokens are spread evenly over all the experts of the layer. After the backward pass, the gradients
+(bf16) of every weight held on several devices are ring all-reduced among the devices holding copies
+of it. All transfers run at `link_bandwidth` bytes/s per device, one after another, and nothing
+overlaps compute. Give the degree ep of the shortest step that fits in HBM (on a tie the smaller),
+and that step time in seconds."""
 
 MOE_LEVELS_R2 = {
     3: Level(
