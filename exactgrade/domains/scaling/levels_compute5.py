@@ -928,6 +928,11 @@ def _min_batch_time_edges(task: Task) -> str | None:
     return None
 
 
+def some_none(task: Task) -> bool:
+    """Some row of the key holds None."""
+    return any(None in row.values() for row in task.expected["rows"])
+
+
 def _rows_none(field: str):
     return lambda task: any(row[field] is None for row in task.expected["rows"])
 
@@ -1188,7 +1193,508 @@ MIN_BATCH_BRANCHES_R2 = (
     Branch("none at L4", _rows_none("min_d_model"), Fraction(1, 5), (4,)),
 )
 
+
+# ================================================================ matmul_fraction_of_peak
+
+
+def attention_matmuls_fraction(seq_lens, head_dim, bytes_per_value, peak_flops, hbm_bandwidth):
+    """One head's attention as two kernels, scores S = Q @ K^T and output O = P @ V, each on the
+    roofline (S written and P read in full): the fraction of peak of the pair."""
+    from fractions import Fraction
+
+    rows = []
+    for s in seq_lens:
+        flops = 2 * (2 * s * head_dim * s)  # both matmuls
+        scores = max(
+            Fraction(2 * s * head_dim * s, peak_flops),
+            Fraction(bytes_per_value * (2 * s * head_dim + s * s), hbm_bandwidth),
+        )
+        output = max(
+            Fraction(2 * s * s * head_dim, peak_flops),
+            Fraction(bytes_per_value * (s * s + 2 * s * head_dim), hbm_bandwidth),
+        )
+        rows.append({"seq_len": s, "fraction_of_peak": Fraction(flops, peak_flops) / (scores + output)})
+    return {"rows": rows}
+
+
+def attention_matmuls_fraction_float(
+    seq_lens, head_dim, bytes_per_value, peak_flops, hbm_bandwidth, mistake=None
+):
+    known_mistake(mistake, "scores_not_stored")
+    rows = []
+    for s in seq_lens:
+        square = 0.0 if mistake == "scores_not_stored" else float(s) * s
+        kernel = max(
+            2.0 * head_dim * s * s / peak_flops,
+            (2.0 * head_dim * s + square) * bytes_per_value / hbm_bandwidth,
+        )
+        rows.append({"seq_len": s, "fraction_of_peak": 4.0 * head_dim * s * s / peak_flops / (2 * kernel)})
+    return {"rows": rows}
+
+
+def sample_attention_matmuls(draw: Draw, level: int) -> dict:
+    """Lengths on both sides of where the kernels turn compute-bound."""
+    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    head_dim, width = draw.choice((64, 80, 96, 128, 256)), draw.choice((1, 2, 4))
+    # compute-bound once 2*s*d*s / peak >= b*(2*s*d + s*s) / bw, i.e. s*(2*d - c*b) >= 2*c*b*d
+    critical = Fraction(peak, bandwidth)
+    gain = 2 * head_dim - critical * width
+    if gain <= 0:
+        raise Reject("these attention matmuls are never compute-bound on this chip")
+    edge = 2 * critical * width * head_dim / gain
+    if not 16 <= edge <= 2**16:
+        raise Reject("the crossover length is out of range")
+    lengths = sorted(
+        {max(2, math.floor(edge * Fraction(draw.integer(10, 1000), 100))) for _ in range(2 + level)}
+    )
+    return {
+        "seq_lens": lengths,
+        "head_dim": head_dim,
+        "bytes_per_value": width,
+        "peak_flops": peak,
+        "hbm_bandwidth": bandwidth,
+    }
+
+
+def best_tile(shapes, tiles, bytes_per_value, sram_bytes, peak_flops, hbm_bandwidth):
+    """Per shape: the tile of the highest useful fraction of peak. A tiled kernel computes padded
+    tiles, reads A once per column of tiles and B once per row of tiles, writes C once."""
+    from fractions import Fraction
+
+    rows = []
+    for m, k, n in shapes:
+        best = None
+        for tile in tiles:
+            tm, tn, tk = tile["tile_m"], tile["tile_n"], tile["tile_k"]
+            if bytes_per_value * (tm * tk + tk * tn) + 4 * tm * tn > sram_bytes:
+                continue
+            row_tiles, col_tiles, depth = -(-m // tm), -(-n // tn), -(-k // tk)
+            flops = 2 * (row_tiles * tm) * (depth * tk) * (col_tiles * tn)
+            traffic = bytes_per_value * (m * k * col_tiles + k * n * row_tiles + m * n)
+            time_s = max(Fraction(flops, peak_flops), Fraction(traffic, hbm_bandwidth))
+            fraction = Fraction(2 * m * k * n, peak_flops) / time_s
+            if best is None or fraction > best[1]:
+                best = (tile["name"], fraction)
+        rows.append({"shape": [m, k, n], "tile": best[0], "fraction_of_peak": best[1]})
+    return {"rows": rows}
+
+
+def _tile_fractions(m, k, n, tiles, width, sram, peak, bandwidth, mistake=None):
+    out = []
+    for t in tiles:
+        tm, tn, tk = t["tile_m"], t["tile_n"], t["tile_k"]
+        if width * (tm * tk + tk * tn) + 4.0 * tm * tn > sram:
+            continue
+        padded = 2.0 * math.ceil(m / tm) * tm * math.ceil(k / tk) * tk * math.ceil(n / tn) * tn
+        if mistake == "operands_read_once":
+            traffic = width * (m * k + k * n + m * n)
+        else:
+            traffic = width * (m * k * math.ceil(n / tn) + k * n * math.ceil(m / tm) + m * n)
+        out.append((2.0 * m * k * n / peak / max(padded / peak, traffic / bandwidth), t["name"]))
+    return out
+
+
+def best_tile_float(shapes, tiles, bytes_per_value, sram_bytes, peak_flops, hbm_bandwidth, mistake=None):
+    known_mistake(mistake, "operands_read_once")
+    rows = []
+    for m, k, n in shapes:
+        options = _tile_fractions(
+            m, k, n, tiles, bytes_per_value, sram_bytes, peak_flops, hbm_bandwidth, mistake
+        )
+        top = max(f for f, _ in options)
+        name = next(name for f, name in options if f >= top * (1 - 1e-12))
+        rows.append({"shape": [m, k, n], "tile": name, "fraction_of_peak": top})
+    return {"rows": rows}
+
+
+_TILES = (
+    (64, 64, 32),
+    (128, 128, 32),
+    (128, 256, 64),
+    (256, 128, 64),
+    (256, 256, 32),
+    (64, 256, 128),
+    (32, 512, 64),
+    (512, 64, 64),
+    (128, 64, 128),
+    (16, 256, 256),
+)
+
+
+def sample_tiles(draw: Draw, level: int) -> dict:
+    """Shapes from skinny to square, dims off the tile multiples, and an SRAM that rules the
+    largest tiles out: which tile wins changes with the shape."""
+    width = draw.choice((1, 2))
+    tiles = [
+        {"name": f"t{tm}x{tn}x{tk}", "tile_m": tm, "tile_n": tn, "tile_k": tk}
+        for tm, tn, tk in draw.sample(_TILES, 3 + level // 2)
+    ]
+    needs = sorted(
+        width * (t["tile_m"] * t["tile_k"] + t["tile_k"] * t["tile_n"]) + 4 * t["tile_m"] * t["tile_n"]
+        for t in tiles
+    )
+    sram = needs[-2] + draw.integer(0, needs[-1] - needs[-2] - 1) if needs[-1] > needs[-2] else needs[-1]
+    shapes = []
+    for _ in range(2 + level):
+        m = draw.choice((draw.integer(1, 64), draw.integer(65, 1024), draw.integer(1025, 16_384)))
+        shapes.append([m, draw.integer(256, 16_384), draw.integer(256, 16_384)])
+    return {
+        "shapes": shapes,
+        "tiles": tiles,
+        "bytes_per_value": width,
+        "sram_bytes": sram,
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": hbm_bandwidth(draw, level),
+    }
+
+
+def _tile_rules(task: Task) -> str | None:
+    i = task.inputs
+    for (m, k, n), row in zip(i["shapes"], task.expected["rows"], strict=True):
+        fractions = []
+        for t in i["tiles"]:
+            tm, tn, tk = t["tile_m"], t["tile_n"], t["tile_k"]
+            if i["bytes_per_value"] * (tm * tk + tk * tn) + 4 * tm * tn > i["sram_bytes"]:
+                continue
+            flops = 2 * (-(-m // tm) * tm) * (-(-k // tk) * tk) * (-(-n // tn) * tn)
+            traffic = i["bytes_per_value"] * (m * k * -(-n // tn) + k * n * -(-m // tm) + m * n)
+            fractions.append(
+                Fraction(2 * m * k * n, i["peak_flops"])
+                / max(Fraction(flops, i["peak_flops"]), Fraction(traffic, i["hbm_bandwidth"]))
+            )
+            if near_tie(Fraction(flops, i["peak_flops"]), Fraction(traffic, i["hbm_bandwidth"])):
+                return f"shape {[m, k, n]} tile {t['name']}: compute time sits on memory time"
+        if any(f != row["fraction_of_peak"] and near_tie(f, row["fraction_of_peak"]) for f in fractions):
+            return f"shape {[m, k, n]}: two tiles sit within 1e-9"
+    return None
+
+
+_ATTENTION_MATMULS_L3 = """\
+One attention head at sequence length S runs two matmuls as two kernels: the scores S_mat = Q @ K^T
+(Q and K of shape [S, head_dim]) and the output O = P @ V (P of shape [S, S], the softmaxed scores,
+V of shape [S, head_dim]). Each kernel reads its two operands from HBM once and writes its result
+once, `bytes_per_value` bytes per value (ignore the softmax itself and its FLOPs), and follows the
+roofline on a chip of `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s; the kernels run one after
+the other. For each length in `seq_lens`, give the fraction of peak FLOP/s the pair achieves (both
+matmuls' FLOPs / their total time / peak_flops)."""
+
+_TILES_L5 = """\
+A matmul C = A @ B with A of shape [m, k] and B of shape [k, n] (each entry of `shapes` is [m, k, n],
+`bytes_per_value` bytes per value) runs as a tiled kernel with one of the tile shapes in `tiles`. C
+is divided into tiles of tile_m rows by tile_n columns; m and n are padded up to whole tiles, and
+the k dimension is walked in steps of tile_k, padded up to a whole step. The kernel computes every
+padded tile in full (2 FLOPs per multiply-add, padding included), reads from HBM the tile_m rows of
+A that a C tile needs once for every C tile of that row band, and the tile_n columns of B once for
+every C tile of that column band (so A is read once per column of tiles and B once per row of
+tiles), and writes C once; the padding itself is never read or written. A tile fits on chip when
+its A block [tile_m, tile_k] and B block [tile_k, tile_n] (`bytes_per_value` bytes per value) and
+an fp32 accumulator [tile_m, tile_n] (4 bytes per value) together take at most `sram_bytes` bytes;
+a tile that does not fit cannot be used. The kernel's time follows the roofline on a chip of
+`peak_flops` FLOP/s and `hbm_bandwidth` bytes/s. For each shape, give the tile (by name) with the
+highest useful fraction of peak (2*m*k*n / time / peak_flops, padding not counted as useful) and that
+fraction; on a tie, the tile listed first."""
+
+FRACTION_LEVELS_R2 = {
+    3: Level(
+        attention_matmuls_fraction,
+        _ATTENTION_MATMULS_L3,
+        '{"rows": [{"seq_len": <int>, "fraction_of_peak": <number>}, ...]}  # one row per length, in order',
+        attention_matmuls_fraction_float,
+        "scores_not_stored",
+        sample=sample_attention_matmuls,
+    ),
+    5: Level(
+        best_tile,
+        _TILES_L5,
+        '{"rows": [{"shape": [<int>, <int>, <int>], "tile": <str>, "fraction_of_peak": <number>}, ...]}'
+        "  # one row per shape, in order",
+        best_tile_float,
+        "operands_read_once",
+        sample=sample_tiles,
+        reject=_tile_rules,
+        varying=("rows[].tile",),
+    ),
+}
+
+
+# ================================================================ weight_streaming_roofline
+
+
+def split_weights(
+    batch, d_model, d_ff, bytes_per_value, peak_flops, hbm_bandwidth, host_bandwidth, hbm_fractions
+):
+    """The matmul with a share of W resident in HBM and the rest streamed from host memory at the
+    same time: the step takes the longest of compute, the HBM reads and the host stream."""
+    from fractions import Fraction
+
+    rows = []
+    weights = bytes_per_value * d_model * d_ff
+    activations = bytes_per_value * (batch * d_model + batch * d_ff)
+    for share in hbm_fractions:
+        times = {
+            "compute": Fraction(2 * batch * d_model * d_ff, peak_flops),
+            "hbm": (activations + share * weights) / hbm_bandwidth,
+            "host": (1 - share) * weights / host_bandwidth,
+        }
+        bound = max(times, key=lambda name: times[name])
+        rows.append({"hbm_fraction": share, "time_s": times[bound], "bound": bound})
+    return {"rows": rows}
+
+
+def split_weights_float(
+    batch,
+    d_model,
+    d_ff,
+    bytes_per_value,
+    peak_flops,
+    hbm_bandwidth,
+    host_bandwidth,
+    hbm_fractions,
+    mistake=None,
+):
+    known_mistake(mistake, "streams_serialised")
+    rows = []
+    w = float(bytes_per_value) * d_model * d_ff
+    for f in hbm_fractions:
+        compute = 2.0 * d_model * d_ff * batch / peak_flops
+        hbm = (bytes_per_value * batch * (d_model + d_ff) + f * w) / hbm_bandwidth
+        host = (1 - f) * w / host_bandwidth
+        options = [(compute, "compute"), (hbm, "hbm"), (host, "host")]
+        if mistake == "streams_serialised":
+            options = [(compute, "compute"), (hbm + host, "hbm" if hbm >= host else "host")]
+        t, name = max(options)
+        rows.append({"hbm_fraction": f, "time_s": t, "bound": name})
+    return {"rows": rows}
+
+
+def sample_split_weights(draw: Draw, level: int) -> dict:
+    """Shares across the point where the HBM and host streams balance; a batch where compute
+    binds between them."""
+    d_model = 1024 * draw.integer(2, 16)
+    d_ff = d_model * draw.choice((2, 3, 4))
+    width = draw.choice((1, 2))
+    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    host = bandwidth // draw.integer(4, 40)
+    w = width * d_model * d_ff
+    # compute time set near the balanced stream time w / (bandwidth + host)
+    balanced = Fraction(w, bandwidth + host)
+    batch = max(1, math.floor(balanced * peak / (2 * d_model * d_ff) * Fraction(draw.integer(60, 130), 100)))
+    shares = sorted({Fraction(draw.integer(1, 99), 100) for _ in range(3 + level)})
+    return {
+        "batch": batch,
+        "d_model": d_model,
+        "d_ff": d_ff,
+        "bytes_per_value": width,
+        "peak_flops": peak,
+        "hbm_bandwidth": bandwidth,
+        "host_bandwidth": host,
+        "hbm_fractions": shares,
+    }
+
+
+def _split_rules(task: Task) -> str | None:
+    i = task.inputs
+    w = i["bytes_per_value"] * i["d_model"] * i["d_ff"]
+    for share in i["hbm_fractions"]:
+        times = sorted(
+            [
+                Fraction(2 * i["batch"] * i["d_model"] * i["d_ff"], i["peak_flops"]),
+                (i["bytes_per_value"] * i["batch"] * (i["d_model"] + i["d_ff"]) + share * w)
+                / i["hbm_bandwidth"],
+                (1 - share) * w / i["host_bandwidth"],
+            ]
+        )
+        if near_tie(times[-1], times[-2]):
+            return f"share {share}: the two longest times tie"
+    return None
+
+
+def resident_layers(
+    layers,
+    batches,
+    d_model,
+    d_ff,
+    bytes_per_value,
+    peak_flops,
+    hbm_bandwidth,
+    host_bandwidth,
+    max_resident_layers,
+):
+    """Per batch: how many layers' weights to keep in HBM (the rest streamed from host, both streams
+    concurrent with compute) for the fastest forward pass; on a tie the fewest resident layers."""
+    from fractions import Fraction
+
+    per_layer = bytes_per_value * 2 * d_model * d_ff  # up- and down-projection weights
+    rows = []
+    for batch in batches:
+        compute = Fraction(layers * 2 * batch * 2 * d_model * d_ff, peak_flops)
+        activations = layers * bytes_per_value * 2 * batch * (d_model + d_ff)
+        best = None
+        for resident in range(max_resident_layers + 1):
+            time_s = max(
+                compute,
+                Fraction(activations + resident * per_layer, hbm_bandwidth),
+                Fraction((layers - resident) * per_layer, host_bandwidth),
+            )
+            if best is None or time_s < best[1]:
+                best = (resident, time_s)
+        rows.append({"batch": batch, "resident_layers": best[0], "time_s": best[1]})
+    return {"rows": rows}
+
+
+def resident_layers_float(
+    layers,
+    batches,
+    d_model,
+    d_ff,
+    bytes_per_value,
+    peak_flops,
+    hbm_bandwidth,
+    host_bandwidth,
+    max_resident_layers,
+    mistake=None,
+):
+    """The balance point in closed form: the host stream falls and the HBM stream grows with the
+    resident layers; the best count is where they cross, or the fewest at which both are under the
+    compute time, capped by the HBM limit."""
+    known_mistake(mistake, "compute_ignored")
+    per_layer = 2.0 * bytes_per_value * d_model * d_ff
+    rows = []
+    for b in batches:
+        compute = 0.0 if mistake == "compute_ignored" else 4.0 * layers * b * d_model * d_ff / peak_flops
+        activations = 2.0 * layers * bytes_per_value * b * (d_model + d_ff)
+
+        def time(r, b=b, compute=compute, activations=activations):
+            return max(
+                compute,
+                (activations + r * per_layer) / hbm_bandwidth,
+                (layers - r) * per_layer / host_bandwidth,
+            )
+
+        # the host stream is under the compute time from r_host on; the HBM stream up to r_hbm
+        r_host = max(0, math.ceil(layers - compute * host_bandwidth / per_layer))
+        cross = (layers * per_layer / host_bandwidth - activations / hbm_bandwidth) / (
+            per_layer / hbm_bandwidth + per_layer / host_bandwidth
+        )
+        candidates = {
+            min(max_resident_layers, max(0, r)) for r in (r_host, math.floor(cross), math.ceil(cross))
+        }
+        low = min(time(r) for r in candidates)
+        r = min(r for r in candidates if time(r) <= low * (1 + 1e-12))
+        rows.append({"batch": b, "resident_layers": r, "time_s": time(r)})
+    return {"rows": rows}
+
+
+def sample_resident(draw: Draw, level: int) -> dict:
+    """Batches from stream-bound (the best count balances the two streams) to compute-bound (many
+    counts tie at the compute time: the fewest wins), and an HBM limit that sometimes binds."""
+    layers = draw.integer(8, 96)
+    d_model = 1024 * draw.integer(2, 12)
+    d_ff = d_model * draw.choice((2, 3, 4))
+    width = draw.choice((1, 2))
+    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    host = bandwidth // draw.integer(3, 30)
+    per_layer = width * 2 * d_model * d_ff
+    balanced = Fraction(layers * per_layer, bandwidth + host)
+    edge = balanced * peak / (layers * 4 * d_model * d_ff)  # the batch whose compute equals it
+    batches = sorted(
+        {max(1, math.floor(edge * Fraction(draw.integer(20, 400), 100))) for _ in range(2 + level)}
+    )
+    return {
+        "layers": layers,
+        "batches": batches,
+        "d_model": d_model,
+        "d_ff": d_ff,
+        "bytes_per_value": width,
+        "peak_flops": peak,
+        "hbm_bandwidth": bandwidth,
+        "host_bandwidth": host,
+        "max_resident_layers": draw.integer(layers // 3, layers),
+    }
+
+
+def _resident_rules(task: Task) -> str | None:
+    i = task.inputs
+    per_layer = i["bytes_per_value"] * 2 * i["d_model"] * i["d_ff"]
+    for b in i["batches"]:
+        compute = Fraction(i["layers"] * 4 * b * i["d_model"] * i["d_ff"], i["peak_flops"])
+        activations = i["layers"] * i["bytes_per_value"] * 2 * b * (i["d_model"] + i["d_ff"])
+        times = sorted(
+            {
+                max(
+                    compute,
+                    Fraction(activations + r * per_layer, i["hbm_bandwidth"]),
+                    Fraction((i["layers"] - r) * per_layer, i["host_bandwidth"]),
+                )
+                for r in range(i["max_resident_layers"] + 1)
+            }
+        )
+        if len(times) > 1 and near_tie(times[0], times[1]):
+            return f"batch {b}: two resident counts sit within 1e-9"
+        if near_integer(i["layers"] - compute * i["host_bandwidth"] / per_layer):
+            return f"batch {b}: the host stream meets the compute time at a whole layer"
+    return None
+
+
+def _resident_compute_tie(task: Task) -> bool:
+    """A batch where several resident counts tie at the compute time (the tie rule decides)."""
+    i = task.inputs
+    for b, row in zip(i["batches"], task.expected["rows"], strict=True):
+        if row["time_s"] == Fraction(i["layers"] * 4 * b * i["d_model"] * i["d_ff"], i["peak_flops"]):
+            return True
+    return False
+
+
+_SPLIT_L3 = """\
+The matmul y = x @ W multiplies x of shape [batch, d_model] by W of shape [d_model, d_ff],
+`bytes_per_value` bytes per value, on a chip of `peak_flops` FLOP/s. A share of W (the fraction
+hbm_fraction of its values) is resident in HBM and read from there at `hbm_bandwidth` bytes/s,
+together with x and y (read x once, write y once, both in HBM); the rest of W is streamed from host
+memory at `host_bandwidth` bytes/s. Compute, the HBM traffic and the host stream all run at the same
+time, so the matmul takes as long as the slowest of the three. For each share in `hbm_fractions`,
+give the time in seconds and which of the three sets it ("compute", "hbm" or "host")."""
+
+_RESIDENT_L5 = """\
+A model's forward pass runs `layers` identical feed-forward layers, each two matmuls: x[batch,
+d_model] @ W1[d_model, d_ff] and h[batch, d_ff] @ W2[d_ff, d_model], `bytes_per_value` bytes per
+value, on a chip of `peak_flops` FLOP/s. A chosen number of the layers keep both their weight
+matrices resident in HBM (at most `max_resident_layers` layers fit); the weights of the others are
+streamed from host memory at `host_bandwidth` bytes/s. Every layer reads its input activation and
+writes its output activation in HBM for each matmul (x and the first product, then h and the
+second product), and resident weights are read from HBM, all at `hbm_bandwidth` bytes/s. Compute,
+the HBM traffic and the host stream of the whole pass all run at the same time, so the pass takes
+as long as the slowest of the three totals. For each batch size in `batches`, give the number of
+resident layers that makes the pass fastest (on a tie, the fewest) and that time in seconds."""
+
+STREAMING_LEVELS_R2 = {
+    3: Level(
+        split_weights,
+        _SPLIT_L3,
+        '{"rows": [{"hbm_fraction": <number>, "time_s": <number>, "bound": "compute" | "hbm" | "host"}, ...]}'
+        "  # one row per share, in order",
+        split_weights_float,
+        "streams_serialised",
+        sample=sample_split_weights,
+        reject=_split_rules,
+        varying=("rows[].bound",),
+    ),
+    5: Level(
+        resident_layers,
+        _RESIDENT_L5,
+        '{"rows": [{"batch": <int>, "resident_layers": <int>, "time_s": <number>}, ...]}'
+        "  # one row per batch, in order",
+        resident_layers_float,
+        "compute_ignored",
+        sample=sample_resident,
+        reject=_resident_rules,
+    ),
+}
+STREAMING_BRANCHES_R2 = (Branch("compute-bound tie", _resident_compute_tie, Fraction(1, 5), (5,)),)
+
 __all__ = [
+    "FRACTION_LEVELS_R2",
+    "STREAMING_BRANCHES_R2",
+    "STREAMING_LEVELS_R2",
     "DECODE_ATTENTION_BRANCHES_R2",
     "DECODE_ATTENTION_LEVELS_R2",
     "ELEMENTWISE_LEVELS_R2",

@@ -22,7 +22,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, scaling_family, tie_edge
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -432,12 +432,12 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     "  # one row per shape, in order",
     matmul_fraction_of_peak_float, "uncapped_fraction",
     sample=sample_matmul_fraction_of_peak,
-    upper={4: levels_inverse2.FRACTION},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); "
-           "L5 asks it at L5 sizes; the rest: "
-           "shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
-           "numbers, int8/fp32 values",
+    upper={**levels_compute5.FRACTION_LEVELS_R2, 4: levels_inverse2.FRACTION},
+    branches=(Branch("none", levels_compute5.some_none, Fraction(1, 8), (4,)),),
+    levels="L2 asks level 1's question at larger sizes; L3: one attention head's two matmuls (scores "
+           "written, probabilities read) and the pair's fraction of peak; L4: the smallest m reaching a "
+           "target fraction of peak per [k, n] (None); L5: per shape, the tile (padding computed, "
+           "operands re-read per band of tiles, an SRAM limit) of the highest useful fraction of peak",
 )
 
 
@@ -531,11 +531,13 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
-    upper={4: levels_inverse2.BANDWIDTH},
-    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; "
-           "L5 asks it at L5 sizes; the rest: "
-           "tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
-           "bandwidths and peak, int8/fp32 values",
+    upper={**levels_compute5.STREAMING_LEVELS_R2, 4: levels_inverse2.BANDWIDTH},
+    branches=levels_compute5.STREAMING_BRANCHES_R2,
+    levels="L2 asks level 1's question at larger sizes; L3: weights split between HBM and a concurrent "
+           "host stream, and which of compute, HBM and host sets the time; L4: the least tier bandwidth "
+           "at which the matmul is compute-bound, per batch; L5: per batch, how many layers to keep "
+           "resident in HBM for the fastest pass (streams balanced, or tied at the compute time: the "
+           "fewest)",
     reject=_tier_not_tied,
     varying=("rows[].bound",),
 )
