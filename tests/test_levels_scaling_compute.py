@@ -38,7 +38,7 @@ SHARED = {
     "min_compute_bound_batch": (),
     "kv_cache_size": (),
     "largest_model": (),
-    "adam_memory": ((4, 5),),  # L5 not redone in round 2
+    "adam_memory": (),
     "max_batch_for_kv_cache": ((1, 2),),
     "time_to_train": ((1, 2),),
     "model_flops_utilization": ((1, 2),),

@@ -459,6 +459,172 @@ parameter) is split evenly, each chip holding an equal share. Every chip also ne
 `activation_bytes_per_chip` bytes of activations. For each model, give the memory one chip needs,
 in GiB, and whether it fits in `hbm_bytes_per_chip` bytes."""
 
+
+def zero_plan(
+    n_params,
+    weight_bytes,
+    grad_bytes,
+    optimizer_bytes,
+    activation_bytes_per_chip,
+    hbm_bytes_per_chip,
+    tokens_per_step,
+    achieved_flops_per_chip,
+    link_bandwidth,
+    max_step_time_s,
+    max_chips,
+):
+    """The ZeRO stage and chip count of the fewest chip-seconds per step: per stage, the fewest chips
+    that fit in HBM and meet the step time (compute shrinks with the chips, collectives do not)."""
+    import math
+    from fractions import Fraction
+
+    weights, grads, state = n_params * weight_bytes, n_params * grad_bytes, n_params * optimizer_bytes
+    room = hbm_bytes_per_chip - activation_bytes_per_chip
+    compute = Fraction(6 * n_params * tokens_per_step, achieved_flops_per_chip)  # chip-seconds per step
+    plans = {  # stage: (bytes every chip keeps whole, bytes split over the chips, bytes its collectives move)
+        1: (weights + grads, state, grads + weights),  # reduce-scatter gradients, all-gather weights
+        2: (weights, grads + state, grads + weights),
+        3: (0, weights + grads + state, 2 * weights + grads),  # weights gathered for forward and backward
+    }
+    best = None
+    for stage, (whole, split, moved) in plans.items():
+        if room <= whole:
+            continue
+        ring = Fraction(moved, link_bandwidth)  # a collective moves moved * (n - 1) / n bytes per chip
+        if max_step_time_s <= ring:
+            continue
+        # n * (room - whole) >= split; compute / n + ring * (n - 1) / n <= budget
+        chips = max(
+            1,
+            math.ceil(Fraction(split, room - whole)),
+            math.ceil((compute - ring) / (max_step_time_s - ring)),
+        )
+        if chips > max_chips:
+            continue
+        cost = compute + ring * (chips - 1)  # chips * step time
+        if best is None or cost < best[2]:
+            best = (stage, chips, cost)
+    stage, chips, cost = best if best is not None else (None, None, None)
+    return {"rows": [{"stage": stage, "chips": chips, "chip_seconds_per_step": cost}]}
+
+
+def zero_plan_float(
+    n_params,
+    weight_bytes,
+    grad_bytes,
+    optimizer_bytes,
+    activation_bytes_per_chip,
+    hbm_bytes_per_chip,
+    tokens_per_step,
+    achieved_flops_per_chip,
+    link_bandwidth,
+    max_step_time_s,
+    max_chips,
+    mistake=None,
+):
+    """Every chip count of every stage tried, in floats."""
+    known_mistake(mistake, "collectives_ignored")
+    n = float(n_params)
+    options = []
+    for stage in (1, 2, 3):
+        for chips in range(1, max_chips + 1):
+            if stage == 1:
+                memory = n * (weight_bytes + grad_bytes) + n * optimizer_bytes / chips
+                moved = n * (grad_bytes + weight_bytes)
+            elif stage == 2:
+                memory = n * weight_bytes + n * (grad_bytes + optimizer_bytes) / chips
+                moved = n * (grad_bytes + weight_bytes)
+            else:
+                memory = n * (weight_bytes + grad_bytes + optimizer_bytes) / chips
+                moved = n * (2 * weight_bytes + grad_bytes)
+            if memory + activation_bytes_per_chip > hbm_bytes_per_chip:
+                continue
+            comm = 0.0 if mistake == "collectives_ignored" else moved * (chips - 1) / chips / link_bandwidth
+            step = 6.0 * n * tokens_per_step / achieved_flops_per_chip / chips + comm
+            if step <= max_step_time_s:
+                options.append((chips * step, stage, chips))
+                break  # more chips of this stage only cost more chip-seconds
+    if not options:
+        return {"rows": [{"stage": None, "chips": None, "chip_seconds_per_step": None}]}
+    low = min(o[0] for o in options)
+    cost, stage, chips = min((o for o in options if o[0] <= low * (1 + 1e-12)), key=lambda o: o[1])
+    return {"rows": [{"stage": stage, "chips": chips, "chip_seconds_per_step": cost}]}
+
+
+def sample_zero_plan(draw: Draw, level: int) -> dict:
+    """A model several times larger than one chip, and a step budget near the time its stage-1
+    chip count would give, so memory binds some stages and the step time others."""
+    params = draw.integer(10**9, 10**11)
+    hbm = hbm_capacity(draw, 3)
+    activation = draw.integer(hbm // 50, hbm // 10)
+    grad_bytes = draw.choice((2, 4))
+    inputs = {
+        "n_params": params,
+        "weight_bytes": 2,
+        "grad_bytes": grad_bytes,
+        "optimizer_bytes": 12,
+        "activation_bytes_per_chip": activation,
+        "hbm_bytes_per_chip": hbm,
+        "tokens_per_step": 1024 * draw.integer(256, 4096),
+        "achieved_flops_per_chip": 10**12 * draw.integer(100, 900),
+        "link_bandwidth": 10**9 * draw.integer(25, 400),
+        "max_chips": draw.integer(256, 4096),
+    }
+    compute = Fraction(6 * params * inputs["tokens_per_step"], inputs["achieved_flops_per_chip"])
+    chips = math.ceil(Fraction(params * (16 + grad_bytes), hbm - activation)) * draw.integer(1, 8)
+    ring = Fraction(params * (2 + grad_bytes), inputs["link_bandwidth"])
+    budget = (compute / chips + ring) * Fraction(draw.integer(80, 200), 100)
+    inputs["max_step_time_s"] = Fraction(math.ceil(budget * 1000), 1000)
+    return inputs
+
+
+def _zero_plan_rules(task: Task) -> str | None:
+    row = task.expected["rows"][0]
+    if row["stage"] is None:
+        return "no stage fits within the chip cap"
+    i = task.inputs
+    weights, grads, state = (i["n_params"] * i[k] for k in ("weight_bytes", "grad_bytes", "optimizer_bytes"))
+    room = i["hbm_bytes_per_chip"] - i["activation_bytes_per_chip"]
+    compute = Fraction(6 * i["n_params"] * i["tokens_per_step"], i["achieved_flops_per_chip"])
+    costs = []
+    for whole, split, moved in (
+        (weights + grads, state, grads + weights),
+        (weights, grads + state, grads + weights),
+        (0, weights + grads + state, 2 * weights + grads),
+    ):
+        ring = Fraction(moved, i["link_bandwidth"])
+        if room > whole and near_integer(Fraction(split, room - whole)):
+            return "a memory chip bound sits on an integer"
+        if i["max_step_time_s"] > ring:
+            bound = (compute - ring) / (i["max_step_time_s"] - ring)
+            if near_integer(bound):
+                return "a step-time chip bound sits on an integer"
+            if room > whole:
+                n = max(1, math.ceil(Fraction(split, room - whole)), math.ceil(bound))
+                if n <= i["max_chips"]:
+                    costs.append(compute + ring * (n - 1))
+    if any(c != row["chip_seconds_per_step"] and near_tie(c, row["chip_seconds_per_step"]) for c in costs):
+        return "two stages' costs sit within 1e-9"
+    return None
+
+
+_ADAM_L5 = """\
+A dense model of `n_params` parameters trains with Adam and ZeRO data parallelism on n chips (n from
+1 to `max_chips`). Per parameter it keeps weights (`weight_bytes`), gradients (`grad_bytes`) and
+optimizer state (`optimizer_bytes`). ZeRO stage 1 splits the optimizer state evenly over the chips,
+stage 2 also the gradients, stage 3 also the weights (what is not split is kept whole on every
+chip); every chip also needs `activation_bytes_per_chip` bytes, all within `hbm_bytes_per_chip`
+bytes. Each step processes `tokens_per_step` tokens split evenly over the chips, each chip computing
+its share (6 FLOPs per parameter per token) at `achieved_flops_per_chip` FLOP/s. Then, at stages 1
+and 2, the gradients are reduce-scattered and, after each chip updates its share, the updated
+weights are all-gathered; at stage 3 the weights are all-gathered once before the forward pass and
+once more before the backward pass, and the gradients reduce-scattered. Collectives are ring
+collectives at `link_bandwidth` bytes/s per chip, none overlapping compute or each other. A step may
+take at most `max_step_time_s` seconds. Give the stage and chip count that train at the fewest
+chip-seconds per step (chips x step time), and that number; on a tie, the lower stage, then the
+fewer chips."""
+
+
 ADAM_LEVELS_R2 = {
     2: Level(
         adam_recipes,
@@ -480,7 +646,20 @@ ADAM_LEVELS_R2 = {
         reject=_zero1_edges,
         varying=("rows[].fits",),
     ),
+    5: Level(
+        zero_plan,
+        _ADAM_L5,
+        '{"rows": [{"stage": 1 | 2 | 3, "chips": <int>, "chip_seconds_per_step": <number>}]}',
+        zero_plan_float,
+        "collectives_ignored",
+        sample=sample_zero_plan,
+        reject=_zero_plan_rules,
+    ),
 }
+ADAM_BRANCHES_R2 = (
+    Branch("stage 3 wins", lambda t: t.expected["rows"][0]["stage"] == 3, Fraction(1, 10), (5,)),
+    Branch("stage 1 or 2 wins", lambda t: t.expected["rows"][0]["stage"] in (1, 2), Fraction(1, 10), (5,)),
+)
 
 
 # ================================================================ max_batch_for_kv_cache
@@ -1062,6 +1241,7 @@ LARGEST_LEVELS_R2 = {
 LARGEST_BRANCHES_R2 = (Branch("none", _some_none, Fraction(1, 8), (4,)),)
 
 __all__ = [
+    "ADAM_BRANCHES_R2",
     "ADAM_LEVELS_R2",
     "KV_CACHE_BRANCHES_R2",
     "KV_CACHE_LEVELS_R2",

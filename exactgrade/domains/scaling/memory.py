@@ -213,10 +213,13 @@ state (ignore gradients, activations and any other memory).""",
     adam_memory_float, "gb_for_gib",
     sample=sample_adam_memory,
     upper={**levels_memory5.ADAM_LEVELS_R2, 4: levels_inverse2.ADAM},
+    branches=levels_memory5.ADAM_BRANCHES_R2,
     levels="L2: precision recipes described per row (bits of weights, master copy, moments), the state "
            "and chips derived; L3: the per-chip memory under ZeRO-1 (replicated weights and gradients, "
            "sharded optimizer state, activations) and whether it fits; L4: the most parameters whose "
-           "Adam state fits each chip count; L5 asks L4's question at L5 sizes (not redone in round 2)",
+           "Adam state fits each chip count; L5: the ZeRO stage and chip count of the fewest "
+           "chip-seconds per step under HBM and a step-time limit (stage 3 fits on fewer chips but "
+           "moves more bytes)",
     reject=_min_chips_edges,
 )
 
