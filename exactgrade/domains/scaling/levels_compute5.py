@@ -746,17 +746,16 @@ def _kv_plan_not_narrowest(task: Task) -> bool:
 
 
 _DECODE_LAYER_L3 = """\
-During decoding, one transformer layer processes one new token for each sequence in the batch.
-Its weights (`layer_params` values, 2 FLOPs per weight per token) are read from HBM once per step
-for the whole batch. Its attention, for each sequence, takes each of the `n_heads` query heads'
-query (`head_dim` values), dots it with the `seq_len` cached keys of its KV head and sums the
-`seq_len` cached value vectors weighted by the scores (2 FLOPs per multiply-add); grouped-query
-attention caches `n_kv_heads` key heads and as many value heads of `head_dim` values per
-position, and each sequence reads its own K and V cache from HBM once. Every value (weight or
-cache) takes `bytes_per_value` bytes. Treat the layer's decode
-step as one roofline operation (all its FLOPs against all its HBM bytes) on a chip of
-`peak_flops` FLOP/s and `hbm_bandwidth` bytes/s. For each batch size in `batches`, give the
-step's time in seconds and its bound."""
+During decoding, one transformer layer processes one new token for each sequence in the batch. Its
+weights (`layer_params` values, 2 FLOPs per weight per token) are read from HBM once per step for
+the whole batch. Its attention, for each sequence, takes each of the `n_heads` query heads' query
+(`head_dim` values), dots it with the `seq_len` cached keys of its KV head and sums the `seq_len`
+cached value vectors weighted by the scores (2 FLOPs per multiply-add); grouped-query attention
+caches `n_kv_heads` key heads and as many value heads of `head_dim` values per position, and each
+sequence reads its own K and V cache from HBM once. Every value (weight or cache) takes
+`bytes_per_value` bytes. Treat the layer's decode step as one roofline operation (all its FLOPs
+against all its HBM bytes) on a chip of `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s. For each
+batch size in `batches`, give the step's time in seconds and its bound."""
 
 _DECODE_LAYER_L4 = """\
 During decoding, one transformer layer processes one new token for each sequence in the batch;

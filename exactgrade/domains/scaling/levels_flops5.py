@@ -685,16 +685,15 @@ UTILIZATION_L3 = """\
 A training step of a dense model with `n_params` parameters, `layers` layers of `n_heads` attention
 heads of size `head_dim`, at context length `seq_len`, processed `tokens_per_step` tokens in
 `step_time_s` seconds on `chips` chips of `peak_flops` FLOP/s each. The run uses selective
-activation recomputation: during the backward pass, attention's score and weighted-sum products
-are computed a second time (their forward FLOPs run again); nothing else is recomputed. A forward
-pass costs 2
-FLOPs per parameter per token plus attention: in every layer each head of a token dots its query
-with the keys of all the context's positions and sums their value vectors weighted by the scores (2
-FLOPs per multiply-add, full context, no causal savings); the backward pass costs twice the
-forward. The hardware sustains the same FLOP/s on the FLOPs it actually runs at every context
-length. For each context length in `new_seq_lens`, with the same tokens per step, give the step
-time in seconds and the MFU: the model's training FLOPs per token without recomputation (forward
-plus backward, attention included) x tokens per second / (chips*peak_flops)."""
+activation recomputation: during the backward pass, attention's score and weighted-sum products are
+computed a second time (their forward FLOPs run again); nothing else is recomputed. A forward pass
+costs 2 FLOPs per parameter per token plus attention: in every layer each head of a token dots its
+query with the keys of all the context's positions and sums their value vectors weighted by the
+scores (2 FLOPs per multiply-add, full context, no causal savings); the backward pass costs twice
+the forward. The hardware sustains the same FLOP/s on the FLOPs it actually runs at every context
+length. For each context length in `new_seq_lens`, with the same tokens per step, give the step time
+in seconds and the MFU: the model's training FLOPs per token without recomputation (forward plus
+backward, attention included) x tokens per second / (chips*peak_flops)."""
 
 UTILIZATION_L4 = """\
 A dense model with `n_params` parameters has `layers` layers of `n_heads` attention heads of size
@@ -1837,11 +1836,11 @@ of d_model x n_heads*head_dim weights each, key and value of d_model x n_kv_head
 router matmul of d_model x n_experts weights that every token goes through, and `n_experts` experts,
 each an MLP of `mlp_matrices` matrices of d_model x expert_d_ff; each token is routed to `top_k`
 experts. Every expert is given a fixed capacity of capacity_factor times its even share of the
-routed tokens and computes all its slots, padding included (no token is dropped). Matmuls cost 2
-FLOPs per weight per token (or per slot) in the forward pass; the backward pass costs twice the
-forward. Training on `n_tokens` tokens runs on `chips` chips of `peak_flops` FLOP/s sustaining the
-fraction `mfu` of peak on these FLOPs. For each capacity factor in `capacity_factors`, give the
-time to train in days (86400 s)."""
+routed tokens (taken exactly, not rounded to whole slots) and computes all its slots, padding
+included (no token is dropped). Matmuls cost 2 FLOPs per weight per token (or per slot) in the
+forward pass; the backward pass costs twice the forward. Training on `n_tokens` tokens runs on
+`chips` chips of `peak_flops` FLOP/s sustaining the fraction `mfu` of peak on these FLOPs. For each
+capacity factor in `capacity_factors`, give the time to train in days (86400 s)."""
 
 _MOE_L5 = """\
 A mixture-of-experts decoder of `layers` layers trains on `devices` devices. Per layer: attention
