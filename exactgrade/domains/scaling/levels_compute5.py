@@ -1,16 +1,20 @@
-"""Round-2 upper levels of the roofline families elementwise_roofline and decode_attention_roofline.
+"""Round-2 upper levels of the roofline families (elementwise_roofline, decode_attention_roofline,
+min_compute_bound_batch, matmul_fraction_of_peak, weight_streaming_roofline): each level asks its
+own question, the upper ones with regimes that change (memory- vs compute-bound, fits or not), ties
+broken by a stated rule, and searches whose method the prompt does not give.
 
-elementwise_roofline: an activation fused into the matmul that produces its input (L3: the time
-fusion saves, the fused kernel's bound changing with the batch); a chain of elementwise ops of
-different output widths to split into kernels under a per-kernel op limit and a launch cost (L5:
-the least time and the fewest kernels reaching it; the method, a partition search, is not given).
-decode_attention_roofline: a layer's decode step with its weights (L3: the bound changes with the
-batch); the smallest compute-bound batch per context (L4, None where the KV cache caps the
-intensity); the KV format and batch of the most tokens per second under an HBM capacity and a
-latency budget (L5: compute-bound throughput ties, broken by the smaller batch).
+elementwise_roofline: an activation fused into the matmul that produces its input (L3); a chain of
+ops split into kernels under an op limit and a launch cost (L5). decode_attention_roofline: a
+layer's decode step with its weights (L3); the smallest compute-bound batch per context (L4, None);
+the KV format and batch of the most tokens per second under capacity and latency (L5).
+min_compute_bound_batch: mixed widths and the step time (L3); the narrowest compute-bound layer
+(L4, None); the weight format compute-bound at the smallest batch (L5). matmul_fraction_of_peak: an
+attention head's two matmuls (L3); the best tile under padding, re-reads and SRAM (L5).
+weight_streaming_roofline: weights split between HBM and a host stream (L3); the resident layer
+count of the fastest pass (L5).
 
 References are self-contained; the ``*_float`` twins compute in floats by another route (a search
-instead of a closed form) and can reproduce one named mistake (tests only)."""
+instead of a closed form, or the reverse) and can reproduce one named mistake (tests only)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,15 @@
-"""Round-2 upper levels of the FLOP families dense_param_count, utilization_by_counting and
-attention_crossover.
+"""Round-2 upper levels of the FLOP families (dense_param_count, utilization_by_counting,
+attention_crossover, time_to_train, model_flops_utilization, moe_training_flops).
 
-dense_param_count: the architecture described, its weights derived (L2); the days to train it on
-each cluster, FLOPs counted from the matmuls and attention rather than 6N (L3); the candidate with
-the most parameters that trains within a chip-day budget and fits its sharded state and
-activations in HBM (L5: the binding constraint changes across candidates).
-utilization_by_counting: the step time and MFU at other context lengths from one measured step
-under recomputation (L3); the longest context keeping a 6N MFU (L4, None); the recomputation
-policy and microbatch of the highest MFU under an HBM capacity and a microbatch efficiency curve
-(L5).
-attention_crossover: the causally masked sequence length where attention reaches a share (L3);
-the widest MLP at which attention still reaches the dense FLOPs (L4, None); the crossover of a
-model mixing global and sliding-window layers (L5: the regime changes at the window, None).
+dense_param_count: the architecture described (L2); days from matmul and attention FLOPs (L3); the
+largest candidate trainable within a day budget and HBM (L5). utilization_by_counting: step time and
+MFU at other contexts under selective recomputation (L3); the longest context for a 6N MFU (L4,
+None); the recomputation policy and microbatch of the highest MFU (L5). attention_crossover: the
+causal crossover (L3); the widest MLP (L4, None); global and sliding-window layers (L5, None).
+time_to_train: checkpoint pauses (L3); the fewest chips when the all-reduce overlaps the backward
+(L5, None). model_flops_utilization: MFU at other chip counts with fixed communication (L3); a
+step model fitted to two runs, then the most chips per MFU floor (L5, None). moe_training_flops:
+padded expert capacity and a router (L3); the expert-parallel degree of the shortest step (L5).
 
 References are self-contained; the ``*_float`` twins compute in floats by another route and can
 reproduce one named mistake (tests only)."""

@@ -1,15 +1,16 @@
-"""Round-2 upper levels of the memory families kv_cache_size, adam_memory, max_batch_for_kv_cache
-and largest_model.
+"""Round-2 upper levels of the memory families kv_cache_size, adam_memory, max_batch_for_kv_cache and
+largest_model.
 
-kv_cache_size: variants described by their query-head grouping (L2); a paged cache for sequences
-of different lengths (L3); a cache of global and sliding-window layers in pages under a budget,
-and how many more sequences fit (L5). adam_memory: training recipes of different precisions (L2;
-level 1's ratio was the same in every row); the per-chip memory under ZeRO-1 and whether it fits
-(L3). max_batch_for_kv_cache: tensor-parallel degrees that split weights and KV heads (L3); the
-largest batch under HBM capacity and a per-step latency budget, and its throughput (L5: the
-binding limit changes with the length). largest_model: bytes per parameter derived from formats
-(L2); the largest model per ZeRO stage (L3); the most layers a pipeline of chips holds, the first
-and last stages also holding the embeddings (L5).
+kv_cache_size: variants described by their query-head grouping (L2); a paged cache for sequences of
+different lengths (L3); a cache of global and sliding-window layers in pages under a budget, and how
+many more sequences fit (L5). adam_memory: training recipes of different precisions (L2; level 1's
+ratio was the same in every row); the per-chip memory under ZeRO-1 and whether it fits (L3); the
+ZeRO stage and chip count of the fewest chip-seconds per step (L5). max_batch_for_kv_cache:
+tensor-parallel degrees that split weights and KV heads (L3); the largest batch under HBM capacity
+and a per-step latency budget, and its throughput (L5: the binding limit changes with the length).
+largest_model: bytes per parameter derived from formats (L2); the largest model per ZeRO stage (L3);
+the most layers a pipeline of chips holds, the first and last stages also holding the embeddings
+(L5).
 
 References are self-contained; the ``*_float`` twins compute in floats by another route and can
 reproduce one named mistake (tests only)."""
