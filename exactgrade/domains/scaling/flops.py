@@ -372,7 +372,7 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     sample=sample_time_to_train,
     upper={**levels_flops5.TIME_TO_TRAIN_LEVELS_R2, 4: levels_inverse.DEADLINE},
     branches=levels_flops5.TIME_TO_TRAIN_BRANCHES_R2,
-    levels="L2 asks level 1's question at larger sizes; L3: wall-clock days with pauses to write the "
+    levels="L2: days and MFU from a measured step per cluster; L3: wall-clock days with pauses to write the "
            "Adam state every k steps; L4: the fewest chips per cluster for a deadline (None above the "
            "cap); L5: the fewest data-parallel chips per deadline when the gradient all-reduce overlaps "
            "the backward pass (hidden at few chips, exposed at many; None below the communication floor)",

@@ -1336,7 +1336,85 @@ and the all-reduce are done. For each deadline in `deadline_days`, give the fewe
 `max_chips`) that train within the deadline (1 day = 86400 s) and the training time with them, in
 days; None for both if even `max_chips` chips are too slow."""
 
+
+def days_from_measured_steps(n_params, n_tokens, clusters):
+    """Days and MFU per cluster from a measured step (tokens per step and seconds per step)."""
+    from fractions import Fraction
+
+    rows = []
+    for c in clusters:
+        tokens_per_s = Fraction(c["tokens_per_step"]) / c["step_time_s"]
+        rows.append(
+            {
+                "cluster": c["name"],
+                "time_days": n_tokens / tokens_per_s / 86400,
+                "mfu": 6 * n_params * tokens_per_s / (c["chips"] * c["peak_flops"]),
+            }
+        )
+    return {"rows": rows}
+
+
+def days_from_measured_steps_float(n_params, n_tokens, clusters, mistake=None):
+    known_mistake(mistake, "forward_only_mfu")
+    per_token = 2.0 if mistake == "forward_only_mfu" else 6.0
+    rows = []
+    for c in clusters:
+        steps = n_tokens / c["tokens_per_step"]
+        rows.append(
+            {
+                "cluster": c["name"],
+                "time_days": steps * c["step_time_s"] / 86400,
+                "mfu": per_token
+                * n_params
+                / c["step_time_s"]
+                * c["tokens_per_step"]
+                / c["peak_flops"]
+                / c["chips"],
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_measured_steps(draw: Draw, level: int) -> dict:
+    params = draw.integer(10**9, 10**11)
+    clusters = []
+    for name in letters("cluster", 3):
+        chips, peak = draw.integer(64, 8192), peak_flops(draw, level)
+        tokens = 1024 * draw.integer(256, 4096)
+        ideal = Fraction(6 * params * tokens, chips * peak) / fraction(draw, 3, 25, 60)
+        step = Fraction(max(1, round(ideal * 1000)), 1000)
+        clusters.append(
+            {"name": name, "chips": chips, "peak_flops": peak, "tokens_per_step": tokens, "step_time_s": step}
+        )
+    return {"n_params": params, "n_tokens": n_tokens(draw, level), "clusters": clusters}
+
+
+def _measured_physical(task: Task) -> str | None:
+    if any(not 0 < row["mfu"] < 1 for row in task.expected["rows"]):
+        return "an MFU outside (0, 1)"
+    return None
+
+
+_TTT_L2 = """\
+A dense model with `n_params` parameters is to be trained on `n_tokens` tokens. Each cluster in
+`clusters` has `chips` chips of `peak_flops` FLOP/s and was measured running this training:
+`tokens_per_step` tokens per optimizer step in `step_time_s` seconds per step. Give for each
+cluster the time to train in days (86400 s) at the measured speed, and its model FLOPs utilization
+(training FLOPs of the parameters only)."""
+
+TTT_L2 = Level(
+    days_from_measured_steps,
+    _TTT_L2,
+    '{"rows": [{"cluster": <str>, "time_days": <number>, "mfu": <number>}, ...]}  # one row per cluster',
+    days_from_measured_steps_float,
+    "forward_only_mfu",
+    sample=sample_measured_steps,
+    reject=_measured_physical,
+)
+
+
 TIME_TO_TRAIN_LEVELS_R2 = {
+    2: TTT_L2,
     3: Level(
         train_days_with_checkpoints,
         _TTT_L3,

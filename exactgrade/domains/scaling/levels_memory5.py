@@ -899,7 +899,107 @@ a chip of `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s. A step may take at mo
 both fits in HBM and meets the latency budget, and the tokens per second it generates (batch /
 step time); None for both if not even one sequence does."""
 
+
+def grouped_max_batch(
+    hbm_bytes, n_params, weight_bytes, layers, n_heads, query_heads_per_kv_head, head_dim, kv_bytes, seq_lens
+):
+    """Level 1's question with the KV heads derived from the query-head grouping."""
+    from fractions import Fraction
+
+    free = hbm_bytes - n_params * weight_bytes
+    kv_heads = n_heads // query_heads_per_kv_head
+    rows = []
+    for seq_len in seq_lens:
+        per_sequence = 2 * layers * kv_heads * head_dim * kv_bytes * seq_len
+        rows.append(
+            {
+                "seq_len": seq_len,
+                "kv_bytes_per_sequence": Fraction(per_sequence),
+                "max_batch": free // per_sequence,
+            }
+        )
+    return {"rows": rows}
+
+
+def grouped_max_batch_float(
+    hbm_bytes,
+    n_params,
+    weight_bytes,
+    layers,
+    n_heads,
+    query_heads_per_kv_head,
+    head_dim,
+    kv_bytes,
+    seq_lens,
+    mistake=None,
+):
+    known_mistake(mistake, "query_heads_cached")
+    heads = n_heads if mistake == "query_heads_cached" else n_heads / query_heads_per_kv_head
+    free = hbm_bytes - float(n_params) * weight_bytes
+    rows = []
+    for s in seq_lens:
+        per_sequence = 2.0 * s * kv_bytes * head_dim * heads * layers
+        rows.append(
+            {
+                "seq_len": s,
+                "kv_bytes_per_sequence": per_sequence,
+                "max_batch": math.floor(free / per_sequence),
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_grouped_max_batch(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.scaling.memory import sample_max_batch_for_kv_cache
+
+    base = dict(sample_max_batch_for_kv_cache(draw, level))
+    group = draw.choice((1, 2, 4, 8))
+    kv_heads = base.pop("n_kv_heads")
+    order = ("hbm_bytes", "n_params", "weight_bytes", "layers")
+    return {
+        **{k: base[k] for k in order},
+        "n_heads": kv_heads * group,
+        "query_heads_per_kv_head": group,
+        "head_dim": base["head_dim"],
+        "kv_bytes": base["kv_bytes"],
+        "seq_lens": base["seq_lens"],
+    }
+
+
+def _grouped_max_batch_edges(task: Task) -> str | None:
+    i = task.inputs
+    free = i["hbm_bytes"] - i["n_params"] * i["weight_bytes"]
+    kv_heads = i["n_heads"] // i["query_heads_per_kv_head"]
+    for s in i["seq_lens"]:
+        if near_integer(Fraction(free, 2 * i["layers"] * kv_heads * i["head_dim"] * i["kv_bytes"] * s)):
+            return f"seq_len {s}: the sequences that fit sit on an integer"
+    return None
+
+
+_GROUPED_MAX_BATCH_L2 = """\
+A server with `hbm_bytes` bytes of HBM in total holds a model of `n_params` parameters at
+`weight_bytes` bytes each; all remaining HBM holds KV cache. The model has `layers` layers; in each,
+attention has `n_heads` query heads of `head_dim` values, and every group of
+`query_heads_per_kv_head` query heads shares one key head and one value head (grouped-query
+attention). During decoding every layer caches the keys and values of its key and value heads for
+every position, `kv_bytes` bytes per value. For each sequence length in `seq_lens`, give the
+KV-cache bytes of one full-length sequence and the largest number of such sequences (the batch)
+whose KV cache fits (ignore activations and fragmentation)."""
+
+MAX_BATCH_L2 = Level(
+    grouped_max_batch,
+    _GROUPED_MAX_BATCH_L2,
+    '{"rows": [{"seq_len": <int>, "kv_bytes_per_sequence": <number>, "max_batch": <int>}, ...]}'
+    "  # one row per entry of `seq_lens`, in order",
+    grouped_max_batch_float,
+    "query_heads_cached",
+    sample=sample_grouped_max_batch,
+    reject=_grouped_max_batch_edges,
+)
+
+
 MAX_BATCH_LEVELS_R2 = {
+    2: MAX_BATCH_L2,
     3: Level(
         tp_max_batch,
         _TP_L3,

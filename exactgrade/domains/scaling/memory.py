@@ -309,7 +309,7 @@ activations and fragmentation).""",
     sample=sample_max_batch_for_kv_cache,
     upper={**levels_memory5.MAX_BATCH_LEVELS_R2, 4: levels_inverse2.LONGEST},
     branches=levels_memory5.MAX_BATCH_BRANCHES_R2,
-    levels="L2 asks level 1's question at larger sizes; L3: tensor-parallel degrees splitting the "
+    levels="L2: the KV heads derived from the query-head grouping; L3: tensor-parallel degrees splitting the "
            "weights and the KV heads (copies past the head count; None); L4: the longest length per "
            "batch (None); L5: the largest batch under HBM capacity and a per-step latency budget and "
            "its throughput (compute binds at short lengths, memory at long ones)",
