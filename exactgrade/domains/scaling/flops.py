@@ -420,7 +420,7 @@ utilization (MFU).""",
     sample=sample_model_flops_utilization,
     upper={**levels_flops5.MFU_LEVELS_R2, 4: levels_inverse2.MFU},
     branches=levels_flops5.MFU_BRANCHES_R2,
-    levels="L2 asks level 1's question at larger sizes; L3: from a reported MFU and a fixed "
+    levels="L2: tokens per step derived from sequences and their length; L3: from a reported MFU and a fixed "
            "communication time, the step time and MFU at other chip counts; L4: the most chips at which "
            "each run keeps an MFU floor (None); L5: a compute-plus-communication step model fitted to "
            "two measured runs, then the most chips keeping each MFU floor and their throughput (None)",
@@ -518,10 +518,11 @@ total to active parameters.""",
     sample=sample_moe_training_flops,
     upper={**levels_flops5.MOE_LEVELS_R2, 4: levels_inverse2.EXPERTS},
     branches=(Branch("none", levels_flops5.some_none, Fraction(1, 8), (4,)),),
-    levels="L2 asks level 1's question at larger sizes; L3: days to train when experts compute a "
-           "capacity of padded slots and every token passes a router; L4: the most experts per layer "
-           "under each parameter budget (None below top_k); L5: the expert-parallel degree of the "
-           "shortest step (all-to-all against the gradient all-reduce of replicated experts) within HBM",
+    levels="L2: shared experts every token passes through beside the routed ones; L3: days to train "
+           "when experts compute a capacity of padded slots and every token passes a router; L4: the "
+           "most experts per layer under each parameter budget (None below top_k); L5: the "
+           "expert-parallel degree of the shortest step (all-to-all against the gradient all-reduce "
+           "of replicated experts) within HBM",
 )
 
 

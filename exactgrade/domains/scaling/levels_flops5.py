@@ -1632,7 +1632,177 @@ For each floor in `mfu_floors`, give the largest chip count (1 to `max_chips`) w
 model is at least the floor, and the tokens per second at that count; None for both if not even
 one chip reaches the floor."""
 
+
+def mfu_from_batches(n_params, runs):
+    """Level 1's question with the tokens per step derived from sequences per step and their length."""
+    from fractions import Fraction
+
+    rows = []
+    for run in runs:
+        tokens_per_s = Fraction(run["sequences_per_step"] * run["seq_len"]) / run["step_time_s"]
+        rows.append(
+            {
+                "run": run["name"],
+                "tokens_per_s": tokens_per_s,
+                "mfu": 6 * n_params * tokens_per_s / (run["chips"] * run["peak_flops"]),
+            }
+        )
+    return {"rows": rows}
+
+
+def mfu_from_batches_float(n_params, runs, mistake=None):
+    known_mistake(mistake, "sequences_as_tokens")
+    rows = []
+    for r in runs:
+        tokens = r["sequences_per_step"] * (1 if mistake == "sequences_as_tokens" else r["seq_len"])
+        rows.append(
+            {
+                "run": r["name"],
+                "tokens_per_s": tokens / r["step_time_s"],
+                "mfu": 6.0 * n_params / r["peak_flops"] * tokens / r["step_time_s"] / r["chips"],
+            }
+        )
+    return {"rows": rows}
+
+
+def sample_mfu_batches(draw: Draw, level: int) -> dict:
+    params = draw.integer(10**9, 10**11)
+    runs = []
+    for name in letters("run", 3):
+        chips, peak = draw.integer(64, 8192), peak_flops(draw, level)
+        sequences, length = draw.integer(64, 4096), 1024 * draw.integer(1, 32)
+        ideal = Fraction(6 * params * sequences * length, chips * peak) / fraction(draw, 3, 25, 65)
+        runs.append(
+            {
+                "name": name,
+                "chips": chips,
+                "peak_flops": peak,
+                "sequences_per_step": sequences,
+                "seq_len": length,
+                "step_time_s": Fraction(max(1, round(ideal * 1000)), 1000),
+            }
+        )
+    return {"n_params": params, "runs": runs}
+
+
+_MFU_L2 = """\
+A dense model with `n_params` parameters trains on sequences of tokens. For each measured run in
+`runs` (chips, peak FLOP/s per chip, sequences per optimizer step, the length `seq_len` of every
+sequence in tokens, and measured seconds per step), give the training throughput in tokens per
+second and the model FLOPs utilization (training FLOPs of the parameters only)."""
+
+MFU_L2 = Level(
+    mfu_from_batches,
+    _MFU_L2,
+    '{"rows": [{"run": <str>, "tokens_per_s": <number>, "mfu": <number>}, ...]}  # one row per run, in order',
+    mfu_from_batches_float,
+    "sequences_as_tokens",
+    sample=sample_mfu_batches,
+    reject=_measured_physical,
+)
+
+
+def moe_shared_experts(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    n_shared_experts,
+    top_k,
+    mlp_matrices,
+    n_tokens,
+):
+    """Level 1's question with shared experts that every token passes through as well."""
+    from fractions import Fraction
+
+    attention = d_model * (n_heads + 2 * n_kv_heads) * head_dim + n_heads * head_dim * d_model
+    expert = mlp_matrices * d_model * expert_d_ff
+    total = layers * (attention + (n_experts + n_shared_experts) * expert)
+    active = layers * (attention + (top_k + n_shared_experts) * expert)
+    return {
+        "rows": [
+            {
+                "total_params": total,
+                "active_params": active,
+                "training_flops": Fraction(6 * active * n_tokens),
+                "total_to_active": Fraction(total, active),
+            }
+        ]
+    }
+
+
+def moe_shared_experts_float(
+    layers,
+    d_model,
+    n_heads,
+    n_kv_heads,
+    head_dim,
+    expert_d_ff,
+    n_experts,
+    n_shared_experts,
+    top_k,
+    mlp_matrices,
+    n_tokens,
+    mistake=None,
+):
+    known_mistake(mistake, "shared_experts_routed")
+    attention = 2.0 * d_model * head_dim * (n_heads + n_kv_heads)
+    expert = float(mlp_matrices) * d_model * expert_d_ff
+    always = 0 if mistake == "shared_experts_routed" else n_shared_experts
+    total = layers * (attention + (n_experts + n_shared_experts) * expert)
+    active = layers * (attention + (top_k + always) * expert)
+    return {
+        "rows": [
+            {
+                "total_params": int(round(total)),
+                "active_params": int(round(active)),
+                "training_flops": 6.0 * active * n_tokens,
+                "total_to_active": total / active,
+            }
+        ]
+    }
+
+
+def sample_moe_shared(draw: Draw, level: int) -> dict:
+    from exactgrade.domains.scaling.flops import sample_moe_training_flops
+
+    base = dict(sample_moe_training_flops(draw, 2))
+    order = ("layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "expert_d_ff", "n_experts")
+    return {
+        **{k: base[k] for k in order},
+        "n_shared_experts": draw.integer(1, 4),
+        "top_k": base["top_k"],
+        "mlp_matrices": base["mlp_matrices"],
+        "n_tokens": base["n_tokens"],
+    }
+
+
+_MOE_L2 = """\
+A mixture-of-experts decoder has `layers` layers. Each layer has attention weights (query and
+output projections of d_model x n_heads*head_dim each, key and value projections of d_model x
+n_kv_heads*head_dim each), `n_experts` routed experts of which every token is sent to `top_k`, and
+`n_shared_experts` shared experts that process every token; every expert, routed or shared, is an
+MLP of `mlp_matrices` matrices of d_model x expert_d_ff. Count only these weights (ignore
+embeddings, norms and the router). Give the total parameter count, the parameters a token passes
+through, the training FLOPs on `n_tokens` tokens (6 FLOPs per parameter a token passes through,
+per token) and the ratio of total to active parameters."""
+
+MOE_L2 = Level(
+    moe_shared_experts,
+    _MOE_L2,
+    '{"rows": [{"total_params": <int>, "active_params": <int>, "training_flops": <number>, '
+    '"total_to_active": <number>}]}',
+    moe_shared_experts_float,
+    "shared_experts_routed",
+    sample=sample_moe_shared,
+)
+
+
 MFU_LEVELS_R2 = {
+    2: MFU_L2,
     3: Level(
         mfu_at_chip_counts,
         _MFU_L3,
@@ -1939,6 +2109,7 @@ overlaps compute. Give the degree ep of the shortest step that fits in HBM (on a
 and that step time in seconds."""
 
 MOE_LEVELS_R2 = {
+    2: MOE_L2,
     3: Level(
         moe_days_by_capacity,
         _MOE_L3,
