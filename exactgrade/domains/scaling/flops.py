@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_flops, levels_inverse, levels_inverse2
+from exactgrade.domains.scaling import levels_flops, levels_flops5, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     fraction,
@@ -30,7 +30,7 @@ from exactgrade.domains.scaling._task import (
     scaling_family,
     with_tags,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -335,11 +335,15 @@ FLOPs.""",
     _CROSSOVER_ROW,
     attention_crossover_seq_len_float, "mha_kv_projections",
     sample=sample_attention_crossover,
-    levels="L2+: the layer described, its FLOPs derived; models 2+level (the first grouped-query); "
-           "wider layers with the level; level 3+: widths off the powers of two",
+    levels="L2: the layer described, its FLOPs derived; L3: the shortest causally masked sequence where "
+           "attention reaches a share of the layer's FLOPs; L4: the widest MLP at which attention still "
+           "reaches the dense FLOPs at a context (None); L5: the crossover of whole models mixing global "
+           "and sliding-window layers (below or beyond the window, or None below the cap)",
     reject=_crossover_edges,
     upper={2: Level(attention_crossover_seq_len, levels_flops.CROSSOVER_L2, _CROSSOVER_ROW,
-                    attention_crossover_seq_len_float, "mha_kv_projections", reject=_crossover_edges)},
+                    attention_crossover_seq_len_float, "mha_kv_projections", reject=_crossover_edges),
+           **levels_flops5.CROSSOVER_LEVELS_R2},
+    branches=levels_flops5.CROSSOVER_BRANCHES_R2,
 )
 
 
@@ -366,12 +370,12 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
     "  # one row per cluster, in order",
     time_to_train_float, "forward_only",
     sample=sample_time_to_train,
-    upper={4: levels_inverse.DEADLINE},
-    branches=levels_inverse.NONE_AT_L4,
-    levels="L4: the fewest chips per cluster for a deadline (None above the cap); "
-           "L5 asks it at L5 sizes; the rest: "
-           "clusters 1+level, larger models, token counts and clusters; level 3+: non-round "
-           "parameter and token counts, chips, peaks and basis-point MFUs",
+    upper={**levels_flops5.TIME_TO_TRAIN_LEVELS_R2, 4: levels_inverse.DEADLINE},
+    branches=levels_flops5.TIME_TO_TRAIN_BRANCHES_R2,
+    levels="L2: days and MFU from a measured step per cluster; L3: wall-clock days with pauses to write the "
+           "Adam state every k steps; L4: the fewest chips per cluster for a deadline (None above the "
+           "cap); L5: the fewest data-parallel chips per deadline when the gradient all-reduce overlaps "
+           "the backward pass (hidden at few chips, exposed at many; None below the communication floor)",
     tags=("headline:time_to_train",),
 )
 
@@ -414,10 +418,12 @@ utilization (MFU).""",
     "  # one row per run, in order",
     model_flops_utilization_float, "inference_flops",
     sample=sample_model_flops_utilization,
-    upper={4: levels_inverse2.MFU},
-    levels="L4: the most chips at which each run keeps an MFU floor; L5 asks it at L5 sizes; the rest: "
-           "runs 1+level, larger models, batches and clusters; level 3+: non-round parameter "
-           "counts, chips, peaks, batches and millisecond step times",
+    upper={**levels_flops5.MFU_LEVELS_R2, 4: levels_inverse2.MFU},
+    branches=levels_flops5.MFU_BRANCHES_R2,
+    levels="L2: tokens per step derived from sequences and their length; L3: from a reported MFU and a fixed "
+           "communication time, the step time and MFU at other chip counts; L4: the most chips at which "
+           "each run keeps an MFU floor (None); L5: a compute-plus-communication step model fitted to "
+           "two measured runs, then the most chips keeping each MFU floor and their throughput (None)",
     tags=("headline:mfu",),
 )
 
@@ -475,11 +481,15 @@ forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
     utilization_by_counting_float, "attention_forward_only",
     sample=sample_utilization_by_counting,
     upper={2: Level(utilization_by_counting, _UTILIZATION_L2, _UTILIZATION_ROW, utilization_by_counting_float,
-                    "attention_forward_only", reject=_utilization_physical)},
+                    "attention_forward_only", reject=_utilization_physical),
+           **levels_flops5.UTILIZATION_LEVELS_R2},
+    branches=levels_flops5.UTILIZATION_BRANCHES_R2,
     reject=_utilization_physical,
-    levels="L2+: attention and recomputation described, their FLOPs derived; larger models, more "
-           "layers, longer contexts and batches with the level; level 3+: non-round counts, peaks "
-           "and millisecond step times",
+    levels="L2: attention and recomputation described, their FLOPs derived; L3: from one measured "
+           "step under selective recomputation, the step time and MFU at other contexts; L4: the "
+           "longest context keeping a reported 6N MFU under full recomputation (None); L5: the "
+           "recomputation policy and microbatch of the highest MFU under an HBM capacity and a "
+           "microbatch efficiency curve",
 )
 
 
@@ -506,12 +516,13 @@ total to active parameters.""",
     '"total_to_active": <number>}]}',
     moe_training_flops_float, "flops_from_total_params",
     sample=sample_moe_training_flops,
-    upper={4: levels_inverse2.EXPERTS},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the most experts per layer under each parameter budget (None below top_k); "
-           "L5 asks it at L5 sizes; the rest: "
-           "more layers, wider layers and experts (up to 128), more tokens with the level; level 3+: "
-           "widths off the powers of two, non-round token counts",
+    upper={**levels_flops5.MOE_LEVELS_R2, 4: levels_inverse2.EXPERTS},
+    branches=(Branch("none", levels_flops5.some_none, Fraction(1, 8), (4,)),),
+    levels="L2: shared experts every token passes through beside the routed ones; L3: days to train "
+           "when experts compute a capacity of padded slots and every token passes a router; L4: the "
+           "most experts per layer under each parameter budget (None below top_k); L5: the "
+           "expert-parallel degree of the shortest step (all-to-all against the gradient all-reduce "
+           "of replicated experts) within HBM",
 )
 
 
@@ -526,6 +537,8 @@ def sample_dense_param_count(draw: Draw, level: int) -> dict:
             "n_tokens": n_tokens(draw, level)}
 
 
+_DENSE_ROW = '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}'
+
 DENSE_PARAM_COUNT = scaling_family(
     "dense_param_count", "flops", dense_param_count,
     """\
@@ -535,14 +548,18 @@ of `mlp_matrices` matrices of d_model x d_ff; plus an input embedding of vocab_s
 unless `tied_embeddings` is True, a separate output embedding of the same shape. Ignore norms and
 biases. Give the parameters per layer, the total parameter count and the training FLOPs on
 `n_tokens` tokens (6*N*D).""",
-    '{"rows": [{"params_per_layer": <int>, "total_params": <int>, "training_flops": <number>}]}',
+    _DENSE_ROW,
     dense_param_count_float, "embeddings_counted_once",
     sample=sample_dense_param_count,
-    upper={4: levels_inverse2.LAYERS},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the most layers under each parameter budget (None); L5 asks it at L5 sizes; the rest: "
-           "more and wider layers, more tokens with the level (untied embeddings, so the named "
-           "mistake shows); level 3+: any vocabulary size, widths off the powers of two",
+    upper={2: Level(dense_param_count, levels_flops5.DENSE_L2, _DENSE_ROW, dense_param_count_float,
+                    "embeddings_counted_once"),
+           **levels_flops5.DENSE_LEVELS_R2, 4: levels_inverse2.LAYERS},
+    branches=(Branch("none", levels_flops5.some_none, Fraction(1, 8), (4,)),),
+    levels="L2: the architecture described, its weights derived; L3: days to train per cluster with "
+           "FLOPs counted from the matmuls (output projection included, lookup free, tied or not) and "
+           "attention; L4: the most layers under each parameter budget (None); L5: the candidate with "
+           "the most parameters that trains within a day budget and fits its sharded state and "
+           "activations in HBM (some fail by time, others by memory)",
 )
 
 FAMILIES = (LAYER_FLOPS, ATTENTION_CROSSOVER, TIME_TO_TRAIN, MODEL_FLOPS_UTILIZATION, UTILIZATION_BY_COUNTING,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_memory
+from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_memory, levels_memory5
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -212,10 +212,14 @@ state (ignore gradients, activations and any other memory).""",
     '"optimizer_to_weights": <number>, "min_chips": <int>}, ...]}  # one row per model, in order',
     adam_memory_float, "gb_for_gib",
     sample=sample_adam_memory,
-    upper={4: levels_inverse2.ADAM},
-    levels="L4: the most parameters whose Adam state fits each chip count; L5 asks it at L5 sizes; the rest: "
-           "models 2+level, up to 50*level B (levels 1-2) or 100*2**(level-2) B; level 3+: any "
-           "parameter count, any HBM byte count, more state precisions",
+    upper={**levels_memory5.ADAM_LEVELS_R2, 4: levels_inverse2.ADAM},
+    branches=levels_memory5.ADAM_BRANCHES_R2,
+    levels="L2: precision recipes described per row (bits of weights, master copy, moments), the state "
+           "and chips derived; L3: the per-chip memory under ZeRO-1 (replicated weights and gradients, "
+           "sharded optimizer state, activations) and whether it fits; L4: the most parameters whose "
+           "Adam state fits each chip count; L5: the ZeRO stage and chip count of the fewest "
+           "chip-seconds per step under HBM and a step-time limit (stage 3 fits on fewer chips but "
+           "moves more bytes)",
     reject=_min_chips_edges,
 )
 
@@ -250,11 +254,12 @@ bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len`
     "  # one row per config, in order",
     kv_cache_size_float, "keys_only",
     sample=sample_kv_cache_size,
-    upper={4: levels_inverse.CACHE},
-    branches=levels_inverse.NONE_AT_L4,
-    levels="L4: the largest batch per variant under a cache budget (None); L5 asks it at L5 sizes; the rest: "
-           "up to 2+level KV-head variants of one model, more layers, longer contexts and batches; "
-           "level 3+: contexts off the powers of two, int8/fp32 caches",
+    upper={**levels_memory5.KV_CACHE_LEVELS_R2, 4: levels_inverse.CACHE},
+    branches=levels_memory5.KV_CACHE_BRANCHES_R2,
+    levels="L2: the KV heads derived from the query-head grouping; L3: a paged cache for sequences of "
+           "different lengths; L4: the largest batch per variant under a cache budget (None); L5: a "
+           "paged cache of global and sliding-window layers, and how many more sequences fit a budget "
+           "(None when the batch alone exceeds it)",
 )
 
 
@@ -302,11 +307,12 @@ activations and fragmentation).""",
     "  # one row per entry of `seq_lens`, in order",
     max_batch_for_kv_cache_float, "ignore_weights",
     sample=sample_max_batch_for_kv_cache,
-    upper={4: levels_inverse2.LONGEST},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the longest length per batch (None); L5 asks it at L5 sizes; the rest: "
-           "lengths 2+level up to 32k*2**level, servers of 1-16 chips, models up to 4/5 of the "
-           "HBM; level 3+: any HBM byte count and parameter count, lengths off the powers of two",
+    upper={**levels_memory5.MAX_BATCH_LEVELS_R2, 4: levels_inverse2.LONGEST},
+    branches=levels_memory5.MAX_BATCH_BRANCHES_R2,
+    levels="L2: the KV heads derived from the query-head grouping; L3: tensor-parallel degrees splitting the "
+           "weights and the KV heads (copies past the head count; None); L4: the longest length per "
+           "batch (None); L5: the largest batch under HBM capacity and a per-step latency budget and "
+           "its throughput (compute binds at short lengths, memory at long ones)",
     reject=_max_batch_edges,
 )
 
@@ -384,12 +390,12 @@ hold, all `chips` chips together (ignore everything else in memory).""",
     '{"rows": [{"use": <str>, "max_params": <int>}, ...]}  # one row per use, in order',
     largest_model_float, "gib_for_gb",
     sample=sample_largest_model,
-    upper={4: levels_inverse2.CHIPS},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the fewest chips per use for a given model (None above the cap); "
-           "L5 asks it at L5 sizes; the rest: "
-           "uses 2+level, nodes up to 4*level chips; level 3+: non-round HBM sizes and the "
-           "even-sized uses (bf16, fp32, Adam with bf16 gradients)",
+    upper={**levels_memory5.LARGEST_LEVELS_R2, 4: levels_inverse2.CHIPS},
+    branches=levels_memory5.LARGEST_BRANCHES_R2,
+    levels="L2: bytes per parameter derived from weight bits and group scales; L3: the largest model "
+           "per ZeRO stage; L4: the fewest chips per use for a given model (None above the cap); L5: "
+           "the most layers a pipeline of chips holds (uneven split, embeddings on the first and last "
+           "stages) and the model's parameters",
     reject=_largest_model_edges,
 )
 

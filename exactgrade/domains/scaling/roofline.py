@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling import levels_inverse2, levels_roofline
+from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -320,10 +320,6 @@ def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
     return {"chips": chips, "d_model": d_model, "d_ff": d_ff, "bytes_per_value": width}
 
 
-def _min_batch_is_none(task: Task) -> bool:
-    return any(row["min_batch"] is None for row in task.expected["rows"])
-
-
 def _min_batch_edges(task: Task) -> str | None:
     """The exact batch bound B* = c*bytes*D*F / (2*D*F - c*bytes*(D + F)) must not sit on an
     integer (ceil could go either way), nor the denominator on zero (None or a huge batch)."""
@@ -361,12 +357,15 @@ critical intensity); None if no batch size makes it compute-bound.""",
     min_compute_bound_batch_float, "batch_equals_critical_intensity",
     sample=sample_min_compute_bound_batch,
     upper={2: Level(min_compute_bound_batch, _MIN_BATCH_L2, _MIN_BATCH_ROW, min_compute_bound_batch_float,
-                    "batch_equals_critical_intensity", reject=_min_batch_edges)},
-    levels="L2+: the compute-bound condition derived; chips 2+level; d_model up to 4096*2**level "
-           "(a narrow layer in about half, for the None branch); level 3+: non-round chips, d_ff off the "
-           "multiples, int8/fp32 values",
+                    "batch_equals_critical_intensity", reject=_min_batch_edges),
+           **levels_compute5.MIN_BATCH_LEVELS_R2},
+    levels="L2: the compute-bound condition derived; L3: with weights and activations of different "
+           "widths, the smallest compute-bound batch and its step time (None); L4: the narrowest layer "
+           "compute-bound at a given batch, per chip (None where the batch's own limit is below the "
+           "critical intensity); L5: per chip, the weight format (narrower bits against decode FLOPs) "
+           "compute-bound at the smallest batch, and that batch",
     reject=_min_batch_edges,
-    branches=(Branch("none", _min_batch_is_none, Fraction(1, 5)),),
+    branches=levels_compute5.MIN_BATCH_BRANCHES_R2,
 )
 
 
@@ -398,11 +397,14 @@ critical intensity: at these inputs the kernel is memory-bound.)""",
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
     elementwise_roofline_float, "reads_only",
     sample=sample_elementwise_roofline,
-    levels="memory-bound by physics, so L2+ ask about fusion: L2, L3, L5: the time a chain of ops "
-           "saves when fused into one kernel (round chips at L2, any above); L4: the most copies of an "
-           "op one kernel fuses while strictly memory-bound, per chip",
+    levels="memory-bound by physics, so L2+ ask about fusion: L2: the time a chain of ops saves when "
+           "fused into one kernel; L3: the time saved by fusing the activation into the matmul that "
+           "produces it, and the fused kernel's bound (it changes with the batch); L4: the most copies "
+           "of an op one kernel fuses while strictly memory-bound, per chip; L5: the least time of a "
+           "chain of ops of different output widths split into kernels under an op limit and a launch "
+           "cost, and the fewest kernels reaching it (the split search not given)",
     reject=_intensity_not_tied,
-    upper=levels_roofline.ELEMENTWISE_LEVELS,
+    upper={**levels_roofline.ELEMENTWISE_LEVELS, **levels_compute5.ELEMENTWISE_LEVELS_R2},
     constant={"rows[].bound": "an elementwise kernel's intensity (a few FLOPs per byte) is far below "
               "any chip's critical intensity: always memory-bound, and the prompt says so"},
 )
@@ -430,12 +432,12 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     "  # one row per shape, in order",
     matmul_fraction_of_peak_float, "uncapped_fraction",
     sample=sample_matmul_fraction_of_peak,
-    upper={4: levels_inverse2.FRACTION},
-    branches=levels_inverse2.NONE_AT_L4,
-    levels="L4: the smallest m reaching a target fraction of peak per [k, n] (None); "
-           "L5 asks it at L5 sizes; the rest: "
-           "shapes 3+level (one skinny), dims up to 8192*2**level; level 3+: non-round m and chip "
-           "numbers, int8/fp32 values",
+    upper={**levels_compute5.FRACTION_LEVELS_R2, 4: levels_inverse2.FRACTION},
+    branches=(Branch("none", levels_compute5.some_none, Fraction(1, 8), (4,)),),
+    levels="L2 asks level 1's question at larger sizes; L3: one attention head's two matmuls (scores "
+           "written, probabilities read) and the pair's fraction of peak; L4: the smallest m reaching a "
+           "target fraction of peak per [k, n] (None); L5: per shape, the tile (padding computed, "
+           "operands re-read per band of tiles, an SRAM limit) of the highest useful fraction of peak",
 )
 
 
@@ -474,10 +476,14 @@ cache, so the intensity, and with it the bound, is the same at every batch size.
     _ROOFLINE_ROW, decode_attention_roofline_float, "kv_shared_across_batch",
     sample=sample_decode_attention_roofline,
     upper={2: Level(decode_attention_roofline, _DECODE_ATTENTION_L2, _ROOFLINE_ROW,
-                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied)},
-    levels="L2+: the attention FLOPs derived; batches 2+level (always batch 1) up to 64*2**level, "
-           "context up to 8k*2**level; level 3+: "
-           "non-round context and chip numbers, more head sizes, int8/fp32 cache",
+                    decode_attention_roofline_float, "kv_shared_across_batch", reject=_intensity_not_tied),
+           **levels_compute5.DECODE_ATTENTION_LEVELS_R2},
+    branches=levels_compute5.DECODE_ATTENTION_BRANCHES_R2,
+    levels="L2: the attention FLOPs derived; L3: a whole layer's decode step with its weights, whose "
+           "bound changes with the batch; L4: the smallest compute-bound batch per context length "
+           "(None where the KV reads cap the intensity); L5: the KV-cache format and batch of the most "
+           "tokens per second under an HBM capacity and a latency budget (decode FLOPs against cheaper "
+           "reads; compute-bound throughput ties broken by the smaller batch)",
     reject=_intensity_not_tied,
     constant={"rows[].bound": "each sequence reads its own KV cache, so FLOPs and bytes both grow with "
               "the batch and the intensity 2*n_heads/(n_kv_heads*bytes) does not depend on it: the "
@@ -525,11 +531,13 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
-    upper={4: levels_inverse2.BANDWIDTH},
-    levels="L4: the least tier bandwidth at which the matmul is compute-bound, per batch; "
-           "L5 asks it at L5 sizes; the rest: "
-           "tiers 2+level, batch up to 256*level, d_model up to 8192*level; level 3+: non-round "
-           "bandwidths and peak, int8/fp32 values",
+    upper={**levels_compute5.STREAMING_LEVELS_R2, 4: levels_inverse2.BANDWIDTH},
+    branches=levels_compute5.STREAMING_BRANCHES_R2,
+    levels="L2 asks level 1's question at larger sizes; L3: weights split between HBM and a concurrent "
+           "host stream, and which of compute, HBM and host sets the time; L4: the least tier bandwidth "
+           "at which the matmul is compute-bound, per batch; L5: per batch, how many layers to keep "
+           "resident in HBM for the fastest pass (streams balanced, or tied at the compute time: the "
+           "fewest)",
     reject=_tier_not_tied,
     varying=("rows[].bound",),
 )
