@@ -1307,8 +1307,8 @@ possible, the earlier stages taking one layer more when the count does not divid
 stage also holds the input embedding (vocab_size x d_model weights) and the last stage the separate
 output projection (d_model x vocab_size weights). Every chip also needs
 `activation_bytes_per_stage` bytes. Give the largest number of layers for which every chip's
-memory fits, and the model's parameter count with that many layers (layers and both embeddings);
-None for both if not even one layer fits."""
+memory fits (at least one layer always does), and the model's parameter count with that many
+layers (layers and both embeddings)."""
 
 LARGEST_LEVELS_R2 = {
     2: Level(
