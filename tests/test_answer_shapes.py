@@ -41,7 +41,8 @@ def unmarked(shape: str, fields: set[str]) -> list[str]:
 
 @pytest.mark.parametrize(("name", "level"), GRID, ids=[f"{n}-L{lv}" for n, lv in GRID])
 def test_every_field_that_can_be_none_says_so_in_the_shape(name, level):
-    tasks = [exactgrade.generate("scaling", seed=0, index=i, level=level, family=name) for i in range(INSTANCES)]
+    tasks = [exactgrade.generate("scaling", seed=0, index=i, level=level, family=name)
+             for i in range(INSTANCES)]
     shape = shape_of(tasks[0].prompt)
     fields = {field for task in tasks for field in none_fields(task.expected)}
     assert unmarked(shape, fields) == [], f"None in the key but not in the shape {shape!r}"
