@@ -282,6 +282,16 @@ def _sample_periodic_run(draw: Draw, level: int) -> dict:
         v[-1] = -total + (-1 if regime == 2 else 1) * draw.dyadic(Fraction(1, 4), Fraction(3, 2), 2)
     if not -6 <= v[-1] <= 6 or v[-1] == 0 or not any(e > 0 for e in v) or max(v) <= 0:
         raise Reject("the last term is out of range, zero, or nothing is positive")
+    if regime:  # period sum <= 0: the best run has at most m terms; rotate the pattern so that it
+        # starts j terms before a period's end and runs on into the next period
+        exact = [Fraction(e) for e in v]
+        best = max(((sum(exact[(a + t) % m] for t in range(length)), -length, a)
+                    for a in range(m) for length in range(1, m + 1)))
+        length, a = -best[1], best[2]
+        if length < 2:
+            raise Reject("the best run is a single term: it cannot cross a period boundary")
+        shift = a - (m - draw.integer(1, length - 1))
+        v = [v[(t + shift) % m] for t in range(m)]
     Q = draw.integer(10**11, 10**12) // m
     n = Q * m + draw.integer(1, m - 1)
     return {"pattern": tensor("float32", [float(e) for e in v]), "n": n}
@@ -605,6 +615,7 @@ def line_search_descent(w0, x, y):
         w = w.detach().requires_grad_(True)
         (g,) = torch.autograd.grad(loss(w), w, create_graph=True)
         (hg,) = torch.autograd.grad(g, w, grad_outputs=g.detach())   # the curvature along g, H @ g
+        g = g.detach()
         step = float((g @ g) / (g @ hg))            # the minimiser of the loss along -g (a parabola)
         steps.append(step)
         w = (w - step * g).detach()
