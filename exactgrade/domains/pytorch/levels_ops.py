@@ -285,8 +285,8 @@ def _sample_periodic_run(draw: Draw, level: int) -> dict:
     if regime:  # period sum <= 0: the best run has at most m terms; rotate the pattern so that it
         # starts j terms before a period's end and runs on into the next period
         exact = [Fraction(e) for e in v]
-        best = max(((sum(exact[(a + t) % m] for t in range(length)), -length, a)
-                    for a in range(m) for length in range(1, m + 1)))
+        best = max((sum(exact[(a + t) % m] for t in range(length)), -length, a)
+                    for a in range(m) for length in range(1, m + 1))
         length, a = -best[1], best[2]
         if length < 2:
             raise Reject("the best run is a single term: it cannot cross a period boundary")
@@ -298,7 +298,9 @@ def _sample_periodic_run(draw: Draw, level: int) -> dict:
 
 
 def _run_starts_at_zero(inputs: Inputs) -> str | None:
-    return "the best run may start at the first position: 0 is then the start"
+    if _periodic_best_run(**inputs)[0]["start"] == 0:
+        return "the best run starts at the first position"
+    return None
 
 
 def run_tied(task) -> bool:
@@ -673,3 +675,103 @@ LINE_SEARCH_DESCENT = _family(
         the two step sizes in order, `w2`, the weights after the second step, and `loss2`, the loss there.""",
     lambda i: ({"steps": f32(2), "w2": f32(i["w0"].shape[0]), "loss2": PY_FLOAT},), _sample_line_search,
     reject=_line_search_clear)
+
+
+# stable_sort L5: the stable order of a periodic sequence of 10^11..10^12 terms, both ways ----------
+def periodic_stable_order(pattern, n, positions, places):
+    import torch
+
+    p = pattern.tolist()
+    m = len(p)
+    Q, r = divmod(n, m)
+    count = {v: Q * p.count(v) + p[:r].count(v) for v in set(p)}        # occurrences in all n terms
+    before = {v: sum(c for u, c in count.items() if u > v) for v in count}  # larger terms come first
+
+    def place_of(i):               # larger first; equal terms keep their order (earlier first)
+        k, t = divmod(i, m)
+        v = p[t]
+        return before[v] + k * p.count(v) + p[:t].count(v)
+
+    def term_at(place):            # the inverse: which term lands at this place
+        v = min(u for u in count if before[u] <= place)   # smaller values come later
+        j = place - before[v]
+        offsets = [t for t in range(m) if p[t] == v]
+        k, e = divmod(j, len(offsets))
+        return k * m + offsets[e]
+
+    return {"rows": [{"place": torch.tensor([place_of(i) for i in positions.tolist()]),
+                      "term": torch.tensor([term_at(k) for k in places.tolist()])}]}
+
+
+def _periodic_stable_order(pattern, n, positions, places):
+    """Places counted term by term over one period and scaled (no per-value table), and each
+    term found by bisection on the place of the terms of its value (place is increasing along them)."""
+    p = list(values(pattern))
+    m = len(p)
+    Q, r = divmod(n, m)
+
+    def place_of(i):
+        k, t = divmod(i, m)
+        larger = sum(Q + (1 if s < r else 0) for s in range(m) if p[s] > p[t])
+        equal_before = sum(k + (1 if s < t else 0) for s in range(m) if p[s] == p[t])
+        return larger + equal_before
+
+    def term_at(place):
+        for v in sorted(set(p), reverse=True):
+            ts = [t for t in range(m) if p[t] == v]
+            first = place_of(ts[0])
+            last_position = max(k * m + t for t in ts for k in (Q - 1, Q) if k * m + t < n)
+            if first <= place <= place_of(last_position):
+                low, high = 0, n // m + 1              # the last period index whose first v is <= place
+                while low < high:
+                    mid = (low + high + 1) // 2
+                    if place_of(mid * m + ts[0]) <= place:
+                        low = mid
+                    else:
+                        high = mid - 1
+                for t in ts:
+                    if low * m + t < n and place_of(low * m + t) == place:
+                        return low * m + t
+        raise AssertionError("no term at this place")
+
+    return [{"place": ExactTensor.of("int64", [place_of(i) for i in values(positions)]),
+             "term": ExactTensor.of("int64", [term_at(k) for k in values(places)])}]
+
+
+def _sample_periodic_order(draw: Draw, level: int) -> dict:
+    m = draw.integer(6, 9)
+    pattern = [draw.integer(0, 4) for _ in range(m)]
+    if len(set(pattern)) < 3 or max(pattern.count(v) for v in pattern) < 2:
+        raise Reject("the pattern needs three values and a repeated one")
+    n = draw.integer(10**11, 10**12) // m * m + draw.integer(1, m - 1)
+    return {"pattern": tensor("int64", pattern), "n": n,
+            "positions": tensor("int64", [draw.integer(0, n - 1) for _ in range(4)]),
+            "places": tensor("int64", [draw.integer(0, n - 1) for _ in range(4)])}
+
+
+def _order_mistaken(task) -> str | None:
+    """The named mistakes: the partial last period ignored (every value occurring exactly Q times
+    its count per period), or ties broken against the original order: each must miss most answers."""
+    p, n = list(values(task.inputs["pattern"])), task.inputs["n"]
+    m = len(p)
+    Q = n // m
+    places = task.expected["rows"][0]["place"].data
+    partial_missed = sum(1 for i, k in zip(values(task.inputs["positions"]), places, strict=True)
+                         if sum(Q for s in range(m) if p[s] > p[i % m]) + (i // m) * p.count(p[i % m])
+                         + p[:i % m].count(p[i % m]) == k)
+    if partial_missed * 2 > len(places):
+        return "ignoring the partial last period gives most places"
+    return None
+
+
+PERIODIC_STABLE_ORDER = _family(
+    "stable_sort", "tensor_ops", periodic_stable_order, _periodic_stable_order,
+    lambda i: f"""A sequence s has n = {i["n"]} terms (far too many to build): s[t] = pattern[t mod
+        {i["pattern"].shape[0]}] for t = 0, 1, ..., n-1, where `pattern` is the given int64 vector
+        (the pattern repeats; n need not be a multiple of its length). Arrange the n terms from largest to
+        smallest, where equal terms keep their original relative order (the one at the smaller position first);
+        the arranged places are numbered 0 to n-1. Give `place`, for each position listed in `positions`
+        the place its term takes in the arrangement, and `term`, for each place listed in `places` the
+        original position of the term that lands there.""",
+    lambda i: ({"place": i64(i["positions"].shape[0]), "term": i64(i["places"].shape[0])},),
+    _sample_periodic_order, reject=_order_mistaken)

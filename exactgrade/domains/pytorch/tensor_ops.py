@@ -26,6 +26,7 @@ from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, resh
 from exactgrade.domains.pytorch.levels import leveled
 from exactgrade.domains.pytorch.levels_ops import (
     PERIODIC_BEST_RUN,
+    PERIODIC_STABLE_ORDER,
     PERIODIC_STANDARDISE,
     SHRINK_TO_BUDGET,
     VIEW_CHAIN,
@@ -1706,32 +1707,8 @@ def _adjacent_swaps(x):
     return [{"swaps": sum(1 for i in range(len(v)) for j in range(i + 1, len(v)) if v[i] < v[j])}]
 
 
-# stable_sort L5: fewest arbitrary swaps, elements tracked by identity -----------------------------
-def any_swaps(x):
-    import torch
-
-    order = torch.sort(x, descending=True, stable=True).indices.tolist()
-    seen, cycles = set(), 0
-    for start in range(len(order)):
-        if start not in seen:
-            cycles += 1
-            while start not in seen:
-                seen.add(start)
-                start = order[start]
-    return {"rows": [{"swaps": len(order) - cycles, "order": torch.tensor(order)}]}
-
-
-def _any_swaps(x):
-    v = values(x)
-    order = sorted(range(len(v)), key=lambda i: (-v[i], i))
-    swaps, arrangement = 0, list(range(len(v)))
-    for position, wanted in enumerate(order):  # selection by swapping: one swap per misplaced element
-        if arrangement[position] != wanted:
-            other = arrangement.index(wanted)
-            arrangement[position], arrangement[other] = arrangement[other], arrangement[position]
-            swaps += 1
-    return [{"swaps": swaps, "order": ExactTensor.of("int64", order)}]
-
+_STABLE_ORDER = """the descending order of `x` in which equal elements keep their original relative order
+    (the one with the smaller index first)"""
 
 def _needs_swaps(inputs: Inputs) -> str | None:
     v = values(inputs["x"])
@@ -1766,16 +1743,12 @@ STABLE_SORT = leveled(STABLE_SORT, {
         f"""Give `swaps`, the smallest number of exchanges of two neighbouring elements that turns `x`
             into {_STABLE_ORDER}.""",
         lambda i: ({"swaps": PY_INT},), _sample_sort, refuse=_needs_swaps),
-    5: _restated(
-        "stable_sort", any_swaps, _any_swaps,
-        f"""Elements are tracked by their original index. Give `order`, the original indices listed in
-            {_STABLE_ORDER}, and `swaps`, the smallest number of exchanges of two elements (any two
-            positions, not only neighbours) that rearranges x into exactly that order of original
-            indices.""",
-        lambda i: ({"swaps": PY_INT, "order": i64(*_dims(i["x"]))},), _sample_sort, refuse=_needs_swaps),
+    5: PERIODIC_STABLE_ORDER,
 }, levels="L1 a stable descending sort, named; L2 the order described by its tie rule; L3 average and "
           "dense ranks of tied values; L4 the fewest neighbour exchanges to the stable order (inversions, "
-          "ties not counted); L5 the fewest arbitrary exchanges (the cycle structure of the order)")
+          "ties not counted); L5 the stable order of a periodic "
+          "sequence of 10^11..10^12 terms, both ways: the place of given terms and the term at given "
+          "places (counts with a partial last period, then their inverse)")
 
 # top_and_kth L3: the spread between the top three and the second smallest, then the widest row ----
 def top_gap(x):
