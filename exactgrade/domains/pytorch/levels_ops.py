@@ -769,7 +769,8 @@ PERIODIC_STABLE_ORDER = _family(
     lambda i: f"""A sequence s has n = {i["n"]} terms (far too many to build): s[t] = pattern[t mod
         {i["pattern"].shape[0]}] for t = 0, 1, ..., n-1, where `pattern` is the given int64 vector
         (the pattern repeats; n need not be a multiple of its length). Arrange the n terms from largest to
-        smallest, where equal terms keep their original relative order (the one at the smaller position first);
+        smallest, where equal terms keep their original relative order (the one at the smaller
+        position first);
         the arranged places are numbered 0 to n-1. Give `place`, for each position listed in `positions`
         the place its term takes in the arrangement, and `term`, for each place listed in `places` the
         original position of the term that lands there.""",
