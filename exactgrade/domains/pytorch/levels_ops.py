@@ -776,3 +776,95 @@ PERIODIC_STABLE_ORDER = _family(
         original position of the term that lands there.""",
     lambda i: ({"place": i64(i["positions"].shape[0]), "term": i64(i["places"].shape[0])},),
     _sample_periodic_order, reject=_order_mistaken)
+
+
+# integer_division L5: floor and truncating quotients summed over 10^11..10^12 terms ---------------
+def division_sums(a, b, c, n):
+    def floor_sum(n, m, a, b):      # sum over i < n of floor((a*i + b) / m), m > 0: Euclid-like steps
+        total = 0
+        if a < 0 or a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b < 0 or b >= m:
+            total += n * (b // m)
+            b %= m
+        while True:
+            if a >= m:
+                total += (n - 1) * n // 2 * (a // m)
+                a %= m
+            if b >= m:
+                total += n * (b // m)
+                b %= m
+            top = a * n + b
+            if top < m:
+                return total
+            n, b, m, a = top // m, top % m, a, m
+
+    import math
+
+    floors = floor_sum(n, c, a, b)
+    negative = min(n, max(0, (-b - 1) // a + 1))      # i < negative: a*i + b < 0 (a > 0)
+    g = math.gcd(a, c)                                # a*i + b = 0 (mod c) has solutions iff g | b,
+    exact = 0                                         # one in every c/g consecutive i
+    if b % g == 0 and negative > 0:
+        period = c // g
+        first = (-b // g) * pow(a // g, -1, period) % period
+        exact = 0 if first >= negative else (negative - 1 - first) // period + 1
+    return {"rows": [{"floor_sum": floors, "trunc_sum": floors + negative - exact}]}
+
+
+def _floor_sum_inclusive(a: int, b: int, c: int, n: int) -> int:
+    """sum over 0 <= i <= n of floor((a*i + b) / c) for a, b >= 0, c > 0, by the reciprocity
+    recursion (the lattice points under the line counted from the other axis)."""
+    if n < 0:
+        return 0
+    if a == 0:
+        return (n + 1) * (b // c)
+    if a >= c or b >= c:
+        return (a // c) * n * (n + 1) // 2 + (b // c) * (n + 1) + _floor_sum_inclusive(a % c, b % c, c, n)
+    top = (a * n + b) // c
+    return n * top - _floor_sum_inclusive(c, c - b - 1, a, top - 1)
+
+
+def _floor_total(a: int, b: int, c: int, count: int) -> int:
+    """sum over i < count of floor((a*i + b) / c), a > 0, any b."""
+    shift = -(b // c)                                 # b + shift*c lies in [0, c)
+    return _floor_sum_inclusive(a, b + shift * c, c, count - 1) - shift * count
+
+
+def _division_sums(a, b, c, n):
+    floors = _floor_total(a, b, c, n)
+    negative = next(k for k in ((-b + a - 1) // a, (-b + a - 1) // a + 1) if a * k + b >= 0)
+    negative = min(n, negative)
+    # the exact quotients among the negative terms: floor(v/c) - floor((v-1)/c) is 1 iff c divides v
+    exact = _floor_total(a, b, c, negative) - _floor_total(a, b - 1, c, negative)
+    return [{"floor_sum": floors, "trunc_sum": floors + negative - exact}]
+
+
+def _sample_division_sums(draw: Draw, level: int) -> dict:
+    n = draw.integer(10**11, 10**12)
+    g = draw.choice((1, 2, 4, 6, 10, 12))
+    c = g * draw.integer(200, 50_000)
+    a = g * draw.integer(2_000, 1_000_000)
+    b = -a * draw.integer(n // 4, 3 * n // 4) - draw.integer(0, a - 1)
+    if draw.chance(2, 3):
+        b -= b % g                                    # some negative terms divide exactly
+    return {"a": a, "b": b, "c": c, "n": n}
+
+
+def division_exact_negatives(task) -> bool:
+    """Some negative term divides exactly: its truncated and floor quotients agree (the named
+    mistake, trunc = floor + the number of negative terms, then fails)."""
+    i = task.inputs
+    return task.expected["rows"][0]["trunc_sum"] != _floor_total(i["a"], i["b"], i["c"], i["n"]) + min(
+        i["n"], (-i["b"] - 1) // i["a"] + 1)
+
+
+DIVISION_SUMS = _family(
+    "integer_division", "tensor_ops", division_sums, _division_sums,
+    lambda i: f"""For i = 0, 1, ..., n-1 with n = {i["n"]} (far too many terms to list), let v_i = a*i + b
+        with a = `a`, b = `b`, and divide v_i by c = `c` in two ways: the quotient rounded down (toward
+        minus infinity) and the quotient rounded toward zero (its fractional part dropped). Give
+        `floor_sum`, the sum over all i of the rounded-down quotients, and `trunc_sum`, the sum over all
+        i of the quotients rounded toward zero (both exact Python ints).""",
+    lambda i: ({"floor_sum": PY_INT, "trunc_sum": PY_INT},), _sample_division_sums)

@@ -25,12 +25,14 @@ from exactgrade.domains.pytorch.common import (
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
 from exactgrade.domains.pytorch.levels import leveled
 from exactgrade.domains.pytorch.levels_ops import (
+    DIVISION_SUMS,
     PERIODIC_BEST_RUN,
     PERIODIC_STABLE_ORDER,
     PERIODIC_STANDARDISE,
     SHRINK_TO_BUDGET,
     VIEW_CHAIN,
     WRAPPING_RECURRENCE,
+    division_exact_negatives,
     run_period_positive,
     run_tied,
 )
@@ -1408,43 +1410,6 @@ def _divisor_none(task) -> bool:
     return task.expected["rows"][0]["divisor"] == -1
 
 
-# integer_division L5: round-half-even quotients and balanced remainders ---------------------------
-def balanced_division(a, b):
-    import torch
-
-    floor = torch.div(a, b, rounding_mode="floor")
-    twice = 2 * (a - b * floor) * torch.sign(b)  # twice the fractional part of a/b, times |b|
-    up = (twice > b.abs()) | ((twice == b.abs()) & (floor % 2 == 1))
-    nearest = floor + up.long()
-    return {"rows": [{"nearest": nearest, "balanced": a - b * nearest,
-                      "ceil": -torch.div(-a, b, rounding_mode="floor")}]}
-
-
-def _balanced_division(a, b):
-    pairs = list(zip(values(a), values(b), strict=True))
-    nearest = [round(Fraction(p, q)) for p, q in pairs]  # Fraction rounds half to even
-    return [{"nearest": ExactTensor.of("int64", nearest),
-             "balanced": ExactTensor.of("int64", [p - q * n
-                                                  for (p, q), n in zip(pairs, nearest, strict=True)]),
-             "ceil": ExactTensor.of("int64", [-((-p) // q) for p, q in pairs])}]
-
-
-def _has_half_tie(inputs: Inputs) -> str | None:
-    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
-    if not any(2 * (p % q) == abs(q) or 2 * (p % q) == -abs(q) for p, q in pairs):
-        return "no quotient lies exactly halfway between two integers: the half-to-even rule is not tested"
-    return _signs_mixed(inputs)
-
-
-def _sample_division_ties(draw: Draw, level: int) -> dict:
-    inputs = _sample_division(draw, level)
-    a, b = list(values(inputs["a"])), list(values(inputs["b"]))
-    for j in draw.sample(range(len(a)), 2):  # two exact halves, of either parity
-        q = 2 * draw.integer(1, 3) * draw.choice((-1, 1))
-        b[j], a[j] = q, q * draw.integer(-4, 4) + q // 2
-    return {"a": tensor("int64", a), "b": tensor("int64", b)}
-
-
 INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
     2: _restated(
         "integer_division", integer_division, _integer_division,
@@ -1469,19 +1434,14 @@ INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
             2 <= d <= `limit` for which the two roundings of a/d agree for every element of the int64
             tensor `a`, or -1 if no such d exists.""",
         lambda i: ({"divisor": PY_INT},), _sample_agreeing, refuse=_has_negative_inexact_at_two),
-    5: _restated(
-        "integer_division", balanced_division, _balanced_division,
-        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give `nearest`, the
-            integer nearest to the real quotient a/b, taking the even one of the two when a/b lies exactly
-            halfway between two integers; `balanced`, a - b*nearest; and `ceil`, the smallest integer
-            >= a/b. All three are int64 tensors.""",
-        lambda i: ({"nearest": i64(*_dims(i["a"])), "balanced": i64(*_dims(i["a"])),
-                    "ceil": i64(*_dims(i["a"]))},), _sample_division_ties, refuse=_has_half_tie),
+    5: DIVISION_SUMS,
 }, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
           "Euclidean division (a third convention, derived from the other two); L4 the smallest divisor "
-          "on which floor and truncation agree, or -1; L5 round-half-even quotients with balanced "
-          "remainders",
-   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),))
+          "on which floor and truncation agree, or -1; L5 floor and truncating quotients of an "
+          "arithmetic progression summed over 10^11..10^12 terms (a Euclid-like floor sum, then the "
+          "negative terms that divide exactly: a linear congruence)",
+   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),
+             Branch("some negative term divides exactly", division_exact_negatives, Fraction(1, 3), (5,))))
 
 # mask_above_mean L2: above the mean of the element's own row --------------------------------------
 def above_row_mean(x):
