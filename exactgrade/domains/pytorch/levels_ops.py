@@ -868,3 +868,92 @@ DIVISION_SUMS = _family(
         `floor_sum`, the sum over all i of the rounded-down quotients, and `trunc_sum`, the sum over all
         i of the quotients rounded toward zero (both exact Python ints).""",
     lambda i: ({"floor_sum": PY_INT, "trunc_sum": PY_INT},), _sample_division_sums)
+
+
+# broadcast_arithmetic L5: a broadcast product of 10^10..10^13 elements, by its factors ------------
+def broadcast_product(P, Q, R, s, d, at):
+    import torch
+
+    # a: (P, 1) lines up with the last two dimensions of b: (Q, 1, R), so out is (Q, P, R) and
+    # out[q, p, r] = (p - s) * (q - r + d): positive where both factors share a sign
+    shape = [Q, P, R]
+    q0, p0, r0 = at.tolist()
+    picked = (p0 - s) * (q0 - r0 + d)
+    up_a = [p - s for p in range(P) if p > s]
+    down_a = [p - s for p in range(P) if p < s]
+    count = {1: 0, -1: 0}
+    total = {1: 0, -1: 0}
+    for r in range(R):                  # per r, the q with q - r + d > 0 form a tail of 0..Q-1
+        first = max(0, r - d + 1)       # the smallest q with a positive factor
+        if first < Q:
+            k = Q - first
+            count[1] += k
+            total[1] += k * (first - r + d) + k * (k - 1) // 2
+        last = min(Q, r - d)            # q < last: a negative factor
+        if last > 0:
+            count[-1] += last
+            total[-1] += last * (-r + d) + last * (last - 1) // 2
+    positive_count = len(up_a) * count[1] + len(down_a) * count[-1]
+    positive_sum = sum(up_a) * total[1] + sum(down_a) * total[-1]
+    return {"rows": [{"shape": torch.tensor(shape), "picked": picked, "positive_count": positive_count,
+                      "positive_sum": positive_sum}]}
+
+
+def _broadcast_product(P, Q, R, s, d, at):
+    """The same by rows of q (the other factor's axis) and closed forms over p."""
+    q0, p0, r0 = values(at)
+
+    def side(sign):                     # count and sum of the (p - s) with that sign
+        ps = [p - s for p in range(P) if (p - s) * sign > 0]
+        return len(ps), sum(ps)
+
+    count, total = {1: 0, -1: 0}, {1: 0, -1: 0}
+    for q in range(Q):                  # per q, r with q - r + d > 0 are r < q + d
+        below = min(R, max(0, q + d))   # r in [0, below): factor q - r + d >= 1
+        count[1] += below
+        total[1] += below * (q + d) - below * (below - 1) // 2
+        above = R - min(R, max(0, q + d + 1))   # r > q + d: negative factor
+        start = min(R, max(0, q + d + 1))
+        count[-1] += above
+        total[-1] += above * (q + d) - (start + R - 1) * above // 2 if above else 0
+    n_up, s_up = side(1)
+    n_down, s_down = side(-1)
+    return [{"shape": ExactTensor.of("int64", [Q, P, R]), "picked": (p0 - s) * (q0 - r0 + d),
+             "positive_count": n_up * count[1] + n_down * count[-1],
+             "positive_sum": s_up * total[1] + s_down * total[-1]}]
+
+
+def _sample_broadcast_product(draw: Draw, level: int) -> dict:
+    P, Q, R = draw.integer(2000, 20_000), draw.integer(2000, 40_000), draw.integer(2000, 40_000)
+    s = draw.integer(P // 5, 4 * P // 5)
+    d = draw.integer(-R // 2, Q // 2)
+    at = [draw.integer(0, Q - 1), draw.integer(0, P - 1), draw.integer(0, R - 1)]
+    if len({P, Q, R}) < 3:
+        raise Reject("two dimensions are equal: the wrong alignment would not show in the shape")
+    return {"P": P, "Q": Q, "R": R, "s": s, "d": d, "at": tensor("int64", at)}
+
+
+def _broadcast_mistaken(task) -> str | None:
+    """The named mistake: the shapes lined up from the first dimension (out of shape (P, Q, R) with
+    out[p, q, r] = a[p] * b[q, r]): its picked element must differ."""
+    i = task.inputs
+    first, second, third = values(i["at"])
+    wrong = (first - i["s"]) * (second - third + i["d"]) if first < i["P"] and second < i["Q"] else None
+    if wrong == task.expected["rows"][0]["picked"]:
+        return "reading the index as (p, q, r) gives the same picked element"
+    return None
+
+
+BROADCAST_PRODUCT = _family(
+    "broadcast_arithmetic", "tensor_ops", broadcast_product, _broadcast_product,
+    lambda i: f"""Two int64 tensors are only described (too large to build): `a` of shape (P, 1) with
+        a[p, 0] = p - s, and `b` of shape (Q, 1, R) with b[q, 0, r] = q - r + d, where P = {i["P"]}, Q =
+        {i["Q"]}, R = {i["R"]}, s = {i["s"]}, d = {i["d"]}. Let out be their elementwise product under
+        broadcasting: the two shapes are lined up at their last dimension and compared backwards, a
+        missing leading dimension counts as size 1, and a dimension of size 1 is stretched to the other
+        tensor's size in that position. Give `shape`, the shape of out (an int64 vector); `picked`, the
+        element of out at the index `at` (one index per dimension of out, in order); `positive_count`,
+        the number of elements of out that are strictly greater than 0; and `positive_sum`, the sum of
+        those elements (exact Python ints).""",
+    lambda i: ({"shape": i64(3), "picked": PY_INT, "positive_count": PY_INT, "positive_sum": PY_INT},),
+    _sample_broadcast_product, reject=_broadcast_mistaken)

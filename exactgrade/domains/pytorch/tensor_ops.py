@@ -25,6 +25,7 @@ from exactgrade.domains.pytorch.common import (
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
 from exactgrade.domains.pytorch.levels import leveled
 from exactgrade.domains.pytorch.levels_ops import (
+    BROADCAST_PRODUCT,
     DIVISION_SUMS,
     PERIODIC_BEST_RUN,
     PERIODIC_STABLE_ORDER,
@@ -2583,46 +2584,6 @@ def _best_worst_first(inputs: Inputs) -> str | None:
     return "the first column is best: column is 0" if minima.index(max(minima)) == 0 else None
 
 
-# broadcast_arithmetic L5: piecewise-linear interpolation between knots ---------------------------
-def interpolate(knots, heights, queries):
-    import torch
-
-    right = torch.searchsorted(knots, queries).clamp(1, knots.shape[0] - 1)
-    left = right - 1
-    t = ((queries - knots[left]) / (knots[right] - knots[left])).clamp(0, 1)
-    return {"rows": [{"y": heights[left] + t * (heights[right] - heights[left])}]}
-
-
-def _interpolate(knots, heights, queries):
-    k, h = values(knots), values(heights)
-    out = []
-    for q in values(queries):
-        if q <= k[0]:
-            out.append(h[0])
-        elif q >= k[-1]:
-            out.append(h[-1])
-        else:
-            j = next(j for j in range(1, len(k)) if q <= k[j])
-            out.append(h[j - 1] + (q - k[j - 1]) / (k[j] - k[j - 1]) * (h[j] - h[j - 1]))
-    return [{"y": ExactTensor.of("float32", out)}]
-
-
-def _sample_knots(draw: Draw, level: int) -> dict:
-    n = draw.integer(3, 3 + level)
-    knots = sorted(draw.sample(range(-12, 13), n))
-    queries = [float(draw.dyadic(knots[0] - 2, knots[-1] + 2, 2)) for _ in range(draw.integer(4, 3 + level))]
-    return {"knots": tensor("float32", [k / 2 for k in knots]),
-            "heights": dyadic_tensor(draw, (n,), -3, 3, 2),
-            "queries": tensor("float32", [q / 2 for q in queries])}
-
-
-def _queries_inside_and_out(inputs: Inputs) -> str | None:
-    k, q = values(inputs["knots"]), values(inputs["queries"])
-    if not any(e < k[0] or e > k[-1] for e in q) or not any(k[0] < e < k[-1] and e not in k for e in q):
-        return "the queries do not fall both between knots and outside them"
-    return None
-
-
 BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
     2: _restated(
         "broadcast_arithmetic", broadcast_arithmetic, _broadcast_arithmetic,
@@ -2649,16 +2610,12 @@ BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
             element is largest, and `worst`, that smallest element.""",
         lambda i: ({"column": PY_INT, "worst": PY_FLOAT},), _sample_broadcast, refuse=_best_worst_unique,
         zero_reason=_best_worst_first),
-    5: _restated(
-        "broadcast_arithmetic", interpolate, _interpolate,
-        """The increasing positions `knots` carry the values `heights`. Define a function on the whole
-            line: between two neighbouring knots it is the straight line joining their (position, value)
-            points; left of the first knot it equals the first value, right of the last knot the last
-            value. Give `y`, that function at each of the `queries`.""",
-        lambda i: ({"y": f32(i["queries"].shape[0])},), _sample_knots, refuse=_queries_inside_and_out),
+    5: BROADCAST_PRODUCT,
 }, levels="L1 broadcasting expressions given; L2 the same results by their index formulas; L3 nearest "
           "points between two broadcast sets, reduced; L4 the column of a broadcast matrix with the best "
-          "worst case; L5 piecewise-linear interpolation with constant ends, described not named")
+          "worst case; L5 a broadcast product too large to build: its "
+          "shape by the alignment rule, an element, and the count and sum of its positive elements by "
+          "factorising over the sign regions of the two factors")
 
 
 # group_by_key L3: each element's deviation from its group mean, and the best group ---------------
