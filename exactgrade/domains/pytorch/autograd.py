@@ -16,15 +16,18 @@ from exactgrade.domains.pytorch.exact import (
     elementwise,
     hp,
     matmul,
-    mean,
     reshape,
-    sigmoid,
     softmax,
     transpose,
     values,
 )
 from exactgrade.domains.pytorch.levels import leveled
-from exactgrade.domains.pytorch.levels_ops import GRADIENT_NORM_DESCENT, LINE_SEARCH_DESCENT, negative_count
+from exactgrade.domains.pytorch.levels_ops import (
+    BOOTSTRAPPED_FIXED_POINT,
+    GRADIENT_NORM_DESCENT,
+    LINE_SEARCH_DESCENT,
+    negative_count,
+)
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -860,34 +863,6 @@ def _k_none(task) -> bool:
     return task.expected["rows"][0]["k"] == -1
 
 
-def advantage_surrogate(x0):
-    import torch
-
-    x = x0.clone().requires_grad_(True)
-    advantage = x ** 2 - (x ** 2).mean()
-    loss = -(advantage.detach() * torch.log(torch.sigmoid(x))).sum()
-    (grad,) = torch.autograd.grad(loss, x)
-    return {"rows": [{"loss": loss.detach(), "grad": grad}]}
-
-
-def _advantage_surrogate(x0):
-    v = values(x0)
-    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
-    m = mean([e * e for e in flat])
-    loss = -mpmath.fsum(hp(e * e - m) * mpmath.log(sigmoid(e)) for e in flat)
-    return [{"loss": ExactTensor.of("float32", loss),
-             "grad": ExactTensor.of("float32", elementwise(lambda e: -hp(e * e - m) * (1 - sigmoid(e)), v))}]
-
-
-def _advantage_nonzero(inputs: Inputs) -> str | None:
-    v = values(inputs["x0"])
-    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
-    m = mean([e * e for e in flat])
-    if any(e * e == m for e in flat):
-        return "an element's advantage is exactly 0: its gradient would be 0"
-    return None
-
-
 DETACHED_GRADIENT = leveled(DETACHED_GRADIENT, {
     2: _level(
         "detached_gradient",
@@ -915,18 +890,11 @@ DETACHED_GRADIENT = leveled(DETACHED_GRADIENT, {
             sum(x^k * sg(x)^(4 - k)). Give `k`, the k for which g_k equals `target` exactly (element for
             element), the smallest if several do, or -1 if none does.""",
         lambda i: ({"k": PY_INT},), _sample_detached_power),
-    5: _level(
-        "detached_gradient",
-        advantage_surrogate, _advantage_surrogate,
-        """Write sg(.) for a value used in the forward computation but treated as a constant when
-            differentiating, and s(t) = 1 / (1 + e^(-t)). With x = `x0`, let A_i = x_i^2 minus the mean of
-            x^2 over all elements, and loss = -sum over i of sg(A_i) * ln(s(x_i)). Give `loss` (a 0-d
-            tensor) and `grad`, its gradient with respect to x.""",
-        lambda i: ({"loss": f32(), "grad": f32(*_dims(i["x0"]))},), _elementwise_input(-2.5, 2.5, 2),
-        refuse=_advantage_nonzero),
+    5: BOOTSTRAPPED_FIXED_POINT,
 }, levels="L1 detach named in the expressions; L2 stop-gradient described; L3 a straight-through "
-          "rounding estimator; L4 which power split reproduces a target gradient, or -1; L5 a "
-          "score-function surrogate whose weights carry no gradient",
+          "rounding estimator; L4 which power split reproduces a target gradient, or -1; L5 the "
+          "fixed point of a regression whose bootstrapped target is held constant (derived as a linear "
+          "system, not the loss minimiser) and the full gradient there",
    branches=(Branch("no k gives the target", _k_none, Fraction(1, 10), (4,)),))
 
 # second_derivative ------------------------------------------------------------------------------

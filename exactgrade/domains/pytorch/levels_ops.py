@@ -20,6 +20,7 @@ import mpmath
 
 from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, Inputs, f32, i64, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, values
+from exactgrade.domains.pytorch.levels import solve
 from exactgrade.domains.pytorch.sampling import dyadic_list, dyadic_tensor, int_tensor
 from exactgrade.family import Draw, Reject
 
@@ -957,3 +958,89 @@ BROADCAST_PRODUCT = _family(
         those elements (exact Python ints).""",
     lambda i: ({"shape": i64(3), "picked": PY_INT, "positive_count": PY_INT, "positive_sum": PY_INT},),
     _sample_broadcast_product, reject=_broadcast_mistaken)
+
+
+# detached_gradient L5: the fixed point of a bootstrapped (constant-target) regression ---------------
+def bootstrapped_fixed_point(phi, phi_next, reward, gamma):
+    import torch
+
+    f, f2, r = phi.double(), phi_next.double(), reward.double()
+
+    def loss(w, constant_target):
+        target = r + gamma * (f2 @ w)
+        if constant_target:
+            target = target.detach()
+        return ((target - f @ w) ** 2).mean()
+
+    def direction(w):           # the gradient with the target held constant (affine in w, since the
+        w = w.clone().requires_grad_(True)    # held target's value still moves with w)
+        return torch.autograd.grad(loss(w, True), w)[0]
+
+    k = phi.shape[1]
+    at_zero = direction(torch.zeros(k, dtype=torch.float64))
+    columns = [direction(torch.eye(k, dtype=torch.float64)[p]) - at_zero for p in range(k)]
+    w_star = torch.linalg.solve(torch.stack(columns, dim=1), -at_zero)
+    w = w_star.clone().requires_grad_(True)
+    (full,) = torch.autograd.grad(loss(w, False), w)
+    return {"rows": [{"w_star": w_star.float(), "loss_star": float(loss(w_star, True)),
+                      "full_gradient": full.float()}]}
+
+
+def _bootstrapped_fixed_point(phi, phi_next, reward, gamma):
+    """The held-constant gradient is -(2/T) * sum_t delta_t * phi_t with delta_t = r_t + gamma*phi'_t.w
+    - phi_t.w: it vanishes where sum_t phi_t (phi_t - gamma*phi'_t)^T w = sum_t r_t phi_t."""
+    f, f2, r, g = values(phi), values(phi_next), values(reward), Fraction(gamma)
+    T, k = len(f), len(f[0])
+    matrix = [[sum((f[t][p] * (f[t][q] - g * f2[t][q]) for t in range(T)), Fraction(0)) for q in range(k)]
+              for p in range(k)]
+    w = solve(matrix, [sum((r[t] * f[t][p] for t in range(T)), Fraction(0)) for p in range(k)])
+    delta = [r[t] + sum(((g * f2[t][q] - f[t][q]) * w[q] for q in range(k)), Fraction(0)) for t in range(T)]
+    full = [Fraction(2, T) * sum((delta[t] * (g * f2[t][p] - f[t][p]) for t in range(T)), Fraction(0))
+            for p in range(k)]
+    loss = sum((d * d for d in delta), Fraction(0)) / T
+    return [{"w_star": ExactTensor.of("float32", w), "loss_star": loss,
+             "full_gradient": ExactTensor.of("float32", full)}]
+
+
+def _sample_bootstrapped(draw: Draw, level: int) -> dict:
+    T, k = draw.integer(5, 7), draw.integer(2, 3)
+    return {"phi": tensor("float32", [[float(draw.integer(-2, 2)) for _ in range(k)] for _ in range(T)]),
+            "phi_next": tensor("float32", [[float(draw.integer(-2, 2)) for _ in range(k)] for _ in range(T)]),
+            "reward": dyadic_tensor(draw, (T,), -2, 2, 2),
+            "gamma": draw.choice((0.5, 0.75, 0.875, 0.9375))}
+
+
+def _bootstrapped_clear(inputs: Inputs) -> str | None:
+    """A unique, well-scaled fixed point that is not the least-squares fit of the full gradient
+    (the named mistake: minimising the loss with the target differentiated too)."""
+    f, f2, g = values(inputs["phi"]), values(inputs["phi_next"]), Fraction(inputs["gamma"])
+    T, k = len(f), len(f[0])
+    matrix = [[sum((f[t][p] * (f[t][q] - g * f2[t][q]) for t in range(T)), Fraction(0)) for q in range(k)]
+              for p in range(k)]
+    w = solve(matrix, [sum((values(inputs["reward"])[t] * f[t][p] for t in range(T)), Fraction(0))
+                       for p in range(k)])
+    if w is None or any(abs(e) > 32 for e in w) or max(abs(e) for e in w) < Fraction(1, 8):
+        return "the fixed point is not unique, or too large or too small to carry float32 digits"
+    residual = [[f[t][q] - g * f2[t][q] for q in range(k)] for t in range(T)]
+    normal = [[sum((residual[t][p] * residual[t][q] for t in range(T)), Fraction(0)) for q in range(k)]
+              for p in range(k)]
+    least = solve(normal, [sum((values(inputs["reward"])[t] * residual[t][p] for t in range(T)), Fraction(0))
+                           for p in range(k)])
+    if least is None or max(abs(a - b) for a, b in zip(least, w, strict=True)) < Fraction(1, 16):
+        return "the fixed point nearly equals the full-gradient minimiser: the named mistake would pass"
+    return None
+
+
+BOOTSTRAPPED_FIXED_POINT = _family(
+    "detached_gradient", "autograd", bootstrapped_fixed_point, _bootstrapped_fixed_point,
+    lambda i: f"""Row t of `phi` and of `phi_next` are the features of the state at step t and of the state
+        after it, for T = {i["phi"].shape[0]} transitions with rewards `reward`; a value estimate of a state
+        is the dot product of its features with a weight vector w. The loss of w is the mean over t of
+        (reward_t + gamma * (phi_next_t . w) - phi_t . w)^2 with gamma = `gamma`, where, when
+        differentiating, the bootstrapped part reward_t + gamma * (phi_next_t . w) is held constant (its
+        value is used, no derivative flows through it). Let w_star be the weight vector at which that
+        gradient is zero (there is exactly one here). Give `w_star`, `loss_star`, the loss at w_star, and `full_gradient`,
+        the gradient of the same loss at w_star when nothing is held constant.""",
+    lambda i: ({"w_star": f32(i["phi"].shape[1]), "loss_star": PY_FLOAT,
+                "full_gradient": f32(i["phi"].shape[1])},),
+    _sample_bootstrapped, refuse=_bootstrapped_clear)
