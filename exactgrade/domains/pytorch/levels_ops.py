@@ -1039,8 +1039,8 @@ BOOTSTRAPPED_FIXED_POINT = _family(
         (reward_t + gamma * (phi_next_t . w) - phi_t . w)^2 with gamma = `gamma`, where, when
         differentiating, the bootstrapped part reward_t + gamma * (phi_next_t . w) is held constant (its
         value is used, no derivative flows through it). Let w_star be the weight vector at which that
-        gradient is zero (there is exactly one here). Give `w_star`, `loss_star`, the loss at w_star, and `full_gradient`,
-        the gradient of the same loss at w_star when nothing is held constant.""",
+        gradient is zero (there is exactly one here). Give `w_star`, `loss_star`, the loss at w_star,
+        and `full_gradient`, the gradient of the same loss at w_star when nothing is held constant.""",
     lambda i: ({"w_star": f32(i["phi"].shape[1]), "loss_star": PY_FLOAT,
                 "full_gradient": f32(i["phi"].shape[1])},),
     _sample_bootstrapped, refuse=_bootstrapped_clear)
