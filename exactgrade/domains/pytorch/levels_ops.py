@@ -100,8 +100,11 @@ def _sample_view_chain(draw: Draw, level: int) -> dict:
     A, B, C = (_smooth(draw, 600, 6000) for _ in range(3))
     N = A * B * C
     evens = [d for d in _divisors(N) if d % 2 == 0 and 40 <= d <= 10**6 and d not in (2 * A, 2 * B, 2 * C)]
+    rows = [d for d in _divisors(N // 2) if 40 <= d <= 10**6]
+    if not evens or len(rows) < 3:
+        raise Reject("too few divisors in range for the two regroupings")
     R = draw.choice(evens)
-    T = draw.choice([d for d in _divisors(N // 2) if 40 <= d <= 10**6 and d not in (R, N // R)])
+    T = draw.choice([d for d in rows if d not in (R, N // R)])
     U = N // 2 // T
     queries = [[draw.integer(0, T - 1), draw.integer(0, U - 1)] for _ in range(6)]
     return {"A": A, "B": B, "C": C, "R": R, "T": T, "queries": tensor("int64", queries)}
