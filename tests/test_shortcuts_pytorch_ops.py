@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from fractions import Fraction
 
 import pytest
 from shortcut_rules import instances, rule_problems
 
 import exactgrade
-from exactgrade.domains.pytorch import autograd, tensor_ops
+from exactgrade.domains.pytorch import autograd, levels_ops, tensor_ops
+from exactgrade.domains.pytorch.common import tensor
+from exactgrade.domains.pytorch.exact import ExactTensor
 from exactgrade.family import LEVELS
+from exactgrade.values import TensorValue
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")
@@ -52,3 +56,165 @@ def test_every_level_asks_its_own_question(name):
     questions = {exactgrade.generate("pytorch", seed=0, index=0, level=level, family=name).prompt.split(
         "\n\nInputs")[0] for level in LEVELS}
     assert len(questions) == len(LEVELS), name
+
+
+# The round-2 L5s describe objects too large to build (10^10..10^12 terms); their references and
+# independent recomputations reason in closed form. On small sizes the object can be built: both
+# must then agree with torch run on the whole thing (brute force), on every drawn instance.
+def _small_cases(seed, count, make):
+    import random
+
+    rng = random.Random(seed)
+    return [make(rng) for _ in range(count)]
+
+
+def _brute_view_chain(rng):
+    import torch
+
+    A, B, C = rng.randint(2, 4), rng.randint(2, 4), rng.choice([2, 4])
+    N = A * B * C
+    R = rng.choice([d for d in range(2, N + 1, 2) if N % d == 0])
+    T = rng.choice([d for d in range(1, N // 2 + 1) if (N // 2) % d == 0])
+    x = torch.arange(N).reshape(A, B, C)
+    z = x.permute(2, 1, 0).reshape(R, -1)
+    v = z[1::2].T.reshape(T, -1)
+    queries = [[rng.randrange(T), rng.randrange(v.shape[1])] for _ in range(3)]
+    inputs = {"A": A, "B": B, "C": C, "R": R, "T": T, "queries": tensor("int64", queries)}
+    return inputs, {"values": [int(v[t, c]) for t, c in queries]}
+
+
+def _brute_standardise(rng):
+    import torch
+
+    m = rng.randint(3, 9)
+    n = rng.randint(2, 5) * m + rng.randint(1, m - 1)
+    v = torch.arange(n, dtype=torch.float64).remainder(m)
+    z = (v - v.mean()) / v.std(unbiased=False)
+    queries = [rng.randrange(n) for _ in range(3)]
+    return {"n": n, "m": m, "queries": tensor("int64", queries)}, {
+        "standardised": [float(z[q]) for q in queries], "above": int((z > 1).sum())}
+
+
+def _brute_best_run(rng):
+    m = rng.randint(5, 8)
+    pattern = [rng.randint(-12, 12) / 4 for _ in range(m)]
+    if rng.random() < 0.4:
+        pattern[-1] = -sum(pattern[:-1])
+    pattern[0] = abs(pattern[0]) + 0.25
+    n = rng.randint(2, 5) * m + rng.randint(1, m - 1)
+    s = [pattern[t % m] for t in range(n)]
+    best = max((sum(s[a:b + 1]), -a, -b) for a in range(n) for b in range(a, n))
+    return {"pattern": tensor("float32", pattern), "n": n}, {"best_sum": best[0], "start": -best[1],
+                                                             "end": -best[2]}
+
+
+def _brute_shrink(rng):
+    import torch
+
+    x = [[rng.randint(-16, 18) / 4 or 0.25 for _ in range(3)] for _ in range(3)]
+    total = sum(abs(e) for row in x for e in row)
+    budget = rng.randint(1, int(total * 4) - 1) / 4
+    level = _bisect_level(x, budget)
+    shrunk = torch.sign(torch.tensor(x)) * (torch.tensor(x).abs() - level).clamp(min=0)
+    return {"x": tensor("float32", x), "budget": budget}, {"level": level,
+                                                           "nonzero": int((shrunk != 0).sum())}
+
+
+def _bisect_level(x, budget):
+    low, high = 0.0, max(abs(e) for row in x for e in row)
+    for _ in range(200):
+        mid = (low + high) / 2
+        if sum(max(abs(e) - mid, 0) for row in x for e in row) > budget:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _brute_wrapping(rng):
+    import torch
+
+    m = rng.randint(4, 7)
+    pattern = [rng.randint(-(2**31), 2**31 - 1) for _ in range(m)]
+    seed, mult, n = rng.randint(-(2**31), 2**31 - 1), 2 * rng.randint(2, 500_000) + 1, rng.randint(2, 60)
+    h, states = torch.tensor(seed, dtype=torch.int32), []
+    p = torch.tensor(pattern, dtype=torch.int32)
+    for t in range(n):
+        h = h * mult + p[t % m]                   # int32 tensor arithmetic wraps
+        states.append(int(h))
+    return {"pattern": tensor("int32", pattern), "seed": seed, "mult": mult, "n": n}, {
+        "halfway": states[n // 2 - 1], "final": states[-1]}
+
+
+def _brute_stable_order(rng):
+    import torch
+
+    m = rng.randint(6, 9)
+    pattern = [rng.randint(0, 4) for _ in range(m)]
+    n = rng.randint(1, 5) * m + rng.randint(1, m - 1)
+    s = torch.tensor([pattern[t % m] for t in range(n)])
+    order = torch.sort(s, descending=True, stable=True).indices
+    place = torch.empty_like(order)
+    place[order] = torch.arange(n)
+    positions, places = [rng.randrange(n) for _ in range(3)], [rng.randrange(n) for _ in range(3)]
+    return {"pattern": tensor("int64", pattern), "n": n, "positions": tensor("int64", positions),
+            "places": tensor("int64", places)}, {"place": [int(place[i]) for i in positions],
+                                                 "term": [int(order[k]) for k in places]}
+
+
+def _brute_division(rng):
+    import torch
+
+    n, g = rng.randint(1, 60), rng.choice((1, 2, 4, 6))
+    c, a = g * rng.randint(1, 20), g * rng.randint(1, 30)
+    b = -a * rng.randint(0, n) - rng.randint(0, a - 1)
+    v = torch.arange(n) * a + b
+    return {"a": a, "b": b, "c": c, "n": n}, {
+        "floor_sum": int(torch.div(v, c, rounding_mode="floor").sum()),
+        "trunc_sum": int(torch.div(v, c, rounding_mode="trunc").sum())}
+
+
+def _brute_broadcast(rng):
+    import torch
+
+    P, Q, R = rng.randint(1, 7), rng.randint(1, 7), rng.randint(1, 7)
+    s, d = rng.randint(0, P), rng.randint(-R - 2, Q + 2)
+    a = (torch.arange(P) - s).reshape(P, 1)
+    b = (torch.arange(Q).reshape(Q, 1, 1) - torch.arange(R).reshape(1, 1, R) + d)
+    out = a * b
+    at = [rng.randrange(n) for n in out.shape]
+    return {"P": P, "Q": Q, "R": R, "s": s, "d": d, "at": tensor("int64", at)}, {
+        "shape": list(out.shape), "picked": int(out[tuple(at)]), "positive_count": int((out > 0).sum()),
+        "positive_sum": int(out[out > 0].sum())}
+
+
+BRUTE = [
+    (levels_ops.view_chain, levels_ops._view_chain, _brute_view_chain),
+    (levels_ops.periodic_standardise, levels_ops._periodic_standardise, _brute_standardise),
+    (levels_ops.periodic_best_run, levels_ops._periodic_best_run, _brute_best_run),
+    (levels_ops.shrink_to_budget, levels_ops._shrink_to_budget, _brute_shrink),
+    (levels_ops.wrapping_recurrence, levels_ops._wrapping_recurrence, _brute_wrapping),
+    (levels_ops.periodic_stable_order, levels_ops._periodic_stable_order, _brute_stable_order),
+    (levels_ops.division_sums, levels_ops._division_sums, _brute_division),
+    (levels_ops.broadcast_product, levels_ops._broadcast_product, _brute_broadcast),
+]
+
+
+def _plain(value):
+    if isinstance(value, ExactTensor):
+        return [float(e) if isinstance(e, Fraction) else e for e in value.values]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return float(value) if isinstance(value, Fraction) else value
+
+
+@pytest.mark.parametrize(("reference", "independent", "brute"), BRUTE, ids=[r.__name__ for r, _, _ in BRUTE])
+def test_closed_form_levels_agree_with_torch_on_the_whole_object_when_it_is_small(reference, independent,
+                                                                                   brute):
+    for inputs, expected in _small_cases(reference.__name__, 40, brute):
+        torch_inputs = {k: v.to_torch() if isinstance(v, TensorValue) else v for k, v in inputs.items()}
+        key = reference(**torch_inputs)["rows"][0]
+        other = independent(**inputs)[0]
+        for name, want in expected.items():  # float32 keys: within 1e-6 of the float64 brute force
+            for got in (_plain(key[name]), _plain(other[name])):
+                assert got == pytest.approx(want, rel=1e-6, abs=1e-9), (reference.__name__, inputs, name)

@@ -6,7 +6,6 @@ The independent checks differentiate the polynomials by hand in exact Fraction a
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import mpmath
@@ -17,14 +16,18 @@ from exactgrade.domains.pytorch.exact import (
     elementwise,
     hp,
     matmul,
-    mean,
     reshape,
-    sigmoid,
     softmax,
     transpose,
     values,
 )
-from exactgrade.domains.pytorch.levels import leveled, solve
+from exactgrade.domains.pytorch.levels import leveled
+from exactgrade.domains.pytorch.levels_ops import (
+    BOOTSTRAPPED_FIXED_POINT,
+    GRADIENT_NORM_DESCENT,
+    LINE_SEARCH_DESCENT,
+    negative_count,
+)
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -525,69 +528,6 @@ def _lr_clear(inputs: Inputs) -> str | None:
     return None
 
 
-# regression_gradient L5: the weights that minimise the loss --------------------------------------
-def least_squares(w0, x, y):
-    import torch
-
-    xd, yd = x.double(), y.double()
-    w = torch.linalg.solve(xd.T @ xd, xd.T @ yd)
-    return {"rows": [{"w_best": w.float(), "loss_best": ((xd @ w - yd) ** 2).mean().float(),
-                      "distance": float(((w - w0.double()) ** 2).sum())}]}
-
-
-def _least_squares_solution(x, y):
-    vx, vy = values(x), values(y)
-    xt = transpose(vx)
-    return solve(matmul(xt, vx), [_dot(col, vy) for col in xt])
-
-
-def _least_squares(w0, x, y):
-    w = _least_squares_solution(x, y)
-    loss, _ = _mse_and_grad(values(x), values(y), w)
-    return [{"w_best": ExactTensor.of("float32", w), "loss_best": ExactTensor.of("float32", loss),
-             "distance": sum(((a - b) ** 2 for a, b in zip(w, values(w0), strict=True)), Fraction(0))}]
-
-
-def _well_posed(inputs: Inputs) -> str | None:
-    vx = values(inputs["x"])
-    if len(vx) <= len(vx[0]):
-        return "no more samples than weights: the fit would be exact or not unique"
-    gram = matmul(transpose(vx), vx)
-    w = _least_squares_solution(inputs["x"], inputs["y"])
-    if w is None:
-        return "the weights are not determined: the columns of x are dependent"
-    diagonal = math.prod(gram[k][k] for k in range(len(gram)))
-    if any(abs(e) > 64 for e in w) or abs(_det(gram)) < diagonal / 16:
-        return "the normal equations are badly conditioned"
-    if _mse_and_grad(vx, values(inputs["y"]), w)[0] < Fraction(1, 16):
-        return "the best loss is nearly 0: its float32 value would be mostly rounding"
-    return None
-
-
-def _det(m):
-    m = [list(r) for r in m]
-    n, det = len(m), Fraction(1)
-    for c in range(n):
-        p = next((r for r in range(c, n) if m[r][c] != 0), None)
-        if p is None:
-            return Fraction(0)
-        if p != c:
-            m[c], m[p], det = m[p], m[c], -det
-        det *= m[c][c]
-        for r in range(c + 1, n):
-            f = m[r][c] / m[c][c]
-            m[r] = [a - f * b for a, b in zip(m[r], m[c], strict=True)]
-    return det
-
-
-def _sample_least_squares(draw: Draw, level: int) -> dict:
-    weights = draw.integer(2, 1 + level)
-    samples = draw.integer(weights + 2, weights + 3 + level)
-    return {"w0": dyadic_tensor(draw, (weights,), -1.5, 1.5, 2),
-            "x": dyadic_tensor(draw, (samples, weights), -3, 3, 2),
-            "y": dyadic_tensor(draw, (samples,), -3, 3, 2)}
-
-
 _MSE_TEXT = """the mean over the samples of the squared difference between the prediction (the dot product
     of the sample's row of `x` with the weight vector w) and the sample's target in `y`"""
 
@@ -614,17 +554,11 @@ REGRESSION_GRADIENT = leveled(REGRESSION_GRADIENT, {
             sizes in `lrs`, give `lr`, the one whose step reaches the lowest loss (the smaller step size if
             two reach the same loss), and `loss_after`, that loss.""",
         lambda i: ({"lr": PY_FLOAT, "loss_after": PY_FLOAT},), _sample_lrs, refuse=_lr_clear),
-    5: _level(
-        "regression_gradient",
-        least_squares, _least_squares,
-        lambda i: f"""The loss of a weight vector w is {_MSE_TEXT}. Give `w_best`, the weight vector with
-            the smallest possible loss (it is unique here), `loss_best`, that loss (a 0-d tensor), and
-            `distance`, the sum of the squared differences between w_best and `w0`.""",
-        lambda i: ({"w_best": f32(*_dims(i["w0"])), "loss_best": f32(), "distance": PY_FLOAT},),
-        _sample_least_squares, refuse=_well_posed),
+    5: LINE_SEARCH_DESCENT,
 }, levels="L1 backward on the stated loss; L2 the gradient of the loss described; L3 one descent step "
-          "and the loss after it; L4 the best of candidate step sizes (ties: the smaller); L5 the "
-          "minimising weights (the stationary point of the gradient, solved exactly)")
+          "and the loss after it; L4 the best of candidate step sizes (ties: the smaller); L5 two "
+          "steps of steepest descent with the exactly best step size (the curvature along the gradient "
+          "derived), the steps, weights and loss after them")
 
 
 # accumulated_gradient ----------------------------------------------------------------------------
@@ -825,36 +759,6 @@ def _steepest_first(inputs: Inputs) -> str | None:
     return "the first element is the steepest: element is 0" if norms.index(max(norms)) == 0 else None
 
 
-def curvature(a0, b0):
-    import torch
-
-    a = a0.clone().requires_grad_(True)
-    b = b0.clone().requires_grad_(True)
-    grad_a, grad_b = torch.autograd.grad((a * b + a ** 2 * b - b ** 3).sum(), (a, b), create_graph=True)
-    aa, ab = torch.autograd.grad(grad_a.sum(), (a, b), retain_graph=True)
-    _, bb = torch.autograd.grad(grad_b.sum(), (a, b))
-    det = aa * bb - ab * ab
-    return {"rows": [{"determinant": det, "saddles": int((det < 0).sum())}]}
-
-
-def _curvature(a0, b0):
-    dets = [(2 * b) * (-6 * b) - (1 + 2 * a) ** 2 for a, b in zip(values(a0), values(b0), strict=True)]
-    return [{"determinant": ExactTensor.of("float32", dets), "saddles": sum(1 for d in dets if d < 0)}]
-
-
-def _saddles_and_not(inputs: Inputs) -> str | None:
-    dets = [(2 * b) * (-6 * b) - (1 + 2 * a) ** 2 for a, b in zip(values(inputs["a0"]), values(inputs["b0"]),
-                                                                 strict=True)]
-    if all(d < 0 for d in dets):
-        return "every element is a saddle: the count is the element count"
-    return None
-
-
-def _sample_curvature(draw: Draw, level: int) -> dict:
-    n = 2 + level
-    return {"a0": dyadic_tensor(draw, (n,), -1.5, 0.5, 2), "b0": dyadic_tensor(draw, (n,), -0.75, 0.75, 3)}
-
-
 _F_TEXT = "f(a, b) = sum over i of (a_i*b_i + a_i^2*b_i - b_i^3)"
 
 PARTIAL_DERIVATIVES = leveled(PARTIAL_DERIVATIVES, {
@@ -882,19 +786,14 @@ PARTIAL_DERIVATIVES = leveled(PARTIAL_DERIVATIVES, {
             `squared_norm`, that sum of squares.""",
         lambda i: ({"element": PY_INT, "squared_norm": PY_FLOAT},), _sample_pair, refuse=_steepest_unique,
         zero_reason=_steepest_first),
-    5: _level(
-        "partial_derivatives",
-        curvature, _curvature,
-        f"""Let {_F_TEXT}; f is a sum of independent terms, one per index i. For each i, form the 2x2
-            matrix of second partial derivatives of f with respect to (a_i, b_i) at a = `a0`, b = `b0`.
-            Give `determinant`, each matrix's determinant, and `saddles`, the number of indices whose
-            matrix has a negative determinant (a saddle point of that term).""",
-        lambda i: ({"determinant": f32(*_dims(i["a0"])), "saddles": PY_INT},), _sample_curvature,
-        refuse=_saddles_and_not),
+    5: GRADIENT_NORM_DESCENT,
 }, levels="L1 autograd.grad of the stated function; L2 the partial derivatives asked by their "
           "definition; L3 a directional derivative and the gradient's squared norm; L4 the element "
-          "with the steepest gradient; L5 the 2x2 curvature matrix of every term: its determinant and "
-          "the saddle count")
+          "with the steepest gradient; L5 a coupled function: the gradient of its squared gradient "
+          "norm (a Hessian-vector product) and the number of negative Hessian eigenvalues (varies: "
+          "branches below)",
+   branches=(Branch("fewer negative eigenvalues than n", negative_count(-99, -1), Fraction(1, 10), (5,)),
+             Branch("more negative eigenvalues than n", negative_count(1, 99), Fraction(1, 10), (5,))))
 
 
 # detached_gradient --------------------------------------------------------------------------------
@@ -964,34 +863,6 @@ def _k_none(task) -> bool:
     return task.expected["rows"][0]["k"] == -1
 
 
-def advantage_surrogate(x0):
-    import torch
-
-    x = x0.clone().requires_grad_(True)
-    advantage = x ** 2 - (x ** 2).mean()
-    loss = -(advantage.detach() * torch.log(torch.sigmoid(x))).sum()
-    (grad,) = torch.autograd.grad(loss, x)
-    return {"rows": [{"loss": loss.detach(), "grad": grad}]}
-
-
-def _advantage_surrogate(x0):
-    v = values(x0)
-    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
-    m = mean([e * e for e in flat])
-    loss = -mpmath.fsum(hp(e * e - m) * mpmath.log(sigmoid(e)) for e in flat)
-    return [{"loss": ExactTensor.of("float32", loss),
-             "grad": ExactTensor.of("float32", elementwise(lambda e: -hp(e * e - m) * (1 - sigmoid(e)), v))}]
-
-
-def _advantage_nonzero(inputs: Inputs) -> str | None:
-    v = values(inputs["x0"])
-    flat = [e for row in v for e in row] if isinstance(v[0], list) else v
-    m = mean([e * e for e in flat])
-    if any(e * e == m for e in flat):
-        return "an element's advantage is exactly 0: its gradient would be 0"
-    return None
-
-
 DETACHED_GRADIENT = leveled(DETACHED_GRADIENT, {
     2: _level(
         "detached_gradient",
@@ -1019,18 +890,11 @@ DETACHED_GRADIENT = leveled(DETACHED_GRADIENT, {
             sum(x^k * sg(x)^(4 - k)). Give `k`, the k for which g_k equals `target` exactly (element for
             element), the smallest if several do, or -1 if none does.""",
         lambda i: ({"k": PY_INT},), _sample_detached_power),
-    5: _level(
-        "detached_gradient",
-        advantage_surrogate, _advantage_surrogate,
-        """Write sg(.) for a value used in the forward computation but treated as a constant when
-            differentiating, and s(t) = 1 / (1 + e^(-t)). With x = `x0`, let A_i = x_i^2 minus the mean of
-            x^2 over all elements, and loss = -sum over i of sg(A_i) * ln(s(x_i)). Give `loss` (a 0-d
-            tensor) and `grad`, its gradient with respect to x.""",
-        lambda i: ({"loss": f32(), "grad": f32(*_dims(i["x0"]))},), _elementwise_input(-2.5, 2.5, 2),
-        refuse=_advantage_nonzero),
+    5: BOOTSTRAPPED_FIXED_POINT,
 }, levels="L1 detach named in the expressions; L2 stop-gradient described; L3 a straight-through "
-          "rounding estimator; L4 which power split reproduces a target gradient, or -1; L5 a "
-          "score-function surrogate whose weights carry no gradient",
+          "rounding estimator; L4 which power split reproduces a target gradient, or -1; L5 the "
+          "fixed point of a regression whose bootstrapped target is held constant (derived as a linear "
+          "system, not the loss minimiser) and the full gradient there",
    branches=(Branch("no k gives the target", _k_none, Fraction(1, 10), (4,)),))
 
 # second_derivative ------------------------------------------------------------------------------

@@ -24,6 +24,19 @@ from exactgrade.domains.pytorch.common import (
 )
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, mean, reshape, transpose, values
 from exactgrade.domains.pytorch.levels import leveled
+from exactgrade.domains.pytorch.levels_ops import (
+    BROADCAST_PRODUCT,
+    DIVISION_SUMS,
+    PERIODIC_BEST_RUN,
+    PERIODIC_STABLE_ORDER,
+    PERIODIC_STANDARDISE,
+    SHRINK_TO_BUDGET,
+    VIEW_CHAIN,
+    WRAPPING_RECURRENCE,
+    division_exact_negatives,
+    run_period_positive,
+    run_tied,
+)
 from exactgrade.domains.pytorch.sampling import (
     dyadic_list,
     dyadic_tensor,
@@ -938,37 +951,6 @@ def _order_none(task) -> bool:
     return task.expected["rows"][0]["order"].data[0] == -1
 
 
-# permute_and_reshape L5: depth-to-space, described -------------------------------------------------
-def depth_to_space(x):
-    r = 2
-    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
-    y = x.reshape(c, r, r, h, w).permute(0, 3, 1, 4, 2).reshape(c, h * r, w * r)
-    return {"rows": [{"y": y}]}
-
-
-def _depth_to_space(x):
-    v = values(x)
-    r = 2
-    c, h, w = x.shape[0] // (r * r), x.shape[1], x.shape[2]
-    y = [[[v[ch * r * r + (row % r) * r + (col % r)][row // r][col // r] for col in range(w * r)]
-          for row in range(h * r)] for ch in range(c)]
-    return [{"y": ExactTensor.of("int64", y)}]
-
-
-def _sample_depth_to_space(draw: Draw, level: int) -> dict:
-    c, h, w = draw.integer(1, 3), draw.integer(2, 4), draw.integer(2, 4)
-    return {"x": int_tensor(draw, (4 * c, h, w), -50, 50)}
-
-
-_D2S_TEXT = lambda i: f"""`x` has shape {shape_text(i["x"].shape)} (channel, row, column): C =
-    {i["x"].shape[0] // 4} group(s) of four consecutive channels, each channel an image of
-    {i["x"].shape[1]} rows and {i["x"].shape[2]} columns. Rearrange it into an int64 tensor `y` of shape
-    {shape_text((i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2]))} that trades channels for
-    resolution: output channel c is an image twice as tall and twice as wide, in which every input pixel
-    (h, w) of group c becomes the 2x2 block whose top-left corner is at row 2h, column 2w; the block's
-    top-left, top-right, bottom-left and bottom-right cells come from channels 4c, 4c+1, 4c+2 and 4c+3 of x
-    respectively."""  # noqa: E731
-
 PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
     2: _restated(
         "permute_and_reshape", permute_and_reshape, _permute_and_reshape,
@@ -994,13 +976,12 @@ PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
             read-out equals the row-major read-out of target, element for element; if several do, the
             lexicographically smallest; if none does, [-1, -1, -1].""",
         lambda i: ({"order": i64(3)},), _sample_axis_order, refuse=_distinct_elements),
-    5: _restated("permute_and_reshape", depth_to_space, _depth_to_space, _D2S_TEXT,
-                 lambda i: ({"y": i64(i["x"].shape[0] // 4, 2 * i["x"].shape[1], 2 * i["x"].shape[2])},),
-                 _sample_depth_to_space),
+    5: VIEW_CHAIN,
 }, levels="L1 the permute and reshape stated as calls; L2 the same map given by its index formula; L3 "
           "a read-out order, re-chunked and reduced (nothing intermediate asked); L4 the inverse: which "
-          "of six axis orders produced a target, or none (a third of instances); L5 a channel-to-space "
-          "rearrangement described by where each pixel goes, to reproduce",
+          "of six axis orders produced a target, or none (a third of instances); L5 a chain of "
+          "re-indexings (axes swapped, regrouped, every other row, transposed, regrouped) of a tensor "
+          "too large to build: the index arithmetic of each step derived and composed, at query positions",
    branches=(Branch("no order produces the target", _order_none, Fraction(1, 5), (4,)),))
 
 # reductions L3: softmax-weighted row averages, then the best row ---------------------------------
@@ -1112,8 +1093,18 @@ def _nucleus_margin(inputs: Inputs) -> str | None:
 
 
 def _sample_nucleus(draw: Draw, level: int) -> dict:
-    x = _sample_matrix((2, 2), (4, 2), -3, 3, 2)(draw, level)["x"]
-    return {"x": x, "mass": draw.choice((0.5, 0.625, 0.75, 0.875))}
+    # logits within +-2.5 over 4..7 columns: the most probable class rarely holds the mass alone
+    x = dyadic_tensor(draw, (draw.integer(3, 5), draw.integer(4, 7)), -2.5, 2.5, 2)
+    return {"x": x, "mass": draw.choice((0.75, 0.8125, 0.875, 0.9375))}
+
+
+def _nucleus_keeps_several(task) -> str | None:
+    """Top-p must keep at least two classes in most rows (else "keep one" passes most rows), and
+    the kept counts must not all be equal."""
+    kept = task.expected["rows"][0]["kept"].data
+    if sum(1 for k in kept if k >= 2) * 2 <= len(kept):
+        return f"at most half of the rows keep two or more classes: {kept}"
+    return _not_constant("kept")(task)
 
 
 REDUCTIONS = leveled(REDUCTIONS, {
@@ -1153,7 +1144,7 @@ REDUCTIONS = leveled(REDUCTIONS, {
             of columns kept per row, and `top_share`, the probability of the row's most probable column
             divided by the total probability of the kept columns.""",
         lambda i: ({"kept": i64(i["x"].shape[0]), "top_share": f32(i["x"].shape[0])},), _sample_nucleus,
-        refuse=_nucleus_margin, reject=_not_constant("kept")),
+        refuse=_nucleus_margin, reject=_nucleus_keeps_several),
 }, levels="L1 the four reductions named; L2 each given by its formula, no call named; L3 softmax-weighted "
           "row pooling, then the best row; L4 per column the shortest prefix passing a threshold, or -1 "
           "(the None branch); L5 the smallest top-probability set covering a mass, described not named",
@@ -1326,27 +1317,6 @@ def _sample_tightest(draw: Draw, level: int) -> dict:
     return {"x": x, "k": draw.integer(1, max(1, len(x.data) // 2))}
 
 
-# clamp_and_select L5: soft thresholding at the smallest level that zeroes half --------------------
-def shrink_half(x):
-    import torch
-
-    n = x.numel()
-    lam = torch.sort(x.abs().reshape(-1)).values[(n + 1) // 2 - 1]
-    shrunk = torch.sign(x) * torch.clamp(x.abs() - lam, min=0.0)
-    return {"rows": [{"lam": float(lam), "shrunk": shrunk}]}
-
-
-def _shrink_half(x):
-    v = values(x)
-    flat = [e for row in v for e in row]
-    lam = sorted(abs(e) for e in flat)[(len(flat) + 1) // 2 - 1]
-
-    def shrink(e):
-        return (1 if e > 0 else -1) * max(abs(e) - lam, Fraction(0))
-
-    return [{"lam": lam, "shrunk": ExactTensor.of("float32", [[shrink(e) for e in row] for row in v])}]
-
-
 CLAMP_AND_SELECT = leveled(CLAMP_AND_SELECT, {
     2: _restated(
         "clamp_and_select", clamp_and_select, _clamp_and_select,
@@ -1372,18 +1342,12 @@ CLAMP_AND_SELECT = leveled(CLAMP_AND_SELECT, {
             end. Give `bound`, the smallest b >= 0 for which at most `k` elements of x move, and
             `clipped_sum`, the sum of all elements of x after limiting it to [-bound, bound].""",
         lambda i: ({"bound": PY_FLOAT, "clipped_sum": PY_FLOAT},), _sample_tightest),
-    5: _restated(
-        "clamp_and_select", shrink_half, _shrink_half,
-        lambda i: f"""Shrinking `x` by a level L >= 0 moves every element toward zero by L and sets it to
-            zero if it would cross zero (an element e becomes 0 if |e| <= L, otherwise e - L when positive
-            and e + L when negative). Give `lam`, the smallest L for which at least half of the
-            {len(i["x"].data)} elements (half rounded up) become zero, and `shrunk`, x shrunk by lam.""",
-        lambda i: ({"lam": PY_FLOAT, "shrunk": f32(*_dims(i["x"]))},),
-        _sample_matrix((2, 0), (4, 2), -4, 4.5, 2)),
+    5: SHRINK_TO_BUDGET,
 }, levels="L1 clamp and where named, with torch's inverted-bounds rule; L2 the same maps described "
           "elementwise; L3 clip then leak, reduced to row means and a count; L4 the tightest symmetric "
-          "bound that clips at most k elements; L5 soft thresholding at the level that zeroes half, "
-          "described not named")
+          "bound that clips at most k elements; L5 the inverse of soft "
+          "thresholding: the level that leaves a given total magnitude (which elements stay nonzero "
+          "decides the formula; exact rational level)")
 
 # integer_division L3: Euclidean division (remainder never negative) -------------------------------
 def euclidean_division(a, b):
@@ -1447,43 +1411,6 @@ def _divisor_none(task) -> bool:
     return task.expected["rows"][0]["divisor"] == -1
 
 
-# integer_division L5: round-half-even quotients and balanced remainders ---------------------------
-def balanced_division(a, b):
-    import torch
-
-    floor = torch.div(a, b, rounding_mode="floor")
-    twice = 2 * (a - b * floor) * torch.sign(b)  # twice the fractional part of a/b, times |b|
-    up = (twice > b.abs()) | ((twice == b.abs()) & (floor % 2 == 1))
-    nearest = floor + up.long()
-    return {"rows": [{"nearest": nearest, "balanced": a - b * nearest,
-                      "ceil": -torch.div(-a, b, rounding_mode="floor")}]}
-
-
-def _balanced_division(a, b):
-    pairs = list(zip(values(a), values(b), strict=True))
-    nearest = [round(Fraction(p, q)) for p, q in pairs]  # Fraction rounds half to even
-    return [{"nearest": ExactTensor.of("int64", nearest),
-             "balanced": ExactTensor.of("int64", [p - q * n
-                                                  for (p, q), n in zip(pairs, nearest, strict=True)]),
-             "ceil": ExactTensor.of("int64", [-((-p) // q) for p, q in pairs])}]
-
-
-def _has_half_tie(inputs: Inputs) -> str | None:
-    pairs = list(zip(values(inputs["a"]), values(inputs["b"]), strict=True))
-    if not any(2 * (p % q) == abs(q) or 2 * (p % q) == -abs(q) for p, q in pairs):
-        return "no quotient lies exactly halfway between two integers: the half-to-even rule is not tested"
-    return _signs_mixed(inputs)
-
-
-def _sample_division_ties(draw: Draw, level: int) -> dict:
-    inputs = _sample_division(draw, level)
-    a, b = list(values(inputs["a"])), list(values(inputs["b"]))
-    for j in draw.sample(range(len(a)), 2):  # two exact halves, of either parity
-        q = 2 * draw.integer(1, 3) * draw.choice((-1, 1))
-        b[j], a[j] = q, q * draw.integer(-4, 4) + q // 2
-    return {"a": tensor("int64", a), "b": tensor("int64", b)}
-
-
 INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
     2: _restated(
         "integer_division", integer_division, _integer_division,
@@ -1508,19 +1435,14 @@ INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
             2 <= d <= `limit` for which the two roundings of a/d agree for every element of the int64
             tensor `a`, or -1 if no such d exists.""",
         lambda i: ({"divisor": PY_INT},), _sample_agreeing, refuse=_has_negative_inexact_at_two),
-    5: _restated(
-        "integer_division", balanced_division, _balanced_division,
-        """For every pair (a, b) of the int64 tensors `a` and `b` (elementwise), give `nearest`, the
-            integer nearest to the real quotient a/b, taking the even one of the two when a/b lies exactly
-            halfway between two integers; `balanced`, a - b*nearest; and `ceil`, the smallest integer
-            >= a/b. All three are int64 tensors.""",
-        lambda i: ({"nearest": i64(*_dims(i["a"])), "balanced": i64(*_dims(i["a"])),
-                    "ceil": i64(*_dims(i["a"]))},), _sample_division_ties, refuse=_has_half_tie),
+    5: DIVISION_SUMS,
 }, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
           "Euclidean division (a third convention, derived from the other two); L4 the smallest divisor "
-          "on which floor and truncation agree, or -1; L5 round-half-even quotients with balanced "
-          "remainders",
-   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),))
+          "on which floor and truncation agree, or -1; L5 floor and truncating quotients of an "
+          "arithmetic progression summed over 10^11..10^12 terms (a Euclid-like floor sum, then the "
+          "negative terms that divide exactly: a linear congruence)",
+   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),
+             Branch("some negative term divides exactly", division_exact_negatives, Fraction(1, 3), (5,))))
 
 # mask_above_mean L2: above the mean of the element's own row --------------------------------------
 def above_row_mean(x):
@@ -1746,32 +1668,8 @@ def _adjacent_swaps(x):
     return [{"swaps": sum(1 for i in range(len(v)) for j in range(i + 1, len(v)) if v[i] < v[j])}]
 
 
-# stable_sort L5: fewest arbitrary swaps, elements tracked by identity -----------------------------
-def any_swaps(x):
-    import torch
-
-    order = torch.sort(x, descending=True, stable=True).indices.tolist()
-    seen, cycles = set(), 0
-    for start in range(len(order)):
-        if start not in seen:
-            cycles += 1
-            while start not in seen:
-                seen.add(start)
-                start = order[start]
-    return {"rows": [{"swaps": len(order) - cycles, "order": torch.tensor(order)}]}
-
-
-def _any_swaps(x):
-    v = values(x)
-    order = sorted(range(len(v)), key=lambda i: (-v[i], i))
-    swaps, arrangement = 0, list(range(len(v)))
-    for position, wanted in enumerate(order):  # selection by swapping: one swap per misplaced element
-        if arrangement[position] != wanted:
-            other = arrangement.index(wanted)
-            arrangement[position], arrangement[other] = arrangement[other], arrangement[position]
-            swaps += 1
-    return [{"swaps": swaps, "order": ExactTensor.of("int64", order)}]
-
+_STABLE_ORDER = """the descending order of `x` in which equal elements keep their original relative order
+    (the one with the smaller index first)"""
 
 def _needs_swaps(inputs: Inputs) -> str | None:
     v = values(inputs["x"])
@@ -1806,16 +1704,12 @@ STABLE_SORT = leveled(STABLE_SORT, {
         f"""Give `swaps`, the smallest number of exchanges of two neighbouring elements that turns `x`
             into {_STABLE_ORDER}.""",
         lambda i: ({"swaps": PY_INT},), _sample_sort, refuse=_needs_swaps),
-    5: _restated(
-        "stable_sort", any_swaps, _any_swaps,
-        f"""Elements are tracked by their original index. Give `order`, the original indices listed in
-            {_STABLE_ORDER}, and `swaps`, the smallest number of exchanges of two elements (any two
-            positions, not only neighbours) that rearranges x into exactly that order of original
-            indices.""",
-        lambda i: ({"swaps": PY_INT, "order": i64(*_dims(i["x"]))},), _sample_sort, refuse=_needs_swaps),
+    5: PERIODIC_STABLE_ORDER,
 }, levels="L1 a stable descending sort, named; L2 the order described by its tie rule; L3 average and "
           "dense ranks of tied values; L4 the fewest neighbour exchanges to the stable order (inversions, "
-          "ties not counted); L5 the fewest arbitrary exchanges (the cycle structure of the order)")
+          "ties not counted); L5 the stable order of a periodic "
+          "sequence of 10^11..10^12 terms, both ways: the place of given terms and the term at given "
+          "places (counts with a partial last period, then their inverse)")
 
 # top_and_kth L3: the spread between the top three and the second smallest, then the widest row ----
 def top_gap(x):
@@ -2279,25 +2173,6 @@ def _p_not_one(task) -> str | None:
     return None
 
 
-# normalise L5: alternate row and column scaling of the magnitudes --------------------------------
-def alternate_scaling(x):
-    m = x.abs() + 0.25
-    for _ in range(3):
-        m = m / m.sum(dim=1, keepdim=True)
-        m = m / m.sum(dim=0, keepdim=True)
-    return {"rows": [{"scaled": m, "row_sums": m.sum(dim=1)}]}
-
-
-def _alternate_scaling(x):
-    m = [[abs(e) + Fraction(1, 4) for e in row] for row in values(x)]
-    for _ in range(3):
-        m = [[e / sum(row) for e in row] for row in m]
-        sums = [sum(c) for c in transpose(m)]
-        m = [[e / sums[j] for j, e in enumerate(row)] for row in m]
-    return [{"scaled": ExactTensor.of("float32", m),
-             "row_sums": ExactTensor.of("float32", [sum(r) for r in m])}]
-
-
 NORMALISE = leveled(NORMALISE, {
     2: _restated(
         "normalise", normalise, _normalise,
@@ -2319,15 +2194,12 @@ NORMALISE = leveled(NORMALISE, {
             `p`, the smallest integer p from 1 to 8 for which the p-norm of every row of `x` is at most
             `bound`, or -1 if none of them is.""",
         lambda i: ({"p": PY_INT},), _sample_norm_bound, refuse=_nonzero_lines, reject=_p_not_one),
-    5: _restated(
-        "normalise", alternate_scaling, _alternate_scaling,
-        """Let M be the matrix of |x| + 0.25 (elementwise). Repeat three times: divide every row of M by
-            its sum, then divide every column of the result by its sum. Give `scaled`, the final M, and
-            `row_sums`, the sums of its rows.""",
-        lambda i: ({"scaled": f32(*_dims(i["x"])), "row_sums": f32(i["x"].shape[0])},), _sample_normalise),
+    5: PERIODIC_STANDARDISE,
 }, levels="L1 F.normalize named; L2 the two normalisations described; L3 cosine similarity between rows, "
           "then the nearest other row; L4 the smallest integer p whose p-norm of every row stays under a "
-          "bound, or -1; L5 alternating row/column scaling (three rounds), described not named",
+          "bound, or -1; L5 standardising a periodic vector of 10^10..10^12 elements: its mean and "
+          "deviation in closed form (a partial last period), values at queries and a strict count above "
+          "one deviation",
    branches=(Branch("no p up to 8", _p_none, Fraction(1, 10), (4,)),))
 
 # running_statistics L3: the deepest fall of the running total below its running peak --------------
@@ -2409,46 +2281,6 @@ def _mean_level_clear(inputs: Inputs) -> str | None:
     return None
 
 
-# running_statistics L5: the contiguous run with the largest sum ----------------------------------
-def best_run(x):
-    import torch
-
-    sums, spans = [], []
-    for row in x.tolist():
-        best, span = None, None
-        for start in range(len(row)):
-            total = 0.0
-            for end in range(start, len(row)):
-                total += row[end]
-                if best is None or total > best:
-                    best, span = total, [start, end]
-        sums.append(best)
-        spans.append(span)
-    return {"rows": [{"best_sum": torch.tensor(sums), "span": torch.tensor(spans)}]}
-
-
-def _best_run(x):
-    sums, spans = [], []
-    for row in values(x):
-        best, span = None, None
-        for start in range(len(row)):
-            for end in range(start, len(row)):
-                total = sum(row[start:end + 1], Fraction(0))
-                if best is None or total > best:
-                    best, span = total, [start, end]
-        sums.append(best)
-        spans.append(span)
-    return [{"best_sum": ExactTensor.of("float32", sums), "span": ExactTensor.of("int64", spans)}]
-
-
-def _best_run_unique(inputs: Inputs) -> str | None:
-    for r, row in enumerate(values(inputs["x"])):
-        totals = [sum(row[s:e + 1], Fraction(0)) for s in range(len(row)) for e in range(s, len(row))]
-        if max(totals) <= 0:
-            return f"row {r} has no positive run"
-    return None
-
-
 RUNNING_STATISTICS = leveled(RUNNING_STATISTICS, {
     2: _restated(
         "running_statistics", running_statistics, _running_statistics,
@@ -2473,18 +2305,16 @@ RUNNING_STATISTICS = leveled(RUNNING_STATISTICS, {
             is the int64 vector of these positions, one per row.""",
         lambda i: ({"first": i64(i["x"].shape[0])},), _sample_mean_level, refuse=_mean_level_clear,
         reject=_not_constant("first")),
-    5: _restated(
-        "running_statistics", best_run, _best_run,
-        """For each row of `x`, find the contiguous non-empty run of positions start..end (inclusive)
-            whose elements have the largest sum; if several runs share that sum, take the one with the
-            smallest start, and among those the smallest end. Give `best_sum`, the sum per row, and `span`,
-            the [start, end] of each row's run (one row of two int64 numbers per row of x).""",
-        lambda i: ({"best_sum": f32(i["x"].shape[0]), "span": i64(i["x"].shape[0], 2)},),
-        _sample_matrix((2, 1), (5, 1), -3, 3, 3), refuse=_best_run_unique),
+    5: PERIODIC_BEST_RUN,
 }, levels="L1 cumsum, cumprod and cummax named; L2 the running quantities described; L3 the deepest fall "
           "of a running total below its running peak; L4 the first position where the running mean "
-          "passes a level, or -1; L5 the contiguous run with the largest sum, with a stated tie rule",
-   branches=(Branch("a row never passes the level", _first_none, Fraction(1, 10), (4,)),))
+          "passes a level, or -1; L5 the best run of a "
+          "periodic sequence of 10^11..10^12 terms: the period sum's sign decides whether the run spans "
+          "every period or one boundary, and the stated tie rule picks among repeats",
+   branches=(Branch("a row never passes the level", _first_none, Fraction(1, 10), (4,)),
+             Branch("runs tie: the stated rule picks the first", run_tied, Fraction(1, 4), (5,)),
+             Branch("the period sum is positive: the run spans every period", run_period_positive,
+                    Fraction(1, 5), (5,))))
 
 
 # casts_and_wraparound L3: quantise to int8 with a scale, then the worst error ---------------------
@@ -2544,27 +2374,6 @@ def _wrap_needs_search(inputs: Inputs) -> str | None:
     return None
 
 
-# casts_and_wraparound L5: a two-sum byte checksum of the rounded values --------------------------
-def byte_checksum(x, u):
-    import torch
-
-    data = torch.cat([u.to(torch.int64), torch.round(x).to(torch.int64) % 256])
-    low, high = 0, 0
-    for byte in data.tolist():
-        low = (low + byte) % 255
-        high = (high + low) % 255
-    return {"rows": [{"bytes": data, "checksum": high * 256 + low}]}
-
-
-def _byte_checksum(x, u):
-    data = list(values(u)) + [round(e) % 256 for e in values(x)]
-    low = high = 0
-    for byte in data:
-        low = (low + byte) % 255
-        high = (high + low) % 255
-    return [{"bytes": ExactTensor.of("int64", data), "checksum": high * 256 + low}]
-
-
 CASTS_AND_WRAPAROUND = leveled(CASTS_AND_WRAPAROUND, {
     2: _restated(
         "casts_and_wraparound", casts_and_wraparound, _casts_and_wraparound,
@@ -2592,17 +2401,11 @@ CASTS_AND_WRAPAROUND = leveled(CASTS_AND_WRAPAROUND, {
             uint8 (a uint8 tensor).""",
         lambda i: ({"k": PY_INT, "wrapped": TensorSpec("uint8", _dims(i["u"]))},), _sample_wraps,
         refuse=_wrap_needs_search),
-    5: _restated(
-        "casts_and_wraparound", byte_checksum, _byte_checksum,
-        """Form the byte sequence made of the elements of the uint8 tensor `u`, followed by each element
-            of `x` rounded to the nearest integer (halves to the even neighbour) and reduced modulo 256
-            into 0..255. Give `bytes`, that sequence as an int64 vector, and `checksum` = 256*B + A, where
-            A and B start at 0 and, for each byte in order, A becomes (A + byte) mod 255 and then B becomes
-            (B + A) mod 255.""",
-        lambda i: ({"bytes": i64(len(i["u"].data) + len(i["x"].data)), "checksum": PY_INT},), _sample_casts),
+    5: WRAPPING_RECURRENCE,
 }, levels="L1 the casts named; L2 each rounding and the wrap described; L3 int8 quantisation with "
           "saturation and the worst error; L4 the smallest constant that wraps enough uint8 elements; L5 "
-          "a two-sum byte checksum of the rounded values, described not named")
+          "a 32-bit wrapping multiply-add recurrence run 10^11..10^12 steps (affine maps composed, "
+          "read as signed)")
 
 # gather_and_index L3: gather through a picked row, then a total ----------------------------------
 def gather_chain(x, idx, rows):
@@ -2781,46 +2584,6 @@ def _best_worst_first(inputs: Inputs) -> str | None:
     return "the first column is best: column is 0" if minima.index(max(minima)) == 0 else None
 
 
-# broadcast_arithmetic L5: piecewise-linear interpolation between knots ---------------------------
-def interpolate(knots, heights, queries):
-    import torch
-
-    right = torch.searchsorted(knots, queries).clamp(1, knots.shape[0] - 1)
-    left = right - 1
-    t = ((queries - knots[left]) / (knots[right] - knots[left])).clamp(0, 1)
-    return {"rows": [{"y": heights[left] + t * (heights[right] - heights[left])}]}
-
-
-def _interpolate(knots, heights, queries):
-    k, h = values(knots), values(heights)
-    out = []
-    for q in values(queries):
-        if q <= k[0]:
-            out.append(h[0])
-        elif q >= k[-1]:
-            out.append(h[-1])
-        else:
-            j = next(j for j in range(1, len(k)) if q <= k[j])
-            out.append(h[j - 1] + (q - k[j - 1]) / (k[j] - k[j - 1]) * (h[j] - h[j - 1]))
-    return [{"y": ExactTensor.of("float32", out)}]
-
-
-def _sample_knots(draw: Draw, level: int) -> dict:
-    n = draw.integer(3, 3 + level)
-    knots = sorted(draw.sample(range(-12, 13), n))
-    queries = [float(draw.dyadic(knots[0] - 2, knots[-1] + 2, 2)) for _ in range(draw.integer(4, 3 + level))]
-    return {"knots": tensor("float32", [k / 2 for k in knots]),
-            "heights": dyadic_tensor(draw, (n,), -3, 3, 2),
-            "queries": tensor("float32", [q / 2 for q in queries])}
-
-
-def _queries_inside_and_out(inputs: Inputs) -> str | None:
-    k, q = values(inputs["knots"]), values(inputs["queries"])
-    if not any(e < k[0] or e > k[-1] for e in q) or not any(k[0] < e < k[-1] and e not in k for e in q):
-        return "the queries do not fall both between knots and outside them"
-    return None
-
-
 BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
     2: _restated(
         "broadcast_arithmetic", broadcast_arithmetic, _broadcast_arithmetic,
@@ -2847,16 +2610,12 @@ BROADCAST_ARITHMETIC = leveled(BROADCAST_ARITHMETIC, {
             element is largest, and `worst`, that smallest element.""",
         lambda i: ({"column": PY_INT, "worst": PY_FLOAT},), _sample_broadcast, refuse=_best_worst_unique,
         zero_reason=_best_worst_first),
-    5: _restated(
-        "broadcast_arithmetic", interpolate, _interpolate,
-        """The increasing positions `knots` carry the values `heights`. Define a function on the whole
-            line: between two neighbouring knots it is the straight line joining their (position, value)
-            points; left of the first knot it equals the first value, right of the last knot the last
-            value. Give `y`, that function at each of the `queries`.""",
-        lambda i: ({"y": f32(i["queries"].shape[0])},), _sample_knots, refuse=_queries_inside_and_out),
+    5: BROADCAST_PRODUCT,
 }, levels="L1 broadcasting expressions given; L2 the same results by their index formulas; L3 nearest "
           "points between two broadcast sets, reduced; L4 the column of a broadcast matrix with the best "
-          "worst case; L5 piecewise-linear interpolation with constant ends, described not named")
+          "worst case; L5 a broadcast product too large to build: its "
+          "shape by the alignment rule, an element, and the count and sum of its positive elements by "
+          "factorising over the sign regions of the two factors")
 
 
 # group_by_key L3: each element's deviation from its group mean, and the best group ---------------
