@@ -379,6 +379,9 @@ def run_fresh(jobs: Sequence[tuple[str, str, str]], profile: str, hash_seed: str
             process.kill()
             process.wait()
             reader.join()
+            for pipe in (process.stdin, process.stdout):  # else a ResourceWarning lands in a check
+                with contextlib.suppress(OSError):  # stdin after a broken pipe still holds the jobs
+                    pipe.close()  # type: ignore[union-attr]
     return results
 
 
