@@ -939,6 +939,8 @@ def _opt_question(task: Task) -> list[str]:
         if not below < 1 < above:
             return [f"numpy eigenvalues do not change stability at lr = {limit}"]
         return []
+    if question == "closed_form":
+        return _sgd_closed_form(task)
     if question in ("final", "first_below"):
         losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
         if question == "final":
@@ -984,6 +986,72 @@ def _opt_question(task: Task) -> list[str]:
     if task.expected != want:
         return [f"the key {task.expected} differs from the recomputation, which gives {want}"]
     return []
+
+
+CLOSED_FORM_POINTS = ((Fraction(1, 7), Fraction(1, 3)), (Fraction(2, 5), Fraction(5, 6)),
+                      (Fraction(3, 11), Fraction(1, 2)), (Fraction(9, 4), Fraction(7, 9)))
+"""(eta, mu) points at which the SGD closed form is re-derived in exact rationals."""
+
+
+def _sgd_closed_form(task: Task) -> list[str]:
+    """The three closed forms re-derived another way, at rational points (eta, mu): the loss by
+    iterating each coordinate's linear state map in Fractions; the best first learning rate as
+    the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2; the limit as
+    the eta at which the stiffest coordinate's 2x2 map has the eigenvalue -1, with numpy's
+    spectral radius below 1 just under it and above 1 just over it (every coordinate). The
+    key must be a polynomial in eta and mu (loss) and rational functions of mu, and the named
+    mistakes (the other momentum's limit; the limit without weight decay; Nesterov's first step
+    taken as g) must give other functions."""
+    inputs, row = task.inputs, task.expected["rows"][0]
+    eta, mu = inputs["eta"], inputs["mu"]
+    problems = []
+    loss, best, limit = (row[k] for k in ("loss_after_two_steps", "best_first_lr", "lr_limit"))
+    if not (isinstance(loss, sympy.Expr) and loss.is_polynomial(eta, mu) and loss.free_symbols <= {eta, mu}):
+        return [f"the loss {loss} is not a polynomial in eta and mu"]
+    for name, value in (("best_first_lr", best), ("lr_limit", limit)):
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {mu}
+                and value.is_rational_function(mu)):
+            return [f"{name} {value} is not a rational function of mu"]
+    curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
+    worst = curvature.index(max(curvature))
+    polynomial = sympy.Poly(loss, eta, mu)
+    for lr, m in CLOSED_FORM_POINTS:
+        at = {**inputs, "momentum": m}
+
+        def subs(expr: Any, m: Fraction = m) -> Fraction:
+            return rational.from_sympy(expr.subs(mu, rational.to_sympy(m)))
+
+        point = {eta: rational.to_sympy(lr), mu: rational.to_sympy(m)}
+        at_point = rational.from_sympy(polynomial.eval(point))
+        if at_point != _map_losses(at, lr, 2)[-1]:
+            problems.append(f"at eta = {lr}, mu = {m} the key's loss is {at_point} but the state map gives "
+                            f"{_map_losses(at, lr, 2)[-1]}")
+        f0, f1, f2 = (_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2))
+        curve = f2 - 2 * f1 + f0  # f(w1) = f0 + b eta + (curve / 2) eta**2
+        vertex = -(f1 - f0 - curve / 2) / curve
+        if subs(best) != vertex:
+            problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is {vertex}")
+        edge = subs(limit)
+        grid = _state_maps(at, edge)[worst]
+        if (grid[0][0] + 1) * (grid[1][1] + 1) - grid[0][1] * grid[1][0] != 0:
+            problems.append(f"at mu = {m}, eta = lr_limit = {edge}: the stiffest map has no eigenvalue -1")
+        below, above = (_spectral_radius(at, edge * Fraction(k, 100)) for k in (99, 101))
+        if not below < 1 < above:
+            problems.append(f"at mu = {m} numpy eigenvalues do not change stability at eta = {edge}")
+    wd = rational.to_sympy(rational.as_fraction(inputs["weight_decay"]))
+    lam = rational.to_sympy(max(curvature))
+    mistakes = [("the other momentum's limit", 2 * (1 + mu) / (lam + wd) if inputs["nesterov"]
+                 else 2 * (1 + mu) / ((1 + 2 * mu) * (lam + wd)), limit)]
+    if wd != 0:
+        mistakes.append(("the limit without weight decay", 2 * (1 + mu) / ((1 + 2 * mu) * lam)
+                         if inputs["nesterov"] else 2 * (1 + mu) / lam, limit))
+    if inputs["nesterov"]:
+        mistakes.append(("Nesterov's first step taken as g", best * (1 + mu), best))
+    for name, wrong, right in mistakes:  # differing at one rational point proves another function
+        if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
+               rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
+            problems.append(f"the named mistake ({name}) gives the key")
+    return problems
 
 
 def _adam_two_step_loss(task: Task) -> list[str]:

@@ -108,6 +108,26 @@ def opt_question_rows(question, **given):
 
         if question == "stability":
             return {"lr_limit": stability()}
+        if question == "closed_form":
+            eta, mu = given["eta"], given["mu"]
+            a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            wd, nesterov = exact(given["weight_decay"]), given["nesterov"]
+            first = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+            scale = 1 + mu if nesterov else 1  # step 1: b = g, so d = g + mu * g (Nesterov) or d = g
+            best = (sympy.Add(*[ai * (wi - ci) * gi for ai, wi, ci, gi in zip(a, w, c, first, strict=True)])
+                    / (scale * sympy.Add(*[ai * gi**2 for ai, gi in zip(a, first, strict=True)])))
+            buf, w = None, [sympy.Poly(wi, eta, mu) for wi in w]  # polynomials in (eta, mu)
+            for _ in range(2):
+                g = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+                buf = g if buf is None else [mu * b + gi for b, gi in zip(buf, g, strict=True)]
+                d = [gi + mu * b for gi, b in zip(g, buf, strict=True)] if nesterov else buf
+                w = [wi - eta * di for wi, di in zip(w, d, strict=True)]
+            loss = sum((ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)),
+                       sympy.Poly(0, eta, mu)).as_expr() / 2
+            lam = max(a) + wd
+            limit = 2 * (1 + mu) / ((1 + 2 * mu) * lam) if nesterov else 2 * (1 + mu) / lam
+            return {"loss_after_two_steps": loss, "best_first_lr": sympy.factor(best),
+                    "lr_limit": sympy.factor(limit)}
         if question == "final":
             return {"final_loss": sgd(given["lr"], given["steps"])[-1],
                     "diverges": Fraction(given["lr"]) > stability()}
@@ -186,6 +206,20 @@ _QUESTIONS = {
         "start). Give the supremum of the learning rates lr > 0 for which the iterates converge from every "
         "starting point (to the minimiser of f(w) + weight_decay/2 * ||w||**2).",
         '{"lr_limit": Fraction}', "learning rate (parameter units per gradient unit)", QUADRATIC + SGD_RULE),
+    "closed_form": (
+        "SGD as in the conventions, with momentum (the nesterov flag is `nesterov`) and the weight decay "
+        "`weight_decay`, runs on f from w0. The learning rate lr and the momentum mu are left free: they "
+        "are the symbols `eta` and `mu`, preloaded as sympy Symbols (positive; sympy.symbols('eta mu', "
+        "positive=True) makes the same ones), and mu is understood to lie in 0 < mu < 1. Give, as exact "
+        "sympy expressions: f(w) after the second step, as a function of eta and mu; the learning rate "
+        "eta > 0 that makes f(w) after the first step smallest, as a function of mu; and the supremum of "
+        "the learning rates for which the iterates converge from every starting point (to the minimiser "
+        "of f(w) + weight_decay/2 * ||w||**2), as a function of mu. Any algebraically equal form passes; "
+        "no floats, and no Abs, Min, Max, floor or Piecewise.",
+        '{"loss_after_two_steps": <expression in eta, mu>, "best_first_lr": <expression in mu>, '
+        '"lr_limit": <expression in mu>}',
+        "loss in the units of f; learning rates in parameter units per gradient unit",
+        QUADRATIC + SGD_RULE),
     "final": (
         "Run `steps` steps of SGD as in the conventions from w0 with the learning rate `lr`. Give f(w) after "
         "the last step, and whether these iterates, continued forever, would grow without bound (True) "
@@ -256,6 +290,7 @@ _GIVEN = {
     "decay_steps": "cosine decay length in steps", "last": "the last training step",
     "decay_low": "smallest decay length allowed", "decay_high": "largest decay length allowed",
     "step": "the step whose learning rate is constrained",
+    "eta": "sympy Symbol: the learning rate lr, left free", "mu": "sympy Symbol: the momentum, left free",
 }
 
 
@@ -305,6 +340,8 @@ def sample_sgd(draw: Draw, level: int) -> dict:
         k = draw.choice(records[1:]) if len(records) > 1 and draw.chance(4, 5) else records[0]
         target = losses[k] if draw.chance(5, 6) else min(losses) / 2
         return {"question": "first_below", **base, "target": target}
+    if level == 5:
+        return sample_sgd_closed_form(draw)
     from exactgrade.domains.deeplearning.optimisation import stability_limit
 
     limit = stability_limit(base["momentum"], base["nesterov"], base["weight_decay"], base["curvature"])
@@ -314,6 +351,29 @@ def sample_sgd(draw: Draw, level: int) -> dict:
         raise Reject("too few distinct candidate learning rates")
     return {"question": "best_lr", **{k: base[k] for k in _SGD_KEYS if k != "lr"}, "candidates": grid,
             "steps": draw.integer(3, 4)}
+
+
+def sample_sgd_closed_form(draw: Draw) -> dict:
+    """Two coordinates, heavy-ball or Nesterov half each, weight decay in half; the curvatures
+    differ (so the stiffest one binds the limit), and the first step's descent along the
+    gradient is positive (so the best first learning rate is positive)."""
+    import sympy
+
+    from exactgrade.domains.deeplearning.optimisation import _bowl
+
+    bowl = _bowl(draw, 2, bits=2)
+    if bowl["curvature"][0] == bowl["curvature"][1]:
+        raise Reject("equal curvatures")
+    weight_decay = draw.choice((F(1, 16), F(1, 8), F(1, 4))) if draw.chance(1, 2) else 0
+    gradient = [F(a) * (F(w) - F(c)) + weight_decay * F(w)
+                for a, w, c in zip(bowl["curvature"], bowl["w0"], bowl["center"], strict=True)]
+    descent = sum((F(a) * (F(w) - F(c)) * g for a, w, c, g in
+                   zip(bowl["curvature"], bowl["w0"], bowl["center"], gradient, strict=True)), F(0))
+    if descent <= 0 or 0 in gradient:
+        raise Reject("the first step does not descend f (or a gradient coordinate is 0)")
+    eta, mu = sympy.symbols("eta mu", positive=True)
+    return {"question": "closed_form", **bowl, "nesterov": draw.chance(1, 2), "weight_decay": weight_decay,
+            "eta": eta, "mu": mu}
 
 
 def _losses(inputs, lr):
@@ -433,9 +493,15 @@ SGD = _opt_family(
     "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
     "loss "
     "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
-    "target, None in about a sixth. L5 (search): the best of 3-6 learning rates whose loss never exceeds the "
-    "start, ties to the smallest, None when every one overshoots.", sample_sgd,
-    branches=(Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
+    "target, None in about a sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
+    "heavy-ball or Nesterov steps (a polynomial), the best first learning rate (Nesterov's first step is "
+    "(1 + mu) g) and the supremum of stable learning rates (derived from each coordinate's two-term "
+    "recurrence; the stiffest coordinate plus weight decay binds), weight decay in half.", sample_sgd,
+    branches=(Branch("heavy-ball momentum", lambda t: t.level == 5 and not t.inputs["nesterov"], F(1, 4),
+                     (5,)),
+              Branch("Nesterov momentum", lambda t: t.level == 5 and t.inputs["nesterov"], F(1, 4), (5,)),
+              Branch("weight decay", lambda t: t.level == 5 and t.inputs["weight_decay"] != 0, F(1, 4), (5,)),
+              Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
               Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
               Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,))))
 ADAM = _opt_family(
