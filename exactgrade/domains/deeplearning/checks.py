@@ -500,7 +500,8 @@ def _float_search(task: Task) -> list[str]:
         counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
                   for f in formats}
         cheapest = next((f for f in formats if counts[f] == 0), None)
-        want = {"rows": [{"format": f, "non_finite": counts[f], "cheapest": f == cheapest} for f in formats]}
+        want = {"rows": [{"format": f, "non_finite": counts[f], "finite_everywhere": counts[f] == 0,
+                          "cheapest": f == cheapest} for f in formats]}
     else:
         want = {"rows": []}
         for i, w in windows:
