@@ -200,6 +200,56 @@ def _optimal_code_length(p: Any) -> Fraction:
     return best[0]
 
 
+def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
+    """entropy L5 another way: the least expected length over t is the lower envelope of the lines
+    of every length vector that satisfies Kraft's inequality (lengths 1..n-1: an optimal code
+    never needs more), built by the convex-hull sweep over slopes, not by Huffman at chosen t."""
+    from math import lcm
+
+    p0, p1 = [Fraction(x) for x in p0], [Fraction(x) for x in p1]
+    n = len(p0)
+    scale = lcm(*(x.denominator for x in (*p0, *p1)))
+    a0 = [int(x * scale) for x in p0]
+    da = [int((y - x) * scale) for x, y in zip(p0, p1, strict=True)]
+    found: dict[int, int] = {}  # slope -> least intercept (both times scale)
+    full = 2 ** (n - 1)
+
+    def extend(i: int, kraft: int, c: int, m: int) -> None:
+        """Lengths of outcomes i.. with Kraft sum (times 2**(n-1)) reaching exactly 1: only complete
+        codes (an incomplete one is beaten everywhere by shortening a codeword)."""
+        if i == n:
+            if kraft == full and (m not in found or c < found[m]):
+                found[m] = c
+            return
+        for k in range(1, n):
+            share = 2 ** (n - 1 - k)
+            if kraft + share <= full and kraft + share + (n - 1 - i) * 1 <= full:
+                extend(i + 1, kraft + share, c + k * a0[i], m + k * da[i])
+
+    extend(0, 0, 0, 0)
+    lines = {Fraction(m, scale): Fraction(c, scale) for m, c in found.items()}
+    hull: list[tuple[Fraction, Fraction]] = []  # decreasing slopes: the minimum, left to right
+    for m in sorted(lines, reverse=True):
+        c = lines[m]
+        while len(hull) >= 2:
+            (m1, c1), (m2, c2) = hull[-2], hull[-1]
+            if (c - c1) * (m1 - m2) <= (c2 - c1) * (m1 - m):  # the middle line is never the minimum
+                hull.pop()
+            else:
+                break
+        hull.append((m, c))
+    cuts = [(c2 - c1) / (m1 - m2) for (m1, c1), (m2, c2) in zip(hull, hull[1:], strict=False)]
+
+    def least(t: Fraction) -> Fraction:
+        return min(c + m * t for m, c in hull)
+
+    inside = [t for t in cuts if 0 < t < 1]
+    points = [(t, least(t)) for t in [Fraction(0), *inside, Fraction(1)]]
+    top = max(v for _, v in points)
+    return {"kinks": [[t, v] for t, v in points[1:-1]], "max_t": min(t for t, v in points if v == top),
+            "max_bits": top}
+
+
 def _info_question(task: Task) -> list[str]:
     """The upper-level information questions recomputed with exactgrade.rational another way."""
     from itertools import permutations
@@ -213,6 +263,12 @@ def _info_question(task: Task) -> list[str]:
         want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
     elif question == "shortest_code":
         want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
+    elif question == "kinks":
+        want = _code_length_kinks(inputs["p0"], inputs["p1"])
+        from exactgrade.domains.deeplearning.information_levels import order_changes
+
+        if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
+            return ["the named mistake (kinks where the probabilities change order) gives the key"]
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
                                                                zip(s["groups"], s["within"], strict=True)),

@@ -85,6 +85,49 @@ def info_question_rows(question, **given):
             return [[sum((Fraction(row[b]) for b in group), Fraction(0)) for group in groups]
                     for row in joint]
 
+        def huffman_lengths(p):
+            """Codeword lengths of a Huffman code for p (merging the two least likely, ties by order)."""
+            nodes = sorted((Fraction(x), i, (i,)) for i, x in enumerate(p))
+            lengths = [0] * len(p)
+            count = len(p)
+            while len(nodes) > 1:
+                (wa, _, a), (wb, _, b) = nodes[0], nodes[1]
+                for leaf in a + b:
+                    lengths[leaf] += 1
+                nodes = sorted([*nodes[2:], (wa + wb, count, a + b)])
+                count += 1
+            return lengths
+
+        if question == "kinks":
+            p0, p1 = [Fraction(x) for x in given["p0"]], [Fraction(x) for x in given["p1"]]
+
+            def at(t):
+                return [(1 - t) * a + t * b for a, b in zip(p0, p1, strict=True)]
+
+            def line(lengths):  # expected length of a fixed code as (intercept, slope) in t
+                return (sum((k * a for k, a in zip(lengths, p0, strict=True)), Fraction(0)),
+                        sum((k * (b - a) for k, a, b in zip(lengths, p0, p1, strict=True)), Fraction(0)))
+
+            def best(t):
+                return sum((k * x for k, x in zip(huffman_lengths(at(t)), at(t), strict=True)), Fraction(0))
+
+            def kinks(a, b, left, right):
+                """Kinks of the least expected length strictly between a and b, given optimal codes'
+                lines at a and b (the least length is the minimum of the lines of all codes)."""
+                if left == right:
+                    return []
+                t = (right[0] - left[0]) / (left[1] - right[1])
+                value = best(t)
+                if value == left[0] + left[1] * t:
+                    return [t]
+                middle = line(huffman_lengths(at(t)))
+                return kinks(a, t, left, middle) + kinks(t, b, middle, right)
+
+            found = kinks(Fraction(0), Fraction(1), line(huffman_lengths(p0)), line(huffman_lengths(p1)))
+            points = [(t, best(t)) for t in [Fraction(0), *found, Fraction(1)]]
+            top = max(v for _, v in points)
+            return {"kinks": [[t, v] for t, v in points[1:-1]],
+                    "max_t": min(t for t, v in points if v == top), "max_bits": top}
         if question == "code_length":
             return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
         if question == "two_stage":
@@ -231,6 +274,16 @@ _QUESTIONS = {
         "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
         "numbers of bits).",
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "kinks": (
+        "A source emits one of the outcomes 0, 1, ..., n - 1; for a parameter t with 0 <= t <= 1, outcome i "
+        "has probability (1 - t) * p0[i] + t * p1[i]. For each t, let L(t) be the smallest expected codeword "
+        "length, in bits per outcome, over all binary prefix-free codes for the source at that t (one "
+        "codeword per outcome, no codeword a prefix of another, lengths whole numbers of bits; the code may "
+        "be chosen afresh for each t). Give every t with 0 < t < 1 at which the slope of L changes (L is "
+        "not differentiable there), in increasing order, each with L(t); and the smallest t in [0, 1] at "
+        "which L(t) is largest, with that largest value.",
+        '{"kinks": [[t, L(t)], ...], "max_t": Fraction, "max_bits": Fraction}',
+        "t is a plain number; L in bits per outcome"),
     "two_stage": (
         "Each source in `sources` draws an outcome in two stages: first a group g with probability "
         "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
@@ -352,6 +405,8 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
                                                                                      "probabilities",
           "budget": "the largest divergence allowed, in bits", "joint": "rows indexed by a, columns by b",
           "groups": "list of lists of B's values (a partition of 0..len(joint[0]) - 1)",
+          "p0": "the distribution at t = 0 (list of Fraction)",
+          "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
           "bound": "the largest mean loss allowed, in bits", "target": "the fraction of examples to reach"}
 
@@ -422,14 +477,26 @@ def sample_entropy(draw: Draw, level: int) -> dict:
         peaks = sorted({max(p) for p in candidates})  # a cap at one candidate's peak: some qualify
         cap = draw.choice(peaks) if draw.chance(5, 6) else peaks[0] / 2
         return {"question": "best_capped", "candidates": candidates, "cap": cap}
-    distributions = [_rational(draw, draw.integer(4, 7)) for _ in range(2)]
-    from exactgrade.domains.deeplearning.information_levels import info_question_rows
+    n = draw.integer(4, 6)
+    p0, p1 = _rational(draw, n), _rational(draw, n)
+    key = info_question_rows("kinks", p0=p0, p1=p1)["rows"][0]
+    if not 1 <= len(key["kinks"]) <= 4:
+        raise Reject("no kink (or more than four) in the least expected length")
+    if sorted(t for t, _ in key["kinks"]) == order_changes(p0, p1):
+        raise Reject("the named mistake (kinks where the order of the probabilities changes) gives the key")
+    return {"question": "kinks", "p0": p0, "p1": p1}
 
-    for p in distributions:  # the named mistake (Shannon lengths ceil(-log2 p)) must not be optimal
-        shannon = sum((x * _shannon_length(x) for x in p), F(0))
-        if shannon == info_question_rows("shortest_code", weights=[p])["rows"][0]["bits"]:
-            raise Reject("the Shannon code is already optimal")
-    return {"question": "shortest_code", "weights": distributions}
+
+def order_changes(p0, p1) -> list[F]:
+    """The named mistake of entropy L5: the t in (0, 1) where two probabilities cross (where the
+    order of the probabilities, not the optimal code, changes)."""
+    found = set()
+    for i in range(len(p0)):
+        for j in range(i + 1, len(p0)):
+            gap0, gap1 = F(p0[i]) - F(p0[j]), F(p1[i]) - F(p1[j])
+            if gap0 != gap1 and 0 < gap0 / (gap0 - gap1) < 1:
+                found.add(gap0 / (gap0 - gap1))
+    return sorted(found)
 
 
 def _pair(draw: Draw, low: int, high: int) -> dict:
@@ -615,9 +682,11 @@ ENTROPY = _info_family(
     "L1: Shannon entropy with its formula stated, 2+level distributions. L2 (derive): the least expected "
     "length of a prefix code for dyadic distributions (entropy, not named). L3 (compose): the entropy of a "
     "two-stage source (group, then member). L4 (search): the largest-entropy candidate whose largest "
-    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (algorithm "
-    "described, not named): the least expected prefix-code length of non-dyadic distributions (Huffman), "
-    "where the Shannon code ceil(-log2 p) is not optimal.",
+    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (regimes): for "
+    "a source mixing two non-dyadic distributions by a parameter t, every t where the slope of the least "
+    "expected prefix-code length changes (the minimum over all codes of lines in t, so concave and piecewise "
+    "linear: exact rationals at regime boundaries, no grid finds them) and where it peaks; the named "
+    "mistake (kinks where the order of the probabilities changes) never gives the key.",
     sample_entropy, branches=(Branch("no candidate under the cap", _none_best, F(1, 20), (4,)),))
 DIVERGENCE = _info_family(
     "divergence", build_divergence, _base.sample_divergence,
