@@ -189,9 +189,9 @@ def info_question_rows(question, **given):
             return {"best": 1 - i, "gap_bits": gap}
         if question == "arrange_asymmetry":
             p, q = given["p"], given["q"]
-            best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
-                       for perm in set(permutations(q)))
-            return {"q": [-x for x in best[1]], "gap_bits": best[0]}
+            best = max((kl(list(perm), p) - kl(p, list(perm)), [Fraction(x) for x in perm])
+                       for perm in set(permutations(q)))  # on a tie, the lexicographically largest
+            return {"q": best[1], "gap_bits": best[0]}
         if question == "information_words":
             joint = given["joint"]
             table = [[Fraction(x) for x in row] for row in joint]
@@ -669,6 +669,22 @@ def _info_family(name, build_first, first, levels, upper_sample, level_two=None,
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
+def _arrangement_tied(task):
+    """Several arrangements of q reach the optimum (the stated tie rule decides the answer)."""
+    from itertools import permutations
+
+    from exactgrade.rational import kl_bits
+
+    if task.level != 5 or "q" not in task.inputs:
+        return False
+    p, q = task.inputs["p"], task.inputs["q"]
+    if task.inputs["question"] == "arrange":
+        scores = [kl_bits(p, list(perm)) for perm in set(permutations(q))]
+        return scores.count(min(scores)) > 1
+    scores = [kl_bits(list(perm), p) - kl_bits(p, list(perm)) for perm in set(permutations(q))]
+    return scores.count(max(scores)) > 1
+
+
 def _none_best(task):
     return task.level == 4 and answer_field(task, "best") is None
 
@@ -696,7 +712,8 @@ DIVERGENCE = _info_family(
     "index, None in about a sixth. L5 (design): the arrangement of q's probabilities that minimises D(p || "
     "q), "
     "ties to the lexicographically smallest.",
-    sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),))
+    sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),
+                                 Branch("a tie between arrangements", _arrangement_tied, F(1, 5), (5,))))
 KL_ASYMMETRY = _info_family(
     "kl_asymmetry", build_kl_asymmetry, _base.sample_kl_asymmetry,
     "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
@@ -704,7 +721,8 @@ KL_ASYMMETRY = _info_family(
     "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
     "ties to the earliest. L5 (design): the arrangement of q "
     "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
-    sample_kl_asymmetry, varying_at={3: ("rows[].larger",)})
+    sample_kl_asymmetry, varying_at={3: ("rows[].larger",)},
+    branches=(Branch("a tie between arrangements", _arrangement_tied, F(1, 5), (5,)),))
 MUTUAL_INFORMATION = _info_family(
     "mutual_information", build_joint, sample_joint,
     "L1: H(A), H(B), H(A, B), H(A | B), I(A; B) with formulas stated; B = f(A), some joints through noisy "
