@@ -250,6 +250,49 @@ def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
             "max_bits": top}
 
 
+def _floored(task: Task) -> list[str]:
+    """divergence L5 another way: every subset S of outcomes put on the floor, the rest scaled by
+    one factor to sum to 1, kept when it satisfies the optimality conditions (floored outcomes
+    would fall below the floor, the others stay above it); exactly one subset must qualify for
+    each direction, and it must be the key's. The divergence agrees with 50-digit mpmath, and the
+    named mistakes give other models."""
+    from itertools import combinations
+
+    import mpmath
+
+    from exactgrade.domains.deeplearning.information_levels import floored_mistakes
+
+    data = [Fraction(x) for x in task.inputs["data"]]
+    floor = Fraction(task.inputs["floor"])
+    n = len(data)
+    found = []
+    for k in range(n):
+        for low in combinations(range(n), k):
+            rest = [i for i in range(n) if i not in low]
+            scale = (1 - k * floor) / (1 - sum((data[i] for i in low), Fraction(0)))
+            if all(scale * data[i] >= floor for i in rest) and all(scale * data[i] <= floor for i in low):
+                found.append([floor if i in low else scale * data[i] for i in range(n)])
+    distinct = {tuple(q) for q in found}
+    row = task.expected["rows"][0]
+    if len(distinct) != 1:
+        return [f"{len(distinct)} floored models satisfy the optimality conditions, not one"]
+    q = list(distinct.pop())
+    problems = [f"{name} is {row[name]} but the optimality conditions give {q}"
+                for name in ("q_forward", "q_reverse") if row[name] != q]
+    with mpmath.workdps(50):
+        def mp(x: Fraction) -> Any:
+            return mpmath.mpf(x.numerator) / x.denominator
+
+        want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(data, q, strict=True))
+        got = mpmath.mpf(sympy.N(_as_sympy(row["forward_bits"]), 50))
+        if abs(got - want) > mpmath.mpf(10) ** -40:
+            problems.append(f"forward_bits is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
+                            f"{mpmath.nstr(want, 20)}")
+    problems += [f"the named mistake ({name}) gives the key" for name, wrong in
+                 floored_mistakes(data, floor).items() if wrong == q]
+    return problems
+
+
 def _info_question(task: Task) -> list[str]:
     """The upper-level information questions recomputed with exactgrade.rational another way."""
     from itertools import permutations
@@ -269,6 +312,8 @@ def _info_question(task: Task) -> list[str]:
 
         if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
             return ["the named mistake (kinks where the probabilities change order) gives the key"]
+    elif question == "floored":
+        return _floored(task)
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
                                                                zip(s["groups"], s["within"], strict=True)),

@@ -128,6 +128,23 @@ def info_question_rows(question, **given):
             top = max(v for _, v in points)
             return {"kinks": [[t, v] for t, v in points[1:-1]],
                     "max_t": min(t for t, v in points if v == top), "max_bits": top}
+        if question == "floored":
+            import sympy
+
+            data, floor = [Fraction(x) for x in given["data"]], Fraction(given["floor"])
+            order = sorted(range(len(data)), key=lambda i: data[i])
+            for k in range(1, len(data)):  # the k least likely outcomes sit on the floor
+                low, rest = order[:k], order[k:]
+                scale = (1 - k * floor) / (1 - sum(data[i] for i in low))
+                if scale * data[rest[0]] >= floor and all(scale * data[i] <= floor for i in low):
+                    break
+            q = [floor if i in low else scale * data[i] for i in range(len(data))]
+
+            def exact(x):
+                return sympy.Rational(x.numerator, x.denominator)
+
+            bits = sympy.Add(*[exact(x) * sympy.log(exact(x / y)) for x, y in zip(data, q, strict=True)])
+            return {"q_forward": q, "q_reverse": q, "forward_bits": bits / sympy.log(2)}
         if question == "code_length":
             return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
         if question == "two_stage":
@@ -284,6 +301,15 @@ _QUESTIONS = {
         "which L(t) is largest, with that largest value.",
         '{"kinks": [[t, L(t)], ...], "max_t": Fraction, "max_bits": Fraction}',
         "t is a plain number; L in bits per outcome"),
+    "floored": (
+        "A model q of the data distribution `data` (over the outcomes 0, 1, ..., n - 1) must give every "
+        "outcome a probability of at least `floor`: q is any distribution with q_i >= floor for every i. "
+        "Give the q that minimises the KL divergence D(data || q) (weighted by the data), the q that "
+        "minimises D(q || data) (weighted by the model), both under that constraint, and the minimum of "
+        "D(data || q) in bits. These probabilities are not powers of two: give the divergence as an exact "
+        "sympy expression (built with sympy.log and sympy.Rational; any exact form of the number passes).",
+        '{"q_forward": [Fraction, ...], "q_reverse": [Fraction, ...], "forward_bits": exact sympy value}',
+        "probabilities; the divergence in bits"),
     "two_stage": (
         "Each source in `sources` draws an outcome in two stages: first a group g with probability "
         "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
@@ -405,6 +431,8 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
                                                                                      "probabilities",
           "budget": "the largest divergence allowed, in bits", "joint": "rows indexed by a, columns by b",
           "groups": "list of lists of B's values (a partition of 0..len(joint[0]) - 1)",
+          "data": "the data distribution (list of Fraction, not powers of two)",
+          "floor": "the least probability the model may give an outcome",
           "p0": "the distribution at t = 0 (list of Fraction)",
           "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
@@ -530,8 +558,45 @@ def sample_divergence(draw: Draw, level: int) -> dict:
         values = sorted(kl_bits(p, q) for q in candidates)
         budget = values[0] / 2 if draw.chance(1, 6) else values[draw.below(len(values))]
         return {"question": "closest", "p": p, "candidates": candidates, "budget": budget}
-    n = draw.integer(4, 5)
-    return {"question": "arrange", "p": dyadic_distribution(draw, n), "q": dyadic_distribution(draw, n)}
+    return sample_floored(draw)
+
+
+def floored_sets(data, floor) -> tuple[set[int], set[int]]:
+    """(the outcomes the optimal floored model puts on the floor, the outcomes below the floor in the
+    data): the first is larger when scaling the others down pushes more of them onto the floor."""
+    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
+    return ({i for i, x in enumerate(q) if x == F(floor)}, {i for i, x in enumerate(data) if F(x) < F(floor)})
+
+
+def floored_mistakes(data, floor) -> dict[str, list[F]]:
+    """divergence L5's named mistakes: clip to the floor and renormalise; floor only the outcomes
+    below it in the data and rescale the others."""
+    data, floor = [F(x) for x in data], F(floor)
+    clipped = [max(x, floor) for x in data]
+    total = sum(clipped)
+    below = [i for i, x in enumerate(data) if x < floor]
+    scale = (1 - len(below) * floor) / (1 - sum(data[i] for i in below))
+    return {"clip and renormalise": [x / total for x in clipped],
+            "floor only the outcomes below it": [floor if i in below else scale * x
+                                                 for i, x in enumerate(data)]}
+
+
+def sample_floored(draw: Draw) -> dict:
+    """A non-dyadic distribution and a floor above its smallest probability; in half the instances the
+    rescaling pushes another outcome onto the floor (a cascade), so every named mistake fails."""
+    n = draw.integer(4, 6)
+    data = _rational(draw, n)
+    cascade = draw.chance(1, 2)
+    floors = sorted({F(k, d) for d in (20, 24, 30, 36, 40, 48, 60) for k in range(1, d // n)
+                     if min(data) < F(k, d) and F(k, d) * n < 1})
+    floors = [f for f in floors if (len(floored_sets(data, f)[0]) > len(floored_sets(data, f)[1])) is cascade]
+    if not floors:
+        raise Reject("no floor of the wanted kind (cascade or not)")
+    floor = draw.choice(floors)
+    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
+    if any(wrong == q for wrong in floored_mistakes(data, floor).values()):
+        raise Reject("a named mistake gives the optimal model")
+    return {"question": "floored", "data": data, "floor": floor}
 
 
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
@@ -685,6 +750,13 @@ def _arrangement_tied(task):
     return scores.count(max(scores)) > 1
 
 
+def _cascade(task):
+    if task.level != 5:
+        return False
+    floored, below = floored_sets(task.inputs["data"], task.inputs["floor"])
+    return len(floored) > len(below)
+
+
 def _none_best(task):
     return task.level == 4 and answer_field(task, "best") is None
 
@@ -709,11 +781,13 @@ DIVERGENCE = _info_family(
     "L1: H(p), H(p, q), D(p || q) with formulas stated. L2 (derive): the expected length of q's optimal code "
     "under p and its excess over p's own (cross-entropy and KL, not named). L3 (compose): KL of products of "
     "independent coordinates. L4 (search): the model closest to p under a KL budget, ties to the smallest "
-    "index, None in about a sixth. L5 (design): the arrangement of q's probabilities that minimises D(p || "
-    "q), "
-    "ties to the lexicographically smallest.",
+    "index, None in about a sixth. L5 (design under a constraint): the model closest to a non-dyadic data "
+    "distribution in D(data || q) and in D(q || data) when every probability must be at least a floor "
+    "(the conditions of optimality give q_i = max(floor, c * data_i) for both directions; in half the "
+    "instances rescaling pushes another outcome onto the floor), and the divergence as an exact log "
+    "expression; clip-and-renormalise and flooring only the outcomes below the floor never give the key.",
     sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),
-                                 Branch("a tie between arrangements", _arrangement_tied, F(1, 5), (5,))))
+                                 Branch("a cascade onto the floor", _cascade, F(1, 4), (5,))))
 KL_ASYMMETRY = _info_family(
     "kl_asymmetry", build_kl_asymmetry, _base.sample_kl_asymmetry,
     "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
