@@ -1082,12 +1082,60 @@ def _opt_question(task: Task) -> list[str]:
         return []  # the level-1 schedule check (meta['optimiser']) recomputes these rows
     elif question == "two_step_loss":
         return _adam_two_step_loss(task)
+    elif question == "closed_schedule":
+        return _closed_schedule(task)
     else:
         return _schedule_question(task)
     want = want if list(want) == ["rows"] else {"rows": [want]}
     if task.expected != want:
         return [f"the key {task.expected} differs from the recomputation, which gives {want}"]
     return []
+
+
+SCHEDULE_POINTS = ((1, 2, 3), (1, 5, 9), (2, 3, 5), (3, 4, 11), (5, 7, 12), (8, 12, 25), (4, 16, 20))
+"""(W, D, T) at which warmup_cosine L5's closed forms are summed step by step."""
+
+
+def _closed_schedule(task: Task) -> list[str]:
+    """warmup_cosine L5 another way: the key, a rational function of W, D, T, must equal at every
+    point of SCHEDULE_POINTS the step-by-step sum of the learning rates (and of their squares) of
+    the schedule in 50-digit mpmath; the named mistakes (the cosine over D steps, not D + 1; the
+    squared cosines summed to (D + 1)/2; step W counted in the warmup too) must not."""
+    import mpmath
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    W, D, T = (inputs[k] for k in ("W", "D", "T"))
+    peak, low = (rational.as_fraction(inputs[k]) for k in ("peak_lr", "min_lr"))
+    for name in ("total", "total_squares"):
+        value = row[name]
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {W, D, T}
+                and value.is_rational_function(W, D, T)):
+            return [f"{name} {value} is not a rational function of W, D and T"]
+    half = rational.to_sympy((peak - low) / 2)
+    mistakes = {"the cosine over D steps": (row["total"] - rational.to_sympy((peak + low) / 2), "total"),
+                "squared cosines summing to (D + 1)/2": (row["total_squares"] - half**2 / 2, "total_squares"),
+                "step W in the warmup too": (row["total"] + rational.to_sympy(peak), "total")}
+    problems, differs = [], dict.fromkeys(mistakes, False)
+    with mpmath.workdps(50):
+        def mp(q: Fraction) -> Any:
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        for w, d, t in SCHEDULE_POINTS:
+            rates = [mp(peak) * s / w if s < w else
+                     mp(low) + (mp(peak) - mp(low)) * (1 + mpmath.cos(mpmath.pi * (s - w) / d)) / 2
+                     if s <= w + d else mp(low) for s in range(1, t + 1)]
+            point = {W: w, D: d, T: t}
+            for name, want in (("total", sum(rates)), ("total_squares", sum(r**2 for r in rates))):
+                got = mp(rational.from_sympy(row[name].subs(point)))
+                if abs(got - want) > mpmath.mpf(10) ** -40:
+                    problems.append(f"at W = {w}, D = {d}, T = {t} the key's {name} is "
+                                    f"{mpmath.nstr(got, 20)} but summing the steps gives "
+                                    f"{mpmath.nstr(want, 20)}")
+                for mistake, (wrong, field) in mistakes.items():
+                    if field == name and abs(mp(rational.from_sympy(wrong.subs(point))) - want) > 10**-30:
+                        differs[mistake] = True
+    problems += [f"the named mistake ({m}) gives the key" for m, ok in differs.items() if not ok]
+    return problems
 
 
 CLOSED_FORM_POINTS = ((Fraction(1, 7), Fraction(1, 3)), (Fraction(2, 5), Fraction(5, 6)),

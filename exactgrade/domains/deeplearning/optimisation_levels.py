@@ -176,6 +176,14 @@ def opt_question_rows(question, **given):
                 if not overshoot and loss <= Fraction(given["target"]):
                     return {"lr": lr, "loss": loss}
             return {"lr": None, "loss": None}
+        if question == "closed_schedule":  # warmup 1..W-1; the cosine's D + 1 steps sum to the midpoint
+            W, D, T = given["W"], given["D"], given["T"]  # (a cosine over the half period sums to 0,
+            peak, low = exact(given["peak_lr"]), exact(given["min_lr"])  # its square to (D + 2) / 2)
+            mid, half = (peak + low) / 2, (peak - low) / 2
+            total = peak * (W - 1) / 2 + (D + 1) * mid + low * (T - W - D)
+            squares = (peak**2 * (W - 1) * (2 * W - 1) / (6 * W) + (D + 1) * mid**2 + half**2 * (D + 2) / 2
+                       + low**2 * (T - W - D))
+            return {"total": sympy.factor(total), "total_squares": sympy.together(squares)}
         args = (given["peak_lr"], given["min_lr"], given["warmup_steps"])
         if question == "total":
             rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
@@ -264,6 +272,16 @@ _QUESTIONS = {
         "warmup_steps and decay_steps) at each step listed in `steps`, exactly.",
         '{"rows": [{"step": int, "lr": exact value}, ...]}  (one row per listed step, in order)',
         "learning rate (per step)", SCHEDULE_WORDS),
+    "closed_schedule": (
+        "The schedule in the conventions has the given peak_lr and min_lr; its warmup length, its decay "
+        "length and the number of training steps are left free: they are the symbols `W` (warmup_steps), "
+        "`D` (decay_steps) and `T`, preloaded as sympy Symbols (positive integers; sympy.symbols('W D T', "
+        "positive=True, integer=True) makes the same ones), with W >= 1, D >= 2 and T >= W + D. Training "
+        "runs steps 1 to T. Give, as exact sympy expressions in W, D and T (valid for every such W, D, T): "
+        "the sum of the learning rates of those T steps, and the sum of their squares. Any algebraically "
+        "equal form passes; no cos, sum, floats, Abs, floor or Piecewise in the answer.",
+        '{"total": <expression in W, D, T>, "total_squares": <expression in W, D, T>}',
+        "learning rate summed over steps; its square summed over steps", SCHEDULE_WORDS),
     "total": (
         "Training uses the schedule in the conventions for steps 1 to `last`. Give the sum of the learning "
         "rates of those steps, exactly.",
@@ -290,6 +308,8 @@ _GIVEN = {
     "decay_steps": "cosine decay length in steps", "last": "the last training step",
     "decay_low": "smallest decay length allowed", "decay_high": "largest decay length allowed",
     "step": "the step whose learning rate is constrained",
+    "W": "sympy Symbol: the warmup length, left free", "D": "sympy Symbol: the decay length, left free",
+    "T": "sympy Symbol: the number of training steps, left free",
     "eta": "sympy Symbol: the learning rate lr, left free", "mu": "sympy Symbol: the momentum, left free",
 }
 
@@ -460,6 +480,12 @@ def sample_schedule(draw: Draw, level: int) -> dict:
         k = draw.integer(1, len(values) - 1)
         target = between(values[k - 1], values[k]) if draw.chance(5, 6) else F(schedule["min_lr"]) / 2
         return {"question": "first_at_most", **schedule, "target": target}
+    if level == 5:
+        import sympy
+
+        W, D, T = sympy.symbols("W D T", positive=True, integer=True)
+        return {"question": "closed_schedule", "peak_lr": schedule["peak_lr"], "min_lr": schedule["min_lr"],
+                "W": W, "D": D, "T": T}
     low = draw.integer(3, 10)
     high = low + draw.integer(4, 10)
     step = schedule["warmup_steps"] + draw.integer(1, low)
@@ -520,10 +546,11 @@ WARMUP_COSINE = _opt_family(
     "described "
     "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
     "decay sums to a rational). L4 (inverse): the first step at which the rate is at most a target, None in "
-    "about a sixth. L5 (design): the shortest decay keeping the rate at a step above a target, None in about "
-    "a sixth.", sample_schedule,
-    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),
-              Branch("no decay length qualifies", _answer_is("decay_steps", None, (5,)), F(1, 20), (5,))))
+    "about a sixth. L5 (closed form in the symbols W, D, T): the sum of the learning rates and of their "
+    "squares over T steps (the warmup's W - 1 steps, the cosine's D + 1 steps whose cosines sum to 0 and "
+    "whose squared cosines sum to (D + 2)/2, then the floor), derived, never summed numerically.",
+    sample_schedule,
+    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),))
 
 FAMILIES = (SGD, ADAM, WARMUP_COSINE)
 
