@@ -482,6 +482,44 @@ def _forward(task: Task) -> list[str]:
     return problems
 
 
+def _free_bias(task: Task) -> list[str]:
+    """mlp_forward L5 another way: the loss as a function of the free bias is quadratic between
+    consecutive kinks (where an example's pre-activation of the unit is 0); on each piece the
+    quadratic is fitted through three exact losses (exactgrade.rational, no coefficients derived)
+    and its vertex clipped to the piece, beyond the last kink likewise; the smallest loss of those
+    candidates and the kinks must be the key's, and the named mistakes must give other values."""
+    from exactgrade.domains.deeplearning.backprop import free_bias_mistakes
+    from exactgrade.rational.piecewise import forward, layers, loss, perturb
+
+    inputs = task.inputs
+    network, batch, name = inputs["network"], inputs["batch"], inputs["param"]
+    i = int(name[3:-1])
+    current = Fraction(network["layers"][0]["b"][i])
+    net = layers(network)
+    shift = [forward(net, [Fraction(v) for v in e["x"]]).pre[0][i] - current for e in batch]
+    kinks = sorted(set(-u for u in shift))
+
+    def at(beta: Fraction) -> Fraction:
+        return loss(perturb(network, batch, name, beta - current)[0], batch)
+
+    candidates = list(kinks)
+    for low, high in zip(kinks, [*kinks[1:], None], strict=True):
+        width = (high - low) if high is not None else Fraction(1)
+        xs = [low + width * Fraction(k, 4) for k in (1, 2, 3)]
+        ys = [at(x) for x in xs]
+        curve = (ys[2] - 2 * ys[1] + ys[0]) / (xs[1] - xs[0]) ** 2
+        slope = (ys[2] - ys[0]) / (xs[2] - xs[0]) - curve * xs[1]
+        vertex = -slope / curve
+        candidates.append(max(low, vertex) if high is None else min(max(low, vertex), high))
+    best = min(candidates, key=lambda beta: (at(beta), beta))
+    want = {"b": best, "loss": at(best), "active_examples": sum(1 for u in shift if u + best > 0)}
+    row = task.expected["rows"][0]
+    problems = [] if row == want else [f"the key {row} differs from the piecewise fit, which gives {want}"]
+    problems += [f"the named mistake ({m}) gives the key" for m, v in free_bias_mistakes(inputs).items()
+                 if v == row["b"]]
+    return problems
+
+
 def _mlp_question(task: Task) -> list[str]:
     """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
     gradients; a gradient-check step by exact losses on both sides)."""
@@ -526,6 +564,8 @@ def _mlp_question(task: Task) -> list[str]:
         if any(after[f"b{k}[{i}]"] != 0 for i in range(len(b))):
             return ["the optimal last-layer bias does not zero its gradient"]
         want = {"b": b, "loss": loss(better, batch)}
+    elif question == "free_bias":
+        return _free_bias(task)
     elif question == "directional":
         want = {"derivative": sum((g[n] * Fraction(d) for n, d in inputs["direction"].items()), Fraction(0))}
     elif question == "step_grad":
