@@ -656,6 +656,73 @@ def _float_search(task: Task) -> list[str]:
     return problems
 
 
+def _lasso_at(x: Any, y: Any, lam: Fraction) -> list[Fraction]:
+    """The lasso minimiser at one lambda, by the optimality conditions alone: for every sign
+    pattern s in {-1, 0, 1}^p, w_A = (X_A^T X_A)^-1 (X_A^T y - lam s_A) is kept when its signs are
+    s_A and every other column's residual correlation is at most lam in size; exactly one w
+    (the minimiser is unique) must survive."""
+    from itertools import product
+
+    p = len(x[0])
+    cols = [[rational.as_fraction(row[j]) for row in x] for j in range(p)]
+    ys = [rational.as_fraction(v) for v in y]
+
+    def dot(u: Any, v: Any) -> Fraction:
+        return sum((a * b for a, b in zip(u, v, strict=True)), Fraction(0))
+
+    found = set()
+    for signs in product((-1, 0, 1), repeat=p):
+        active = [j for j in range(p) if signs[j]]
+        w = [Fraction(0)] * p
+        if active:
+            gram = [[dot(cols[i], cols[j]) for j in active] for i in active]
+            part = rational.solve(gram, [dot(cols[i], ys) - lam * signs[i] for i in active])
+            if any((v > 0) != (signs[j] > 0) or v == 0 for v, j in zip(part, active, strict=True)):
+                continue
+            for v, j in zip(part, active, strict=True):
+                w[j] = v
+        residual = [v - sum((w[j] * cols[j][r] for j in range(p)), Fraction(0)) for r, v in enumerate(ys)]
+        if all(abs(dot(cols[j], residual)) <= lam for j in range(p) if not signs[j]):
+            found.add(tuple(w))
+    if len(found) != 1:
+        raise rational.RationalError(f"{len(found)} lasso minimisers at lambda = {lam}")
+    return list(found.pop())
+
+
+def _lasso_path(task: Task) -> list[str]:
+    """least_squares L5 another way: the minimiser at each key lambda and on both sides of it (a
+    quarter of the way to the neighbouring key lambdas, and beyond the last), each from the
+    optimality conditions alone (_lasso_at), never by following the path: w must be the key's
+    at each key lambda, the support must change there, and not change between two key lambdas
+    (w must be affine in lambda there: checked at three points of every stretch); the
+    orthogonal-design mistake must give other lambdas."""
+    from exactgrade.domains.deeplearning.linalg_levels import lasso_mistake
+
+    x, y, rows = task.inputs["X"], task.inputs["y"], task.expected["rows"]
+    lams = [rational.as_fraction(r["lambda"]) for r in rows]
+    problems = []
+
+    def support(w: list[Fraction]) -> list[int]:
+        return [j + 1 for j, v in enumerate(w) if v != 0]
+
+    if support(_lasso_at(x, y, lams[0] * Fraction(5, 4))):
+        problems.append("above the first lambda the lasso weights are not all 0")
+    for k, (lam, row) in enumerate(zip(lams, rows, strict=True)):
+        if _lasso_at(x, y, lam) != list(row["w"]):
+            problems.append(f"at lambda = {lam} the optimality conditions give w = "
+                            f"{_show(_lasso_at(x, y, lam))}")
+        low = lams[k + 1] if k + 1 < len(lams) else Fraction(0)
+        points = [low + (lam - low) * Fraction(i, 4) for i in (1, 2, 3)]
+        ws = [_lasso_at(x, y, t) for t in points]
+        if any(support(w) != list(row["support_below"]) for w in ws):
+            problems.append(f"below lambda = {lam} the support is not {row['support_below']}")
+        if any(ws[0][j] + ws[2][j] != 2 * ws[1][j] for j in range(len(ws[0]))):
+            problems.append(f"below lambda = {lam} w is not affine in lambda (a change point is missing)")
+    if lams == lasso_mistake(x, y)[:len(lams)]:
+        problems.append("the named mistake (orthogonal soft-thresholding) gives the key")
+    return problems
+
+
 def _linalg(task: Task) -> list[str]:
     kind = task.meta["linalg"]
     rows, inputs = _rows(task), task.inputs
@@ -781,17 +848,8 @@ def _linalg_question(task: Task) -> list[str]:
                        [v for n, v in enumerate(inputs["y"]) if n != k])[1], k + 1)
                   for k in range(len(inputs["X"]))]
         want = {"drop": min(scored)[1], "rss": min(scored)[0]}
-    elif question == "ridge":
-        x, y = inputs["X"], inputs["y"]
-        xt = rational.transpose(x)
-        gram = rational.matmul(xt, x)
-        want = {"lambda": None, "w": None}
-        for lam in sorted(rational.as_fraction(v) for v in inputs["lambdas"]):
-            shifted = [[g + (lam if r == c else 0) for c, g in enumerate(row)] for r, row in enumerate(gram)]
-            w = rational.solve(shifted, rational.matvec(xt, y))
-            if sum((v * v for v in w), Fraction(0)) <= inputs["bound"]:
-                want = {"lambda": lam, "w": list(w)}
-                break
+    elif question == "lasso_path":
+        return _lasso_path(task)
     elif question == "nullity":
         want = {"rows": [{"nullity": len(a[0]) - rational.rank(a), "left_nullity": len(a) - rational.rank(a)}
                          for a in inputs["matrices"]]}
