@@ -723,6 +723,40 @@ def _lasso_path(task: Task) -> list[str]:
     return problems
 
 
+def _minimax_entry(task: Task) -> list[str]:
+    """inverse L5 another way, with Gauss-Jordan inverses only: at the key's t the largest absolute
+    entry and the binding entries are the key's; nudging t by 2**-30 either way never lowers it; no
+    point of a grid of t (step 1/4 on [-20, 20], plus +-2**20) does better; and the limit as t grows
+    is not below it (the minimum is attained)."""
+    from exactgrade.domains.deeplearning.linalg_levels import minimax_limit
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+    def largest(t: Fraction) -> tuple[Fraction, list[list[int]]] | None:
+        m = _fractions(inputs["A"])
+        m[i][j] = t
+        if rational.determinant(m) == 0:
+            return None
+        inv = rational.inverse(m)
+        top = max(abs(x) for r in inv for x in r)
+        return top, [[a + 1, b + 1] for a, r in enumerate(inv) for b, x in enumerate(r) if abs(x) == top]
+
+    t = rational.as_fraction(row["t"])
+    here = largest(t)
+    if here is None or here != (rational.as_fraction(row["max_entry"]), [list(e) for e in row["entries"]]):
+        return [f"at t = {t} Gauss-Jordan gives (largest entry, entries) {here}, not the key's"]
+    grid = [Fraction(k, 4) for k in range(-80, 81)] + [t + Fraction(1, 2**30), t - Fraction(1, 2**30),
+                                                       Fraction(2**20), Fraction(-2**20)]
+    better = [x for x in grid if (v := largest(x)) is not None
+              and (v[0] < here[0] or (v[0] == here[0] and x < t))]
+    limit = minimax_limit(inputs)
+    problems = [f"t = {better[0]} gives a smaller largest entry than the key's t"] if better else []
+    if limit is not None and limit <= here[0]:
+        problems.append("the infimum is not attained (the limit as t grows is no larger)")
+    return problems
+
+
 def _linalg(task: Task) -> list[str]:
     kind = task.meta["linalg"]
     rows, inputs = _rows(task), task.inputs
@@ -817,7 +851,9 @@ def _linalg_question(task: Task) -> list[str]:
         inverse = rational.matmul(rational.inverse(b), rational.inverse(a))
         want = {"det": rational.determinant(a) * rational.determinant(b),
                 "trace_inverse": sum((inverse[i][i] for i in range(len(inverse))), Fraction(0))}
-    elif question in ("singular_entry", "best_entry"):
+    elif question == "minimax_entry":
+        return _minimax_entry(task)
+    elif question == "singular_entry":
         i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
 
         def at(t: Any) -> list[list[Fraction]]:
@@ -825,16 +861,11 @@ def _linalg_question(task: Task) -> list[str]:
             m[i][j] = rational.as_fraction(t)
             return m
 
-        if question == "singular_entry":
-            t = one["t"]
-            if t is None:
-                same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
-                return [] if same else ["the key says no t is singular, but the determinant depends on t"]
-            return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
-        scored = [(max(abs(x) for row in rational.inverse(at(t)) for x in row), t)
-                  for t in range(inputs["low"], inputs["high"] + 1) if rational.determinant(at(t)) != 0]
-        low = min(scored)
-        want = {"t": low[1], "max_entry": low[0]}
+        t = one["t"]
+        if t is None:
+            same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
+            return [] if same else ["the key says no t is singular, but the determinant depends on t"]
+        return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
     elif question == "prediction":
         w, rss = _ls(inputs["X"], inputs["y"])
         y = [rational.as_fraction(v) for v in inputs["y"]]

@@ -83,17 +83,28 @@ def linalg_question_rows(question, **given):
             det = sympy.expand(substituted(given["A"], i, j, t).det())
             slope = det.coeff(t, 1)
             return {"t": None if slope == 0 else fraction(-det.coeff(t, 0) / slope)}
-        if question == "best_entry":
+        if question == "minimax_entry":  # every inverse entry is (a + b t) / det(t), det affine in t
             i, j = given["entry"][0] - 1, given["entry"][1] - 1
-            best = None
-            for t in range(given["low"], given["high"] + 1):
-                m = substituted(given["A"], i, j, t)
-                if m.det() == 0:
-                    continue
-                biggest = max(abs(v) for v in m.inv())
-                if best is None or biggest < best[0]:
-                    best = (biggest, t)
-            return {"t": best[1], "max_entry": fraction(best[0])}
+            t = sympy.Symbol("t")
+            m = substituted(given["A"], i, j, t)
+            det = sympy.Poly(m.det(), t)
+            tops = [sympy.Poly(v, t) for v in m.adjugate()]
+            candidates = set()
+            for k, top in enumerate(tops):
+                candidates.update(top.real_roots())  # where one entry is 0 (a linear numerator)
+                for other in tops[k + 1:]:
+                    for side in (top - other, top + other):  # where two entries have the same size
+                        if side.degree() == 1:
+                            candidates.update(side.real_roots())
+            scored = []
+            for x in candidates:
+                if det.eval(x) != 0:
+                    sizes = [abs(top.eval(x) / det.eval(x)) for top in tops]
+                    scored.append((max(sizes), x, sizes))
+            value, best, sizes = min(scored, key=lambda s: (s[0], s[1]))
+            n = m.rows
+            reach = [[k // n + 1, k % n + 1] for k, v in enumerate(sizes) if v == value]
+            return {"t": fraction(best), "max_entry": fraction(value), "entries": reach}
         if question == "prediction":
             x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
             w, rss = least_squares(x, y)
@@ -292,13 +303,14 @@ _QUESTIONS = {
                        "unknown t. Give the value of t for which the matrix is singular, or None if it is "
                        "invertible for every t or singular for every t.",
                        '{"t": Fraction or None}', "dimensionless"),
-    "best_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by an "
-                   "integer "
-                   "t with low <= t <= high. Among the t for which the matrix is invertible, which makes the "
-                   "largest absolute value of an entry of the inverse smallest? On a tie, the smallest t. "
-                   "Give "
-                   "t and that largest absolute entry.",
-                   '{"t": int, "max_entry": Fraction}', "dimensionless"),
+    "minimax_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by a "
+                      "real number t (every other entry stays). Among the t for which the matrix is "
+                      "invertible, which makes the largest absolute value of an entry of the inverse "
+                      "smallest? On a tie, the smallest t. Give t, that largest absolute entry, and every "
+                      "entry of the inverse that reaches it at that t, as [row, column] counted from 1, in "
+                      "row-major order.",
+                      '{"t": Fraction, "max_entry": Fraction, "entries": [[int, int], ...]}',
+                      "dimensionless"),
     "ls_words": ("Choose the coefficient vector w that makes the sum over observations of (y_k - (X w)_k)**2 "
                  "as small as possible (X already contains a column of ones for the intercept). Give w and "
                  "that smallest sum, exactly.",
@@ -395,8 +407,8 @@ _QUESTIONS = {
                        "the ratio is dimensionless"),
 }
 _GIVEN = {"matrices": "list of matrices (lists of rows of Fraction)", "vectors": "list of vectors",
-          "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1", "low": "smallest t",
-          "high": "largest t", "X": "design matrix, one row per observation", "y": "observed targets",
+          "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1",
+          "X": "design matrix, one row per observation", "y": "observed targets",
           "x_new": "a new row of X", "bound": "the bound",
           "products": "list of dicts {'A': matrix, 'B': matrix}", "thresholds": "list of numbers c",
           "points": "list of points [x, y] with Fraction coordinates", "direction": "a direction [a, b]",
@@ -473,9 +485,36 @@ def sample_inverse(draw: Draw, level: int) -> dict:
         entry = draw.choice(flat) if flat else entry
     if level == 4:
         return {"question": "singular_entry", "A": a, "entry": entry}
-    low = draw.integer(1, 4)
-    return {"question": "best_entry", "A": _plain(a), "entry": entry, "low": low,
-            "high": low + draw.integer(4, 8)}
+    inputs = {"question": "minimax_entry", "A": _plain(a), "entry": entry}
+    key = linalg_question_rows(**inputs)["rows"][0]
+    limit = minimax_limit(inputs)
+    if limit is not None and key["max_entry"] >= limit:
+        raise Reject("the infimum is approached as t grows without bound (not attained)")
+    if key["t"].denominator == 1:
+        raise Reject("the optimal t is an integer (the named mistake, a search over integers, would find it)")
+    return inputs
+
+
+def minimax_limit(inputs) -> F | None:
+    """The largest absolute inverse entry of inverse L5's A(t) as t -> +-infinity (None when it grows
+    without bound): entry k is (a_k + b_k t) / (c + d t), its limit b_k / d."""
+    from exactgrade.rational import determinant, inverse
+
+    i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+    def at(t):
+        m = [[F(x) for x in row] for row in inputs["A"]]
+        m[i][j] = F(t)
+        return m
+
+    ts = [t for t in range(6) if determinant(at(t)) != 0][:2]
+    tops = [[[x * determinant(at(t)) for x in row] for row in inverse(at(t))] for t in ts]
+    slope_det = (determinant(at(ts[1])) - determinant(at(ts[0]))) / (ts[1] - ts[0])
+    slopes = [(b - a) / (ts[1] - ts[0])
+              for ra, rb in zip(*tops, strict=True) for a, b in zip(ra, rb, strict=True)]
+    if slope_det == 0:
+        return None if any(slopes) else F(0)
+    return max(abs(b / slope_det) for b in slopes)
 
 
 def sample_least_squares(draw: Draw, level: int) -> dict:
@@ -613,8 +652,10 @@ INVERSE = _linalg_family(
     _base.sample_inverse,
     "L1: determinant and inverse of two P L U matrices. L2 (derive): the solution of A x = b (no inverse "
     "asked). L3 (compose): det(A B) and the trace of (A B)^-1. L4 (inverse): the value of one entry that "
-    "makes A singular (None when the determinant does not depend on it). L5 (search): the integer value of "
-    "one entry, in a window, whose inverse has the smallest largest entry, ties to the smallest.",
+    "makes A singular (None when the determinant does not depend on it). L5 (regimes): the real value of one "
+    "entry that makes the largest absolute entry of the inverse smallest (each inverse entry is a ratio of "
+    "affine functions of it with one denominator, so the optimum is an exact rational where two entries "
+    "cross or one vanishes; no grid finds it), that value and the entries that bind.",
     sample_inverse, branches=(Branch("the determinant does not depend on the entry", _none("t", (4,)),
                                        F(1, 30), (4,)),))
 LEAST_SQUARES = _linalg_family(
