@@ -1195,6 +1195,8 @@ def _opt_question(task: Task) -> list[str]:
         fits = [rational.as_fraction(e) for e in inputs["candidates"]
                 if max(_adam_first_moves(inputs, inputs["lr"], e)) <= inputs["cap"]]
         want = {"eps": min(fits, default=None)}
+    elif question == "decay_modes":
+        return _decay_modes(task)
     elif question == "largest_lr":
         fits = []
         for lr in inputs["candidates"]:
@@ -1330,6 +1332,37 @@ def _sgd_closed_form(task: Task) -> list[str]:
         if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
                rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
             problems.append(f"the named mistake ({name}) gives the key")
+    return problems
+
+
+def _decay_modes(task: Task) -> list[str]:
+    """adam L5 another way: each optimiser's first step run in sympy with lr a symbol, through the
+    general update (m, v, bias corrections, the square root; eps = 0), f(w1) expanded to a quadratic
+    in lr and its vertex solved for; swapping the two optimisers (the named mistake) must not pass."""
+    inputs, row = task.inputs, task.expected["rows"][0]
+    lr = sympy.Symbol("lr", positive=True)
+    b1, b2 = sympy.Rational(9, 10), sympy.Rational(999, 1000)  # step 1 does not depend on them
+    a, c, w = ([rational.to_sympy(rational.as_fraction(x)) for x in inputs[k]]
+               for k in ("curvature", "center", "w0"))
+    wd = rational.to_sympy(rational.as_fraction(inputs["weight_decay"]))
+    want = {}
+    for name, coupled in (("adam", True), ("adamw", False)):
+        moved = []
+        for ai, ci, wi in zip(a, c, w, strict=True):
+            g = ai * (wi - ci) + (wd * wi if coupled else 0)
+            m_hat, v_hat = (1 - b1) * g / (1 - b1), (1 - b2) * g**2 / (1 - b2)
+            start = wi if coupled else wi * (1 - lr * wd)
+            moved.append(start - lr * m_hat / sympy.sqrt(v_hat))
+        terms = [ai * (x - ci) ** 2 for ai, x, ci in zip(a, moved, c, strict=True)]
+        loss = sympy.Poly(sympy.expand(sum(terms) / 2), lr)
+        best = sympy.solve(loss.diff(lr).as_expr(), lr)
+        if len(best) != 1:
+            return [f"{name}: f(w1) is not a quadratic in lr with a positive vertex"]
+        want[f"{name}_lr"] = rational.from_sympy(best[0])
+        want[f"{name}_loss"] = rational.from_sympy(loss.eval(best[0]))
+    problems = [] if row == want else [f"the key {row} differs from sympy's general first step: {want}"]
+    if (row["adam_lr"], row["adam_loss"]) == (row["adamw_lr"], row["adamw_loss"]):
+        problems.append("the named mistake (the two optimisers swapped) gives the key")
     return problems
 
 

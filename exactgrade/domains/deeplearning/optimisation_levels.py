@@ -160,6 +160,24 @@ def opt_question_rows(question, **given):
                 w = [wi - lr * (mi / (1 - b1**t)) / (sympy.sqrt(vi / (1 - b2**t)) + eps)
                      for wi, mi, vi in zip(w, m, v, strict=True)]
             return {"loss": sympy.Add(*[ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)]) / 2}
+        if question == "decay_modes":  # eps = 0: the first step is lr * sign(g) per coordinate
+            a, c, w = ([Fraction(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            wd = Fraction(given["weight_decay"])
+
+            def sign(x):
+                return 1 if x > 0 else -1
+
+            gaps = [wi - ci for wi, ci in zip(w, c, strict=True)]
+            coupled = [sign(ai * e + wd * wi) for ai, e, wi in zip(a, gaps, w, strict=True)]
+            decoupled = [wd * wi + sign(ai * e) for ai, e, wi in zip(a, gaps, w, strict=True)]
+            out = {}
+            for name, d in (("adam", coupled), ("adamw", decoupled)):  # f(w1) = 1/2 sum a (e - lr d)**2
+                top = sum((ai * e * di for ai, e, di in zip(a, gaps, d, strict=True)), Fraction(0))
+                lr = top / sum((ai * di * di for ai, di in zip(a, d, strict=True)), Fraction(0))
+                out[f"{name}_lr"] = lr
+                terms = zip(a, gaps, d, strict=True)
+                out[f"{name}_loss"] = sum((ai * (e - lr * di) ** 2 for ai, e, di in terms), Fraction(0)) / 2
+            return out
         if question == "smallest_eps":
             for eps in sorted(Fraction(e) for e in given["candidates"]):
                 if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
@@ -267,6 +285,17 @@ _QUESTIONS = {
         "qualifies.",
         '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
         QUADRATIC + ADAM_RULE),
+    "decay_modes": (
+        "Two optimisers take one step from w0 on f with eps = 0 (beta1 and beta2 are not given: the answer "
+        "does not need them). The conventions' Adam has no weight decay; these two variants add one, "
+        "wd = `weight_decay`, in different ways. Adam with weight decay (as torch.optim.Adam with "
+        "weight_decay=wd) adds wd * w to the gradient, g = grad f(w) + wd * w, and then steps as in the "
+        "conventions. AdamW (as torch.optim.AdamW with weight_decay=wd) keeps g = grad f(w) "
+        "and first multiplies w by (1 - lr * wd), then steps as in the conventions. For each optimiser give "
+        "the learning rate lr > 0 that makes f(w1) after its first step smallest (lr is free; f is the "
+        "objective without any decay term), and that smallest f(w1).",
+        '{"adam_lr": Fraction, "adam_loss": Fraction, "adamw_lr": Fraction, "adamw_loss": Fraction}',
+        "learning rates in parameter units per update unit; losses in the units of f", QUADRATIC + ADAM_RULE),
     "words": (
         "Give the learning rate of the schedule in the conventions (with the given peak_lr, min_lr, "
         "warmup_steps and decay_steps) at each step listed in `steps`, exactly.",
@@ -300,7 +329,8 @@ _QUESTIONS = {
 _GIVEN = {
     "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
     "w0": "starting point", "lr": "learning rate", "momentum": "momentum mu (0 = none)",
-    "nesterov": "bool: True for Nesterov momentum", "weight_decay": "L2 weight decay added to the gradient",
+    "nesterov": "bool: True for Nesterov momentum", "weight_decay":
+    "the weight decay coefficient wd (how it enters: see the conventions or the question)",
     "steps": "number of steps (for a schedule: the steps to report)", "target": "the target value",
     "candidates": "the candidate values", "beta1": "first-moment decay", "beta2": "second-moment decay",
     "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
@@ -422,18 +452,28 @@ def sample_adam(draw: Draw, level: int) -> dict:
         moves = opt_question_rows("first_step", **common, lr=base["lr"], eps=eps)["rows"]
         cap = max(row["move"] for row in moves) if draw.chance(5, 6) else base["lr"] / 100
         return {"question": "smallest_eps", **common, "lr": base["lr"], "candidates": candidates, "cap": cap}
-    eps = draw.choice((F(1, 10), F(1, 4), F(1, 2), F(1)))
-    candidates = sorted(draw.sample((F(1, 10), F(1, 4), F(1, 2), F(3, 4), F(1), F(3, 2), F(2), F(3)), 5))
-    terms = zip(common["curvature"], common["w0"], common["center"], strict=True)
-    start = sum((F(a) * (F(w) - F(c)) ** 2 for a, w, c in terms), F(0)) / 2
-    target = start / 1000
-    if draw.chance(5, 6):  # the loss of one candidate that does not overshoot: some candidate qualifies
-        fine = [loss for lr in candidates
-                if (loss := _adam_first_loss(common, lr, eps)) is not None]
-        if not fine:
-            raise Reject("every candidate overshoots")
-        target = draw.choice(fine)
-    return {"question": "largest_lr", **common, "eps": eps, "candidates": candidates, "target": target}
+    return sample_decay_modes(draw, common)
+
+
+def sample_decay_modes(draw: Draw, common: dict) -> dict:
+    """Adam's coupled and AdamW's decoupled decay on one step: a decay of 1/4..2 that flips the sign of
+    a coordinate's decayed gradient in about half the instances; no gradient is 0, both best learning
+    rates are positive, and the two optimisers' answers differ (the named mistake swaps them)."""
+    wd = draw.choice((F(1, 4), F(1, 2), F(1), F(2)))
+    a, c, w = ([F(x) for x in common[k]] for k in ("curvature", "center", "w0"))
+    grads = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+    if any(g == 0 or g + wd * wi == 0 for g, wi in zip(grads, w, strict=True)):
+        raise Reject("a zero gradient (0/0 in the first Adam step with eps = 0)")
+    flips = any((g > 0) != (g + wd * wi > 0) for g, wi in zip(grads, w, strict=True))
+    if flips is not draw.chance(1, 2):
+        raise Reject("not the wanted kind (a sign flip, or none)")
+    inputs = {"question": "decay_modes", **common, "weight_decay": wd}
+    key = opt_question_rows(**inputs)["rows"][0]
+    if key["adam_lr"] <= 0 or key["adamw_lr"] <= 0:
+        raise Reject("a best learning rate is not positive")
+    if key["adam_lr"] == key["adamw_lr"]:
+        raise Reject("the two optimisers agree (swapping them would pass)")
+    return inputs
 
 
 def _adam_first_loss(common, lr, eps):
@@ -508,6 +548,15 @@ def _opt_family(name, build_first, first, levels, upper_sample, **rules):
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
+def _decay_flips(task):
+    if task.inputs.get("question") != "decay_modes":
+        return False
+    wd = F(task.inputs["weight_decay"])
+    return any((F(a) * (F(w) - F(c)) > 0) != (F(a) * (F(w) - F(c)) + wd * F(w) > 0)
+               for a, w, c in zip(task.inputs["curvature"], task.inputs["w0"], task.inputs["center"],
+                                  strict=True))
+
+
 def _answer_is(key, value, levels):
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
         answer_field(task, key) is value
@@ -536,10 +585,12 @@ ADAM = _opt_family(
     "step and which moves furthest (m_hat = g, v_hat = g**2: the step is lr * |g| / (|g| + eps), not "
     "stated). "
     "L3 (compose): the loss after two steps, exact with square roots. L4 (inverse): the smallest eps keeping "
-    "every first move under a cap, None in about a sixth. L5 (design): the largest learning rate whose first "
-    "step overshoots no centre and reaches a loss target.", sample_adam,
+    "every first move under a cap, None in about a sixth. L5 (design): Adam's coupled weight decay against "
+    "AdamW's decoupled one on a first step with eps = 0 (derived: the step is lr * sign of the decayed or "
+    "plain gradient, AdamW also shrinks w by lr * wd), the learning rate minimising f after it and that f, "
+    "for each; the decay flips a coordinate's direction in about half.", sample_adam,
     branches=(Branch("no eps keeps the moves under the cap", _answer_is("eps", None, (4,)), F(1, 20), (4,)),
-              Branch("no learning rate qualifies", _answer_is("lr", None, (5,)), F(1, 20), (5,))))
+              Branch("the decay flips a direction", _decay_flips, F(1, 4), (5,))))
 WARMUP_COSINE = _opt_family(
     "warmup_cosine", build_schedule, _base.sample_schedule,
     "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
