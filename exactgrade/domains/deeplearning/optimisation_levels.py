@@ -459,21 +459,24 @@ def sample_decay_modes(draw: Draw, common: dict) -> dict:
     """Adam's coupled and AdamW's decoupled decay on one step: a decay of 1/4..2 that flips the sign of
     a coordinate's decayed gradient in about half the instances; no gradient is 0, both best learning
     rates are positive, and the two optimisers' answers differ (the named mistake swaps them)."""
-    wd = draw.choice((F(1, 4), F(1, 2), F(1), F(2)))
-    a, c, w = ([F(x) for x in common[k]] for k in ("curvature", "center", "w0"))
-    grads = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
-    if any(g == 0 or g + wd * wi == 0 for g, wi in zip(grads, w, strict=True)):
-        raise Reject("a zero gradient (0/0 in the first Adam step with eps = 0)")
-    flips = any((g > 0) != (g + wd * wi > 0) for g, wi in zip(grads, w, strict=True))
-    if flips is not draw.chance(1, 2):
-        raise Reject("not the wanted kind (a sign flip, or none)")
-    inputs = {"question": "decay_modes", **common, "weight_decay": wd}
-    key = opt_question_rows(**inputs)["rows"][0]
-    if key["adam_lr"] <= 0 or key["adamw_lr"] <= 0:
-        raise Reject("a best learning rate is not positive")
-    if key["adam_lr"] == key["adamw_lr"]:
-        raise Reject("the two optimisers agree (swapping them would pass)")
-    return inputs
+    from exactgrade.domains.deeplearning.optimisation import _bowl
+
+    want_flip = draw.chance(1, 2)  # decided once, then bowls are drawn until one fits (no bias by rejection)
+    for _ in range(64):
+        bowl = common if _ == 0 else _bowl(draw, len(common["w0"]), curvature_high=draw.choice((4, 8)))
+        wd = draw.choice((F(1, 4), F(1, 2), F(1), F(2)))
+        a, c, w = ([F(x) for x in bowl[k]] for k in ("curvature", "center", "w0"))
+        grads = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+        if any(g == 0 or g + wd * wi == 0 for g, wi in zip(grads, w, strict=True)):
+            continue  # 0/0 in the first Adam step with eps = 0
+        if any((g > 0) != (g + wd * wi > 0) for g, wi in zip(grads, w, strict=True)) is not want_flip:
+            continue
+        inputs = {"question": "decay_modes", **{k: bowl[k] for k in ("curvature", "center", "w0")},
+                  "weight_decay": wd}
+        key = opt_question_rows(**inputs)["rows"][0]
+        if key["adam_lr"] > 0 and key["adamw_lr"] > 0 and key["adam_lr"] != key["adamw_lr"]:
+            return inputs  # both best rates positive, and swapping the optimisers fails
+    raise Reject("no bowl of the wanted kind (a direction flipped by the decay, or none)")
 
 
 def _adam_first_loss(common, lr, eps):
