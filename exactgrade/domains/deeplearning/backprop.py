@@ -167,16 +167,6 @@ def mlp_question_rows(network, batch, question, **given):
             scored = [(loss(moved(layers, Fraction(c), g)), Fraction(c)) for c in candidates]
             best = min(scored)
             return {"lr": best[1], "loss_after": best[0]}
-        if question == "best_bias":
-            last = layers[-1]
-            residual = [Fraction(0)] * len(last["b"])
-            for e in batch:
-                y = forward(layers, e["x"])[1][-1]
-                residual = [r + (yi - Fraction(t)) / len(batch)
-                            for r, yi, t in zip(residual, y, e["t"], strict=True)]
-            b = [Fraction(bi) - r for bi, r in zip(last["b"], residual, strict=True)]
-            better = [*layers[:-1], {"W": last["W"], "b": b, "activation": last["activation"]}]
-            return {"b": b, "loss": loss(better)}
         if question == "free_bias":  # the batch loss as b1[i] = beta varies: piecewise quadratic in beta
             i = int(param[3:-1])
             first = layers[0]
@@ -394,10 +384,6 @@ _QUESTIONS = {
                        "after "
                 "one step (each candidate tried from the same starting weights)? On a tie, the smallest "
                 "learning rate. Give it and that loss.", '{"lr": Fraction, "loss_after": Fraction}'),
-    "best_bias": ("Keep every weight and every bias fixed except the last layer's biases. Give the "
-                  "last-layer "
-                  "bias vector that minimises the batch-mean loss, and that minimum loss.",
-                  '{"b": [Fraction, ...], "loss": Fraction}'),
     "free_bias": ("Keep every weight and every bias fixed except `param`, a bias of the first layer, which "
                   "may take any real value (so the pre-activation of its unit may be 0 for some example; "
                   "relu(0) = 0). Give the value of `param` that minimises the batch-mean loss (on a tie, the "
@@ -447,7 +433,7 @@ def sample_forward_question(draw: Draw, level: int) -> dict:
     base = sample_forward(draw, level)
     if level == 5:
         return sample_free_bias(draw)
-    question = {2: "active", 3: "step_loss", 4: "best_lr", 5: "best_bias"}[level]
+    question = {2: "active", 3: "step_loss", 4: "best_lr"}[level]
     extra: dict = {}
     if question == "step_loss":
         extra = {"lr": draw.choice(_CANDIDATE_RATES[:8])}
@@ -535,8 +521,7 @@ def _exact_at_unit_step(network, batch, param):
 def _question_builder(task_id, inputs):
     meta = {"network": inputs["network"], "batch": inputs["batch"], "mlp_question": inputs["question"]}
     return TaskDef(task_id, "backprop", inputs, mlp_question_rows, _question_prompt, _API, POLICY,
-                   tags=("forward" if inputs["question"] in ("active", "step_loss", "best_lr", "best_bias",
-                                                             "free_bias")
+                   tags=("forward" if inputs["question"] in ("active", "step_loss", "best_lr", "free_bias")
                          else "gradient", inputs["question"]), meta=meta)
 
 

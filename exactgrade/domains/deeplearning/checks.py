@@ -172,34 +172,6 @@ def _kl_asymmetry(task: Task) -> list[str]:
     return []
 
 
-def _optimal_code_length(p: Any) -> Fraction:
-    """The least expected length over complete prefix codes, by brute force: lengths assigned in
-    nondecreasing order to the probabilities sorted in decreasing order (an optimal code has that
-    form), every vector of lengths below len(p) whose Kraft sum is exactly 1."""
-    probabilities = sorted((Fraction(x) for x in p if x != 0), reverse=True)
-    n = len(probabilities)
-    if n == 1:
-        return Fraction(0)
-    best: list[Fraction] = []
-
-    def extend(lengths: list[int], kraft: Fraction) -> None:
-        if len(lengths) == n:
-            if kraft == 1:
-                cost = sum((q * k for q, k in zip(probabilities, lengths, strict=True)), Fraction(0))
-                if not best or cost < best[0]:
-                    best[:] = [cost]
-            return
-        for k in range(lengths[-1] if lengths else 1, n):
-            if kraft + Fraction(1, 2**k) > 1:
-                continue
-            if kraft + Fraction(n - len(lengths), 2**k) < 1:  # longer codewords cannot fill the tree
-                return
-            extend([*lengths, k], kraft + Fraction(1, 2**k))
-
-    extend([], Fraction(0))
-    return best[0]
-
-
 def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
     """entropy L5 another way: the least expected length over t is the lower envelope of the lines
     of every length vector that satisfies Kraft's inequality (lengths 1..n-1: an optimal code
@@ -304,8 +276,6 @@ def _info_question(task: Task) -> list[str]:
     want: Any
     if question == "code_length":
         want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
-    elif question == "shortest_code":
-        want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
     elif question == "kinks":
         want = _code_length_kinks(inputs["p0"], inputs["p1"])
         from exactgrade.domains.deeplearning.information_levels import order_changes
@@ -342,20 +312,11 @@ def _info_question(task: Task) -> list[str]:
         low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
         best = next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None)
         want = {"best": None if best is None else best + 1, "bits": low}
-    elif question in ("arrange", "arrange_asymmetry"):
+    elif question == "arrange_asymmetry":
         p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
-        if question == "arrange":  # the largest q with the largest p gives the minimum; then the tie rule
-            order = sorted(range(len(p)), key=lambda i: -p[i])
-            aligned = [Fraction(0)] * len(p)
-            for i, value in zip(order, sorted(q, reverse=True), strict=True):
-                aligned[i] = value
-            low = kl(p, aligned)
-            ties = sorted({perm for perm in permutations(q) if kl(p, list(perm)) == low})
-            want = {"q": list(ties[0]), "bits": low}
-        else:
-            scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
-            top = max(scored.values())
-            want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
+        scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
+        top = max(scored.values())
+        want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
     elif question == "asymmetry":
         want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
                           "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
@@ -556,14 +517,6 @@ def _mlp_question(task: Task) -> list[str]:
     elif question == "best_lr":
         scored = sorted((loss(stepped(Fraction(c)), batch), Fraction(c)) for c in inputs["candidates"])
         want = {"lr": scored[0][1], "loss_after": scored[0][0]}
-    elif question == "best_bias":
-        k = len(network["layers"])
-        b = [Fraction(x) - g[f"b{k}[{i}]"] for i, x in enumerate(network["layers"][-1]["b"])]
-        better = {"layers": [*network["layers"][:-1], {**network["layers"][-1], "b": b}]}
-        after = gradients(better, batch)
-        if any(after[f"b{k}[{i}]"] != 0 for i in range(len(b))):
-            return ["the optimal last-layer bias does not zero its gradient"]
-        want = {"b": b, "loss": loss(better, batch)}
     elif question == "free_bias":
         return _free_bias(task)
     elif question == "directional":
@@ -1179,15 +1132,6 @@ def _opt_question(task: Task) -> list[str]:
             want = {"final_loss": losses[-1], "diverges": radius > 1}
         else:
             want = {"step": next((t for t, v in enumerate(losses, 1) if v <= inputs["target"]), None)}
-    elif question == "best_lr":
-        start = sum((rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)) ** 2
-                     for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True)),
-                    Fraction(0)) / 2
-        kept = {rational.as_fraction(lr): _map_losses(inputs, lr, inputs["steps"])
-                for lr in inputs["candidates"]}
-        kept = {lr: v[-1] for lr, v in kept.items() if max(v) <= start}
-        low = min(kept.values(), default=None)
-        want = {"lr": min((lr for lr, v in kept.items() if v == low), default=None), "loss": low}
     elif question == "first_step":
         moves = _adam_first_moves(inputs, inputs["lr"], inputs["eps"])
         want = {"rows": [{"move": m, "furthest": i == moves.index(max(moves))} for i, m in enumerate(moves)]}
@@ -1197,18 +1141,6 @@ def _opt_question(task: Task) -> list[str]:
         want = {"eps": min(fits, default=None)}
     elif question == "decay_modes":
         return _decay_modes(task)
-    elif question == "largest_lr":
-        fits = []
-        for lr in inputs["candidates"]:
-            moves = _adam_first_moves(inputs, lr, inputs["eps"])
-            starts = zip(inputs["w0"], inputs["center"], strict=True)
-            gaps = [abs(rational.as_fraction(w) - rational.as_fraction(c)) for w, c in starts]
-            terms = zip(inputs["curvature"], gaps, moves, strict=True)
-            loss = sum((rational.as_fraction(a) * (g - m) ** 2 for a, g, m in terms), Fraction(0)) / 2
-            if all(m <= g for m, g in zip(moves, gaps, strict=True)) and loss <= inputs["target"]:
-                fits.append((rational.as_fraction(lr), loss))
-        best = max(fits, default=(None, None))
-        want = {"lr": best[0], "loss": best[1]}
     elif question == "words":
         return []  # the level-1 schedule check (meta['optimiser']) recomputes these rows
     elif question == "two_step_loss":
@@ -1422,13 +1354,11 @@ def _schedule_question(task: Task) -> list[str]:
                 return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
                     f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
             target = mp(inputs["target"])
-            if question == "first_at_most":
-                warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
-                want = {"step": next((s for s in range(warmup, warmup + decay + 1)
-                                      if at_least(target, lr_at(s, decay))), None)}
-            else:
-                want = {"decay_steps": next((d for d in range(inputs["decay_low"], inputs["decay_high"] + 1)
-                                             if at_least(lr_at(inputs["step"], d), target)), None)}
+            if question != "first_at_most":
+                return [f"unknown schedule question {question!r}"]
+            warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
+            want = {"step": next((s for s in range(warmup, warmup + decay + 1)
+                                  if at_least(target, lr_at(s, decay))), None)}
         except ValueError as error:
             return [f"the schedule search has {error} between a learning rate and the target"]
     if task.expected != {"rows": [want]}:

@@ -162,8 +162,6 @@ def info_question_rows(question, **given):
                 return {"best": None, "bits": None}
             h, i = max(fits)
             return {"best": 1 - i, "bits": h}
-        if question == "shortest_code":
-            return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
         if question == "coding_cost":
             return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
                               "extra_bits": kl(pair["p"], pair["q"])}
@@ -181,10 +179,6 @@ def info_question_rows(question, **given):
                 return {"best": None, "bits": None}
             d, i = min(fits)
             return {"best": i + 1, "bits": d}
-        if question == "arrange":
-            p, q = given["p"], given["q"]
-            best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
-            return {"q": best[1], "bits": best[0]}
         if question == "asymmetry":
             rows = []
             for pair in given["pairs"]:
@@ -285,12 +279,6 @@ _QUESTIONS = {
         "the smallest expected number of bits per outcome that a binary prefix-free code (one codeword per "
         "outcome, no codeword a prefix of another) can achieve.",
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
-    "shortest_code": (
-        "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
-        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one "
-        "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
-        "numbers of bits).",
-        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
     "kinks": (
         "A source emits one of the outcomes 0, 1, ..., n - 1; for a parameter t with 0 <= t <= 1, outcome i "
         "has probability (1 - t) * p0[i] + t * p1[i]. For each t, let L(t) be the smallest expected codeword "
@@ -340,12 +328,6 @@ _QUESTIONS = {
         "D(p || q) <= `budget` bits? On a tie, the earliest in the list. Give its position in the list, "
         "counted from 1, and D(p || q) in bits, or None for both if no candidate qualifies.",
         '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
-    "arrange": (
-        "The model may assign the probabilities in `q` to the outcomes in any order (any permutation of the "
-        "list q). Which arrangement q' minimises the KL divergence D(p || q') from the true distribution "
-        "`p`? If several arrangements give the minimum, the smallest of them comparing position 0 first, "
-        "then position 1, and so on. Give it and the minimum in bits.",
-        '{"q": [Fraction, ...], "bits": Fraction}', "bits"),
     "asymmetry": (
         "For each pair (p, q) in `pairs`, compare the KL divergence D(p || q) (weighted by p) with the KL "
         "divergence D(q || p) (weighted by q). Give D(p || q) - D(q || p) in bits, and which is larger: "
@@ -422,7 +404,6 @@ _QUESTIONS = {
         "example"),
 }
 _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
-          "weights": "list of distributions (lists of Fraction, not necessarily powers of two)",
           "sources": "list of dicts "
           "{'groups': distribution over groups, 'within': one distribution per group}",
           "candidates": "list of distributions", "cap": "the largest probability allowed",
@@ -481,14 +462,6 @@ def _rational(draw: Draw, n: int) -> list[F]:
         if not all(x.denominator & (x.denominator - 1) == 0 and x.numerator == 1 for x in p):
             return p
     raise Reject("drew only dyadic distributions")
-
-
-def _shannon_length(p: F) -> int:
-    """ceil(-log2 p): the smallest l with 2**-l <= p."""
-    length = 0
-    while F(1, 2**length) > p:
-        length += 1
-    return length
 
 
 def sample_entropy(draw: Draw, level: int) -> dict:
@@ -743,9 +716,6 @@ def _arrangement_tied(task):
     if task.level != 5 or "q" not in task.inputs:
         return False
     p, q = task.inputs["p"], task.inputs["q"]
-    if task.inputs["question"] == "arrange":
-        scores = [kl_bits(p, list(perm)) for perm in set(permutations(q))]
-        return scores.count(min(scores)) > 1
     scores = [kl_bits(list(perm), p) - kl_bits(p, list(perm)) for perm in set(permutations(q))]
     return scores.count(max(scores)) > 1
 

@@ -70,11 +70,6 @@ def opt_question_rows(question, **given):
                 losses.append(sum((ai * (wi - ci) ** 2 for ai, wi, ci in terms), Fraction(0)) / 2)
             return losses
 
-        def start_loss():
-            return sum((Fraction(a) * (Fraction(w) - Fraction(c)) ** 2
-                        for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True)),
-                       Fraction(0)) / 2
-
         def stability():
             mu = Fraction(given["momentum"])
             lam = max(Fraction(a) for a in given["curvature"]) + Fraction(given["weight_decay"])
@@ -135,16 +130,6 @@ def opt_question_rows(question, **given):
             losses = sgd(given["lr"], given["steps"])
             hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
             return {"step": hit[0] if hit else None}
-        if question == "best_lr":
-            start, scored = start_loss(), []
-            for lr in given["candidates"]:
-                losses = sgd(lr, given["steps"])
-                if max(losses) <= start:
-                    scored.append((losses[-1], Fraction(lr)))
-            if not scored:
-                return {"lr": None, "loss": None}
-            loss, lr = min(scored)
-            return {"lr": lr, "loss": loss}
         if question == "first_step":
             moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
             furthest = moves.index(max(moves))
@@ -183,17 +168,6 @@ def opt_question_rows(question, **given):
                 if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
                     return {"eps": eps}
             return {"eps": None}
-        if question == "largest_lr":
-            for lr in sorted((Fraction(x) for x in given["candidates"]), reverse=True):
-                w = [Fraction(x) - m for x, m in zip(given["w0"], adam_first(lr, given["eps"]), strict=True)]
-                overshoot = any((wi - Fraction(c)) * (Fraction(x) - Fraction(c)) < 0
-                                for wi, x, c in zip(w, given["w0"], given["center"], strict=True))
-                loss = sum((Fraction(a) * (wi - Fraction(c)) ** 2
-                            for a, wi, c in zip(given["curvature"], w, given["center"], strict=True)),
-                           Fraction(0)) / 2
-                if not overshoot and loss <= Fraction(given["target"]):
-                    return {"lr": lr, "loss": loss}
-            return {"lr": None, "loss": None}
         if question == "closed_schedule":  # warmup 1..W-1; the cosine's D + 1 steps sum to the midpoint
             W, D, T = given["W"], given["D"], given["T"]  # (a cosine over the half period sums to 0,
             peak, low = exact(given["peak_lr"]), exact(given["min_lr"])  # its square to (D + 2) / 2)
@@ -212,12 +186,7 @@ def opt_question_rows(question, **given):
                 if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
                     return {"step": s}
             return {"step": None}
-        # "shortest_decay": the smallest decay length in [low, high] keeping lr(step) >= target
-        target = exact(given["target"])
-        for decay in range(given["decay_low"], given["decay_high"] + 1):
-            if at_least(lr_at(given["step"], *args, decay), target):
-                return {"decay_steps": decay}
-        return {"decay_steps": None}
+        raise ValueError(f"unknown question {question!r}")
 
     out = answer(question, **given)
     return out if list(out) == ["rows"] else {"rows": [out]}
@@ -255,13 +224,6 @@ _QUESTIONS = {
         "Run SGD as in the conventions from w0 with the learning rate `lr`, for at most `steps` steps. Give "
         "the first step t after which f(w) <= `target`, or None if no step up to `steps` reaches it.",
         '{"step": int or None}', "steps", QUADRATIC + SGD_RULE),
-    "best_lr": (
-        "For each learning rate in `candidates`, run `steps` steps of SGD as in the conventions from w0. "
-        "Among the candidates whose loss f(w) after every one of those steps is at most f(w0), which has the "
-        "lowest loss after the last step? On a tie, the smallest learning rate. Give it and that loss, or "
-        "None for both if no candidate qualifies.",
-        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
-        QUADRATIC + SGD_RULE),
     "first_step": (
         "Adam as in the conventions takes its first step from w0 with the learning rate `lr` and the given "
         "eps (beta1 and beta2 are not given: the answer does not need them). Give, for each coordinate, how "
@@ -277,14 +239,6 @@ _QUESTIONS = {
         "beta2 are not given: the answer does not need them). Of the values in `candidates` for eps, which "
         "is the smallest for which no coordinate moves by more than `cap` in that step? None if none is.",
         '{"eps": Fraction or None}', "eps in gradient units", QUADRATIC + ADAM_RULE),
-    "largest_lr": (
-        "Adam as in the conventions takes its first step from w0 with the given eps (beta1 and beta2 are not "
-        "given: the answer does not need them). Of the learning rates in `candidates`, which is the largest "
-        "for which, after that one step, no coordinate has passed beyond its centre (w1_i - c_i is 0 or has "
-        "the sign of w0_i - c_i) and f(w1) <= `target`? Give it and f(w1), or None for both if no candidate "
-        "qualifies.",
-        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
-        QUADRATIC + ADAM_RULE),
     "decay_modes": (
         "Two optimisers take one step from w0 on f with eps = 0 (beta1 and beta2 are not given: the answer "
         "does not need them). The conventions' Adam has no weight decay; these two variants add one, "
@@ -319,12 +273,6 @@ _QUESTIONS = {
         "With the schedule in the conventions, give the first step s >= warmup_steps at which the learning "
         "rate is at most `target`, or None if no step up to warmup_steps + decay_steps has one.",
         '{"step": int or None}', "steps", SCHEDULE_WORDS),
-    "shortest_decay": (
-        "The schedule in the conventions has the given peak_lr, min_lr and warmup_steps, and a decay length "
-        "D (its decay_steps) still to choose, an integer from `decay_low` to `decay_high`. Give the smallest "
-        "D for which the learning rate at step `step` is at least `target`, or None if no D in that range "
-        "gives that.",
-        '{"decay_steps": int or None}', "steps", SCHEDULE_WORDS),
 }
 _GIVEN = {
     "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
@@ -336,8 +284,6 @@ _GIVEN = {
     "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
     "min_lr": "final learning rate", "warmup_steps": "warmup length in steps",
     "decay_steps": "cosine decay length in steps", "last": "the last training step",
-    "decay_low": "smallest decay length allowed", "decay_high": "largest decay length allowed",
-    "step": "the step whose learning rate is constrained",
     "W": "sympy Symbol: the warmup length, left free", "D": "sympy Symbol: the decay length, left free",
     "T": "sympy Symbol: the number of training steps, left free",
     "eta": "sympy Symbol: the learning rate lr, left free", "mu": "sympy Symbol: the momentum, left free",
@@ -382,6 +328,8 @@ def sample_sgd(draw: Draw, level: int) -> dict:
                                                                  "weight_decay")}}
     if level == 3:
         return {"question": "final", **base}
+    if level == 5:
+        return sample_sgd_closed_form(draw)
     losses = _losses(base, base["lr"])
     if level == 4:  # the target is a new low of the trajectory (the answer is that step), mostly a later one
         records = [k for k, loss in enumerate(losses) if all(loss < earlier for earlier in losses[:k])]
@@ -390,17 +338,7 @@ def sample_sgd(draw: Draw, level: int) -> dict:
         k = draw.choice(records[1:]) if len(records) > 1 and draw.chance(4, 5) else records[0]
         target = losses[k] if draw.chance(5, 6) else min(losses) / 2
         return {"question": "first_below", **base, "target": target}
-    if level == 5:
-        return sample_sgd_closed_form(draw)
-    from exactgrade.domains.deeplearning.optimisation import stability_limit
-
-    limit = stability_limit(base["momentum"], base["nesterov"], base["weight_decay"], base["curvature"])
-    grid = sorted({F(round(limit * f * 64), 64) for f in (F(1, 8), F(1, 4), F(1, 2), F(3, 4), F(1), F(5, 4))
-                   if round(limit * f * 64) > 0})
-    if len(grid) < 3:
-        raise Reject("too few distinct candidate learning rates")
-    return {"question": "best_lr", **{k: base[k] for k in _SGD_KEYS if k != "lr"}, "candidates": grid,
-            "steps": draw.integer(3, 4)}
+    raise ValueError(f"sgd has no level {level}")
 
 
 def sample_sgd_closed_form(draw: Draw) -> dict:
@@ -479,18 +417,6 @@ def sample_decay_modes(draw: Draw, common: dict) -> dict:
     raise Reject("no bowl of the wanted kind (a direction flipped by the decay, or none)")
 
 
-def _adam_first_loss(common, lr, eps):
-    """f after Adam's first step, or None when a coordinate passes beyond its centre."""
-    moves = opt_question_rows("first_step", **common, lr=lr, eps=eps)["rows"]
-    loss = F(0)
-    for a, w, c, row in zip(common["curvature"], common["w0"], common["center"], moves, strict=True):
-        gap = abs(F(w) - F(c))
-        if row["move"] > gap:
-            return None
-        loss += F(a) * (gap - row["move"]) ** 2 / 2
-    return loss
-
-
 def sample_schedule(draw: Draw, level: int) -> dict:
     from exactgrade.domains.deeplearning.optimisation import sample_schedule as level_one
 
@@ -523,20 +449,11 @@ def sample_schedule(draw: Draw, level: int) -> dict:
         k = draw.integer(1, len(values) - 1)
         target = between(values[k - 1], values[k]) if draw.chance(5, 6) else F(schedule["min_lr"]) / 2
         return {"question": "first_at_most", **schedule, "target": target}
-    if level == 5:
-        import sympy
+    import sympy
 
-        W, D, T = sympy.symbols("W D T", positive=True, integer=True)
-        return {"question": "closed_schedule", "peak_lr": schedule["peak_lr"], "min_lr": schedule["min_lr"],
-                "W": W, "D": D, "T": T}
-    low = draw.integer(3, 10)
-    high = low + draw.integer(4, 10)
-    step = schedule["warmup_steps"] + draw.integer(1, low)
-    chosen = draw.integer(low, high)
-    target = between(value(step, chosen), value(step, chosen - 1)) if draw.chance(5, 6) else \
-        F(schedule["peak_lr"]) * 2
-    return {"question": "shortest_decay", **{k: schedule[k] for k in ("peak_lr", "min_lr", "warmup_steps")},
-            "decay_low": low, "decay_high": high, "step": step, "target": target}
+    W, D, T = sympy.symbols("W D T", positive=True, integer=True)
+    return {"question": "closed_schedule", "peak_lr": schedule["peak_lr"], "min_lr": schedule["min_lr"],
+            "W": W, "D": D, "T": T}
 
 
 # ---------------------------------------------------------------------------- families
