@@ -86,3 +86,49 @@ def test_a_symbol_of_other_assumptions_fails():
     plain_mu = sympy.Symbol("mu")  # no positivity: another symbol for the engine
     verdict = compare(task.expected, _answer(task, lr_limit=row["lr_limit"].subs(mu, plain_mu)), Exact())
     assert not verdict.ok and "mu" in verdict.reason, verdict.reason
+
+
+def _schedule_task():
+    return exactgrade.generate("deeplearning", seed=0, index=0, level=5, family="warmup_cosine")
+
+
+def _schedule_parts(task):
+    peak, low = (sympy.Rational(task.inputs[k]) for k in ("peak_lr", "min_lr"))
+    return task.expected["rows"][0], task.inputs["W"], task.inputs["D"], task.inputs["T"], peak, low
+
+
+SCHEDULE_EQUAL = {
+    "both sums expanded": lambda row, W, D, T, peak, low: {
+        "total": sympy.expand(row["total"]), "total_squares": sympy.expand(row["total_squares"])},
+    "squares over a common denominator": lambda row, W, D, T, peak, low: {
+        "total_squares": sympy.cancel(row["total_squares"])},
+    "total written as its three stretches": lambda row, W, D, T, peak, low: {
+        "total": peak * (W - 1) / 2 + (D + 1) * (peak + low) / 2 + low * (T - W - D)},
+}
+
+SCHEDULE_WRONG = {
+    "the cosine over D steps, not D + 1": lambda row, W, D, T, peak, low: {
+        "total": row["total"] - (peak + low) / 2},
+    "the squared cosines summed to (D + 1)/2": lambda row, W, D, T, peak, low: {
+        "total_squares": row["total_squares"] - (peak - low) ** 2 / 8},
+    "step W counted in the warmup too": lambda row, W, D, T, peak, low: {"total": row["total"] + peak},
+    "the tail after the decay forgotten": lambda row, W, D, T, peak, low: {
+        "total": row["total"] - low * (T - W - D)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_EQUAL))
+def test_schedule_equal_forms_pass(name):
+    task = _schedule_task()
+    changed = SCHEDULE_EQUAL[name](*_schedule_parts(task))
+    verdict = compare(task.expected, _answer(task, **changed), Exact())
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_WRONG))
+def test_schedule_mistakes_fail(name):
+    task = _schedule_task()
+    changed = SCHEDULE_WRONG[name](*_schedule_parts(task))
+    verdict = compare(task.expected, _answer(task, **changed), Exact())
+    assert not verdict.ok
+    assert next(iter(changed)) in verdict.reason, verdict.reason

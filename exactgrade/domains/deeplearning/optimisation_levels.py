@@ -245,7 +245,8 @@ _QUESTIONS = {
         "wd = `weight_decay`, in different ways. Adam with weight decay (as torch.optim.Adam with "
         "weight_decay=wd) adds wd * w to the gradient, g = grad f(w) + wd * w, and then steps as in the "
         "conventions. AdamW (as torch.optim.AdamW with weight_decay=wd) keeps g = grad f(w) "
-        "and first multiplies w by (1 - lr * wd), then steps as in the conventions. For each optimiser give "
+        "(taken at w0, before any change), multiplies w by (1 - lr * wd), then steps as in the conventions "
+        "with that g. For each optimiser give "
         "the learning rate lr > 0 that makes f(w1) after its first step smallest (lr is free; f is the "
         "objective without any decay term), and that smallest f(w1).",
         '{"adam_lr": Fraction, "adam_loss": Fraction, "adamw_lr": Fraction, "adamw_loss": Fraction}',
