@@ -167,16 +167,39 @@ def mlp_question_rows(network, batch, question, **given):
             scored = [(loss(moved(layers, Fraction(c), g)), Fraction(c)) for c in candidates]
             best = min(scored)
             return {"lr": best[1], "loss_after": best[0]}
-        if question == "best_bias":
-            last = layers[-1]
-            residual = [Fraction(0)] * len(last["b"])
-            for e in batch:
-                y = forward(layers, e["x"])[1][-1]
-                residual = [r + (yi - Fraction(t)) / len(batch)
-                            for r, yi, t in zip(residual, y, e["t"], strict=True)]
-            b = [Fraction(bi) - r for bi, r in zip(last["b"], residual, strict=True)]
-            better = [*layers[:-1], {"W": last["W"], "b": b, "activation": last["activation"]}]
-            return {"b": b, "loss": loss(better)}
+        if question == "free_bias":  # the batch loss as b1[i] = beta varies: piecewise quadratic in beta
+            i = int(param[3:-1])
+            first = layers[0]
+            kinks, pieces = [], []
+            for e in batch:  # unit i's pre-activation is u + beta; the output is base + col * relu(u + beta)
+                u = sum((Fraction(w) * Fraction(v) for w, v in zip(first["W"][i], e["x"], strict=True)),
+                        Fraction(0))
+                off = [{**layer} for layer in layers]
+                off[0] = {**first, "b": [Fraction(-10**9) if j == i else b for j, b in enumerate(first["b"])]}
+                base = forward(off, e["x"])[1][-1]
+                col = [Fraction(row[i]) for row in layers[1]["W"]]
+                kinks.append(-u)
+                pieces.append((u, [y - Fraction(t) for y, t in zip(base, e["t"], strict=True)], col))
+            ordered = sorted(set(kinks))
+
+            def at(beta):
+                moved = [{**layer} for layer in layers]
+                moved[0] = {**first, "b": [beta if j == i else b for j, b in enumerate(first["b"])]}
+                return loss(moved)
+
+            candidates = list(ordered)
+            bounds = list(zip(ordered, [*ordered[1:], None], strict=True))
+            for low, high in bounds:  # beta in [low, high]: the examples with -u <= low are active
+                active = [(u, d, col) for u, d, col in pieces if -u <= low]
+                norm = sum((c * c for c in active[0][2]), Fraction(0))
+                top = sum((sum((c * x for c, x in zip(col, d, strict=True)), Fraction(0)) + norm * u
+                           for u, d, col in active), Fraction(0))
+                vertex = -top / (len(active) * norm)
+                candidates.append(max(low, vertex) if high is None else min(max(low, vertex), high))
+            scored = sorted((at(beta), beta) for beta in candidates)
+            value, beta = scored[0]
+            alive = sum(1 for u, _, _ in pieces if u + beta > 0)
+            return {"b": beta, "loss": value, "active_examples": alive}
         g = grads(layers)
         if question == "directional":
             return {"derivative": sum((g[name] * Fraction(d) for name, d in direction.items()), Fraction(0))}
@@ -361,10 +384,12 @@ _QUESTIONS = {
                        "after "
                 "one step (each candidate tried from the same starting weights)? On a tie, the smallest "
                 "learning rate. Give it and that loss.", '{"lr": Fraction, "loss_after": Fraction}'),
-    "best_bias": ("Keep every weight and every bias fixed except the last layer's biases. Give the "
-                  "last-layer "
-                  "bias vector that minimises the batch-mean loss, and that minimum loss.",
-                  '{"b": [Fraction, ...], "loss": Fraction}'),
+    "free_bias": ("Keep every weight and every bias fixed except `param`, a bias of the first layer, which "
+                  "may take any real value (so the pre-activation of its unit may be 0 for some example; "
+                  "relu(0) = 0). Give the value of `param` that minimises the batch-mean loss (on a tie, the "
+                  "smallest such value), that minimum loss, and for how many examples of the batch the unit "
+                  "of `param` then has a positive pre-activation.",
+                  '{"b": Fraction, "loss": Fraction, "active_examples": int}'),
     "directional": ("Moving the parameters along the direction `direction` (a dict from parameter name to "
                     "its component; parameters not named do not move), at what rate does the batch-mean loss "
                     "change at the current weights? That is d/ds L(theta + s * direction) at s = 0.",
@@ -406,13 +431,62 @@ _CANDIDATE_RATES = tuple(F(k, 64) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48
 
 def sample_forward_question(draw: Draw, level: int) -> dict:
     base = sample_forward(draw, level)
-    question = {2: "active", 3: "step_loss", 4: "best_lr", 5: "best_bias"}[level]
+    if level == 5:
+        return sample_free_bias(draw)
+    question = {2: "active", 3: "step_loss", 4: "best_lr"}[level]
     extra: dict = {}
     if question == "step_loss":
         extra = {"lr": draw.choice(_CANDIDATE_RATES[:8])}
     if question == "best_lr":
         extra = {"candidates": sorted(draw.sample(_CANDIDATE_RATES, draw.integer(4, 6)))}
     return {**base, "question": question, **extra}
+
+
+def free_bias_mistakes(inputs) -> dict[str, F]:
+    """mlp_forward L5's named mistakes: the vertex of the quadratic with every example active (the
+    ReLU ignored), and the vertex within the piece of the current bias only (a local minimum)."""
+    network, batch, name = inputs["network"], inputs["batch"], inputs["param"]
+    net = rational.piecewise.layers(network)
+    i = int(name[3:-1])
+    current = F(network["layers"][0]["b"][i])
+
+    def loss_at(beta):
+        return rational.loss(rational.piecewise.perturb(network, batch, name, beta - current)[0], batch)
+
+    def vertex(points):  # the quadratic through three losses of one piece
+        (x0, y0), (x1, y1), (x2, y2) = points
+        a = ((y2 - y0) / (x2 - x0) - (y1 - y0) / (x1 - x0)) / (x2 - x1)
+        b = (y1 - y0) / (x1 - x0) - a * (x0 + x1)
+        return -b / (2 * a)
+
+    kinks = sorted({-(rational.forward(net, [F(v) for v in e["x"]]).pre[0][i] - current) for e in batch})
+    right = max(kinks) + 1
+    everyone = vertex([(right + k, loss_at(right + k)) for k in range(3)])
+    low = max((k for k in kinks if k < current), default=None)
+    high = min((k for k in kinks if k > current), default=None)
+    span = [current + F(k, 8) * ((high - current) if high is not None else 1) for k in (1, 2, 3)] \
+        if low is None or high is None else [low + (high - low) * F(k, 4) for k in (1, 2, 3)]
+    local = vertex([(x, loss_at(x)) for x in span]) if low is not None else current
+    if low is not None:
+        local = max(low, local) if high is None else min(max(low, local), high)
+    return {"every example active": everyone, "the current piece only": local}
+
+
+def sample_free_bias(draw: Draw) -> dict:
+    """One hidden layer of 3-4 units, 4-6 examples, 1-2 outputs; `param` a first-layer bias whose
+    loss is not flat at its minimum (the unit dead on every example must not be optimal)."""
+    widths = [draw.integer(2, 3), draw.integer(3, 4), draw.integer(1, 2)]
+    batch = _batch(draw, draw.integer(4, 6), widths[0], widths[-1])
+    network = _network(draw, widths, batch)
+    inputs = {"network": network, "batch": batch, "question": "free_bias",
+              "param": f"b1[{draw.below(widths[1])}]"}
+    key = mlp_question_rows(**inputs)["rows"][0]
+    dead = rational.loss(rational.piecewise.perturb(network, batch, inputs["param"], F(-10**6))[0], batch)
+    if key["loss"] >= dead:
+        raise Reject("the unit dead on every example is optimal (the minimiser is not unique)")
+    if any(wrong == key["b"] for wrong in free_bias_mistakes(inputs).values()):
+        raise Reject("a named mistake gives the optimal bias")
+    return inputs
 
 
 def sample_gradient_question(draw: Draw, level: int) -> dict:
@@ -447,7 +521,7 @@ def _exact_at_unit_step(network, batch, param):
 def _question_builder(task_id, inputs):
     meta = {"network": inputs["network"], "batch": inputs["batch"], "mlp_question": inputs["question"]}
     return TaskDef(task_id, "backprop", inputs, mlp_question_rows, _question_prompt, _API, POLICY,
-                   tags=("forward" if inputs["question"] in ("active", "step_loss", "best_lr", "best_bias")
+                   tags=("forward" if inputs["question"] in ("active", "step_loss", "best_lr", "free_bias")
                          else "gradient", inputs["question"]), meta=meta)
 
 
@@ -470,6 +544,17 @@ def _collapsed_output(task):
         if list(trace.output) == bias or all(v <= 0 for v in trace.pre[-2] if len(layers) > 1):
             return "an example's output is the last layer's bias (every hidden unit of the last layer dead)"
     return None
+
+
+def _bias_on_kink(task):
+    """mlp_forward L5's optimum makes some example's pre-activation exactly 0 (not a vertex)."""
+    if task.inputs.get("question") != "free_bias":
+        return False
+    net = rational.piecewise.layers(task.inputs["network"])
+    i = int(task.inputs["param"][3:-1])
+    moved = F(answer_field(task, "b")) - F(task.inputs["network"]["layers"][0]["b"][i])
+    return any(rational.forward(net, [F(v) for v in e["x"]]).pre[0][i] + moved == 0
+               for e in task.inputs["batch"])
 
 
 def _fd_edges(task):
@@ -584,10 +669,13 @@ MLP_FORWARD = dl_family(
     "per example, the outputs and the batch loss. L3 (compose): the batch loss after one gradient-descent "
     "step "
     "(forward, backward, update, forward). L4 (search): the best of 4-6 learning rates for one step, ties to "
-    "the smallest. L5 (design): the last-layer bias that minimises the loss with the rest fixed, and that "
-    "loss. "
+    "the smallest. L5 (regimes): the first-layer bias that minimises the batch loss with the rest fixed "
+    "(piecewise quadratic: each example switches its ReLU at its own kink, the optimum may sit on one), "
+    "the minimum and how many examples keep the unit active; ignoring the ReLU or minimising within the "
+    "current piece never gives the key. "
     "Networks grow from 2-3 hidden units to three hidden layers; no example's output is the last bias.",
-    reject=_collapsed_output, upper=_UPPER)
+    reject=_collapsed_output, upper=_UPPER,
+    branches=(Branch("the optimal bias sits on a kink", _bias_on_kink, F(1, 10), (5,)),))
 MLP_GRADIENT = dl_family(
     "mlp_gradient", build_gradient, _by_level(sample_gradient, sample_gradient_question),
     "L1: the gradients of named parameters (variants plain/dead unit/input/batch/deep/multi-output/identical "

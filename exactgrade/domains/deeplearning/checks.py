@@ -172,32 +172,97 @@ def _kl_asymmetry(task: Task) -> list[str]:
     return []
 
 
-def _optimal_code_length(p: Any) -> Fraction:
-    """The least expected length over complete prefix codes, by brute force: lengths assigned in
-    nondecreasing order to the probabilities sorted in decreasing order (an optimal code has that
-    form), every vector of lengths below len(p) whose Kraft sum is exactly 1."""
-    probabilities = sorted((Fraction(x) for x in p if x != 0), reverse=True)
-    n = len(probabilities)
-    if n == 1:
-        return Fraction(0)
-    best: list[Fraction] = []
+def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
+    """entropy L5 another way: the least expected length over t is the lower envelope of the lines
+    of every length vector that satisfies Kraft's inequality (lengths 1..n-1: an optimal code
+    never needs more), built by the convex-hull sweep over slopes, not by Huffman at chosen t."""
+    from math import lcm
 
-    def extend(lengths: list[int], kraft: Fraction) -> None:
-        if len(lengths) == n:
-            if kraft == 1:
-                cost = sum((q * k for q, k in zip(probabilities, lengths, strict=True)), Fraction(0))
-                if not best or cost < best[0]:
-                    best[:] = [cost]
+    p0, p1 = [Fraction(x) for x in p0], [Fraction(x) for x in p1]
+    n = len(p0)
+    scale = lcm(*(x.denominator for x in (*p0, *p1)))
+    a0 = [int(x * scale) for x in p0]
+    da = [int((y - x) * scale) for x, y in zip(p0, p1, strict=True)]
+    found: dict[int, int] = {}  # slope -> least intercept (both times scale)
+    full = 2 ** (n - 1)
+
+    def extend(i: int, kraft: int, c: int, m: int) -> None:
+        """Lengths of outcomes i.. with Kraft sum (times 2**(n-1)) reaching exactly 1: only complete
+        codes (an incomplete one is beaten everywhere by shortening a codeword)."""
+        if i == n:
+            if kraft == full and (m not in found or c < found[m]):
+                found[m] = c
             return
-        for k in range(lengths[-1] if lengths else 1, n):
-            if kraft + Fraction(1, 2**k) > 1:
-                continue
-            if kraft + Fraction(n - len(lengths), 2**k) < 1:  # longer codewords cannot fill the tree
-                return
-            extend([*lengths, k], kraft + Fraction(1, 2**k))
+        for k in range(1, n):
+            share = 2 ** (n - 1 - k)
+            if kraft + share <= full and kraft + share + (n - 1 - i) * 1 <= full:
+                extend(i + 1, kraft + share, c + k * a0[i], m + k * da[i])
 
-    extend([], Fraction(0))
-    return best[0]
+    extend(0, 0, 0, 0)
+    lines = {Fraction(m, scale): Fraction(c, scale) for m, c in found.items()}
+    hull: list[tuple[Fraction, Fraction]] = []  # decreasing slopes: the minimum, left to right
+    for m in sorted(lines, reverse=True):
+        c = lines[m]
+        while len(hull) >= 2:
+            (m1, c1), (m2, c2) = hull[-2], hull[-1]
+            if (c - c1) * (m1 - m2) <= (c2 - c1) * (m1 - m):  # the middle line is never the minimum
+                hull.pop()
+            else:
+                break
+        hull.append((m, c))
+    cuts = [(c2 - c1) / (m1 - m2) for (m1, c1), (m2, c2) in zip(hull, hull[1:], strict=False)]
+
+    def least(t: Fraction) -> Fraction:
+        return min(c + m * t for m, c in hull)
+
+    inside = [t for t in cuts if 0 < t < 1]
+    points = [(t, least(t)) for t in [Fraction(0), *inside, Fraction(1)]]
+    top = max(v for _, v in points)
+    return {"kinks": [[t, v] for t, v in points[1:-1]], "max_t": min(t for t, v in points if v == top),
+            "max_bits": top}
+
+
+def _floored(task: Task) -> list[str]:
+    """divergence L5 another way: every subset S of outcomes put on the floor, the rest scaled by
+    one factor to sum to 1, kept when it satisfies the optimality conditions (floored outcomes
+    would fall below the floor, the others stay above it); exactly one subset must qualify for
+    each direction, and it must be the key's. The divergence agrees with 50-digit mpmath, and the
+    named mistakes give other models."""
+    from itertools import combinations
+
+    import mpmath
+
+    from exactgrade.domains.deeplearning.information_levels import floored_mistakes
+
+    data = [Fraction(x) for x in task.inputs["data"]]
+    floor = Fraction(task.inputs["floor"])
+    n = len(data)
+    found = []
+    for k in range(n):
+        for low in combinations(range(n), k):
+            rest = [i for i in range(n) if i not in low]
+            scale = (1 - k * floor) / (1 - sum((data[i] for i in low), Fraction(0)))
+            if all(scale * data[i] >= floor for i in rest) and all(scale * data[i] <= floor for i in low):
+                found.append([floor if i in low else scale * data[i] for i in range(n)])
+    distinct = {tuple(q) for q in found}
+    row = task.expected["rows"][0]
+    if len(distinct) != 1:
+        return [f"{len(distinct)} floored models satisfy the optimality conditions, not one"]
+    q = list(distinct.pop())
+    problems = [f"{name} is {row[name]} but the optimality conditions give {q}"
+                for name in ("q_forward", "q_reverse") if row[name] != q]
+    with mpmath.workdps(50):
+        def mp(x: Fraction) -> Any:
+            return mpmath.mpf(x.numerator) / x.denominator
+
+        want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(data, q, strict=True))
+        got = mpmath.mpf(sympy.N(_as_sympy(row["forward_bits"]), 50))
+        if abs(got - want) > mpmath.mpf(10) ** -40:
+            problems.append(f"forward_bits is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
+                            f"{mpmath.nstr(want, 20)}")
+    problems += [f"the named mistake ({name}) gives the key" for name, wrong in
+                 floored_mistakes(data, floor).items() if wrong == q]
+    return problems
 
 
 def _info_question(task: Task) -> list[str]:
@@ -211,8 +276,14 @@ def _info_question(task: Task) -> list[str]:
     want: Any
     if question == "code_length":
         want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
-    elif question == "shortest_code":
-        want = {"rows": [{"bits": _optimal_code_length(p)} for p in inputs["weights"]]}
+    elif question == "kinks":
+        want = _code_length_kinks(inputs["p0"], inputs["p1"])
+        from exactgrade.domains.deeplearning.information_levels import order_changes
+
+        if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
+            return ["the named mistake (kinks where the probabilities change order) gives the key"]
+    elif question == "floored":
+        return _floored(task)
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
                                                                zip(s["groups"], s["within"], strict=True)),
@@ -241,20 +312,11 @@ def _info_question(task: Task) -> list[str]:
         low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
         best = next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None)
         want = {"best": None if best is None else best + 1, "bits": low}
-    elif question in ("arrange", "arrange_asymmetry"):
+    elif question == "arrange_asymmetry":
         p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
-        if question == "arrange":  # the largest q with the largest p gives the minimum; then the tie rule
-            order = sorted(range(len(p)), key=lambda i: -p[i])
-            aligned = [Fraction(0)] * len(p)
-            for i, value in zip(order, sorted(q, reverse=True), strict=True):
-                aligned[i] = value
-            low = kl(p, aligned)
-            ties = sorted({perm for perm in permutations(q) if kl(p, list(perm)) == low})
-            want = {"q": list(ties[0]), "bits": low}
-        else:
-            scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
-            top = max(scored.values())
-            want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
+        scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
+        top = max(scored.values())
+        want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
     elif question == "asymmetry":
         want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
                           "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
@@ -381,6 +443,44 @@ def _forward(task: Task) -> list[str]:
     return problems
 
 
+def _free_bias(task: Task) -> list[str]:
+    """mlp_forward L5 another way: the loss as a function of the free bias is quadratic between
+    consecutive kinks (where an example's pre-activation of the unit is 0); on each piece the
+    quadratic is fitted through three exact losses (exactgrade.rational, no coefficients derived)
+    and its vertex clipped to the piece, beyond the last kink likewise; the smallest loss of those
+    candidates and the kinks must be the key's, and the named mistakes must give other values."""
+    from exactgrade.domains.deeplearning.backprop import free_bias_mistakes
+    from exactgrade.rational.piecewise import forward, layers, loss, perturb
+
+    inputs = task.inputs
+    network, batch, name = inputs["network"], inputs["batch"], inputs["param"]
+    i = int(name[3:-1])
+    current = Fraction(network["layers"][0]["b"][i])
+    net = layers(network)
+    shift = [forward(net, [Fraction(v) for v in e["x"]]).pre[0][i] - current for e in batch]
+    kinks = sorted(set(-u for u in shift))
+
+    def at(beta: Fraction) -> Fraction:
+        return loss(perturb(network, batch, name, beta - current)[0], batch)
+
+    candidates = list(kinks)
+    for low, high in zip(kinks, [*kinks[1:], None], strict=True):
+        width = (high - low) if high is not None else Fraction(1)
+        xs = [low + width * Fraction(k, 4) for k in (1, 2, 3)]
+        ys = [at(x) for x in xs]
+        curve = (ys[2] - 2 * ys[1] + ys[0]) / (xs[1] - xs[0]) ** 2
+        slope = (ys[2] - ys[0]) / (xs[2] - xs[0]) - curve * xs[1]
+        vertex = -slope / curve
+        candidates.append(max(low, vertex) if high is None else min(max(low, vertex), high))
+    best = min(candidates, key=lambda beta: (at(beta), beta))
+    want = {"b": best, "loss": at(best), "active_examples": sum(1 for u in shift if u + best > 0)}
+    row = task.expected["rows"][0]
+    problems = [] if row == want else [f"the key {row} differs from the piecewise fit, which gives {want}"]
+    problems += [f"the named mistake ({m}) gives the key" for m, v in free_bias_mistakes(inputs).items()
+                 if v == row["b"]]
+    return problems
+
+
 def _mlp_question(task: Task) -> list[str]:
     """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
     gradients; a gradient-check step by exact losses on both sides)."""
@@ -417,14 +517,8 @@ def _mlp_question(task: Task) -> list[str]:
     elif question == "best_lr":
         scored = sorted((loss(stepped(Fraction(c)), batch), Fraction(c)) for c in inputs["candidates"])
         want = {"lr": scored[0][1], "loss_after": scored[0][0]}
-    elif question == "best_bias":
-        k = len(network["layers"])
-        b = [Fraction(x) - g[f"b{k}[{i}]"] for i, x in enumerate(network["layers"][-1]["b"])]
-        better = {"layers": [*network["layers"][:-1], {**network["layers"][-1], "b": b}]}
-        after = gradients(better, batch)
-        if any(after[f"b{k}[{i}]"] != 0 for i in range(len(b))):
-            return ["the optimal last-layer bias does not zero its gradient"]
-        want = {"b": b, "loss": loss(better, batch)}
+    elif question == "free_bias":
+        return _free_bias(task)
     elif question == "directional":
         want = {"derivative": sum((g[n] * Fraction(d) for n, d in inputs["direction"].items()), Fraction(0))}
     elif question == "step_grad":
@@ -500,7 +594,8 @@ def _float_search(task: Task) -> list[str]:
         counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
                   for f in formats}
         cheapest = next((f for f in formats if counts[f] == 0), None)
-        want = {"rows": [{"format": f, "non_finite": counts[f], "cheapest": f == cheapest} for f in formats]}
+        want = {"rows": [{"format": f, "non_finite": counts[f], "finite_everywhere": counts[f] == 0,
+                          "cheapest": f == cheapest} for f in formats]}
     else:
         want = {"rows": []}
         for i, w in windows:
@@ -511,6 +606,107 @@ def _float_search(task: Task) -> list[str]:
             want["rows"].append(row)
     if task.expected != want:
         problems.append(f"the key {task.expected} differs from numpy's outcomes, which give {want}")
+    return problems
+
+
+def _lasso_at(x: Any, y: Any, lam: Fraction) -> list[Fraction]:
+    """The lasso minimiser at one lambda, by the optimality conditions alone: for every sign
+    pattern s in {-1, 0, 1}^p, w_A = (X_A^T X_A)^-1 (X_A^T y - lam s_A) is kept when its signs are
+    s_A and every other column's residual correlation is at most lam in size; exactly one w
+    (the minimiser is unique) must survive."""
+    from itertools import product
+
+    p = len(x[0])
+    cols = [[rational.as_fraction(row[j]) for row in x] for j in range(p)]
+    ys = [rational.as_fraction(v) for v in y]
+
+    def dot(u: Any, v: Any) -> Fraction:
+        return sum((a * b for a, b in zip(u, v, strict=True)), Fraction(0))
+
+    found = set()
+    for signs in product((-1, 0, 1), repeat=p):
+        active = [j for j in range(p) if signs[j]]
+        w = [Fraction(0)] * p
+        if active:
+            gram = [[dot(cols[i], cols[j]) for j in active] for i in active]
+            part = rational.solve(gram, [dot(cols[i], ys) - lam * signs[i] for i in active])
+            if any((v > 0) != (signs[j] > 0) or v == 0 for v, j in zip(part, active, strict=True)):
+                continue
+            for v, j in zip(part, active, strict=True):
+                w[j] = v
+        residual = [v - sum((w[j] * cols[j][r] for j in range(p)), Fraction(0)) for r, v in enumerate(ys)]
+        if all(abs(dot(cols[j], residual)) <= lam for j in range(p) if not signs[j]):
+            found.add(tuple(w))
+    if len(found) != 1:
+        raise rational.RationalError(f"{len(found)} lasso minimisers at lambda = {lam}")
+    return list(found.pop())
+
+
+def _lasso_path(task: Task) -> list[str]:
+    """least_squares L5 another way: the minimiser at each key lambda and on both sides of it (a
+    quarter of the way to the neighbouring key lambdas, and beyond the last), each from the
+    optimality conditions alone (_lasso_at), never by following the path: w must be the key's
+    at each key lambda, the support must change there, and not change between two key lambdas
+    (w must be affine in lambda there: checked at three points of every stretch); the
+    orthogonal-design mistake must give other lambdas."""
+    from exactgrade.domains.deeplearning.linalg_levels import lasso_mistake
+
+    x, y, rows = task.inputs["X"], task.inputs["y"], task.expected["rows"]
+    lams = [rational.as_fraction(r["lambda"]) for r in rows]
+    problems = []
+
+    def support(w: list[Fraction]) -> list[int]:
+        return [j + 1 for j, v in enumerate(w) if v != 0]
+
+    if support(_lasso_at(x, y, lams[0] * Fraction(5, 4))):
+        problems.append("above the first lambda the lasso weights are not all 0")
+    for k, (lam, row) in enumerate(zip(lams, rows, strict=True)):
+        if _lasso_at(x, y, lam) != list(row["w"]):
+            problems.append(f"at lambda = {lam} the optimality conditions give w = "
+                            f"{_show(_lasso_at(x, y, lam))}")
+        low = lams[k + 1] if k + 1 < len(lams) else Fraction(0)
+        points = [low + (lam - low) * Fraction(i, 4) for i in (1, 2, 3)]
+        ws = [_lasso_at(x, y, t) for t in points]
+        if any(support(w) != list(row["support_below"]) for w in ws):
+            problems.append(f"below lambda = {lam} the support is not {row['support_below']}")
+        if any(ws[0][j] + ws[2][j] != 2 * ws[1][j] for j in range(len(ws[0]))):
+            problems.append(f"below lambda = {lam} w is not affine in lambda (a change point is missing)")
+    if lams == lasso_mistake(x, y)[:len(lams)]:
+        problems.append("the named mistake (orthogonal soft-thresholding) gives the key")
+    return problems
+
+
+def _minimax_entry(task: Task) -> list[str]:
+    """inverse L5 another way, with Gauss-Jordan inverses only: at the key's t the largest absolute
+    entry and the binding entries are the key's; nudging t by 2**-30 either way never lowers it; no
+    point of a grid of t (step 1/4 on [-20, 20], plus +-2**20) does better; and the limit as t grows
+    is not below it (the minimum is attained)."""
+    from exactgrade.domains.deeplearning.linalg_levels import minimax_limit
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+    def largest(t: Fraction) -> tuple[Fraction, list[list[int]]] | None:
+        m = _fractions(inputs["A"])
+        m[i][j] = t
+        if rational.determinant(m) == 0:
+            return None
+        inv = rational.inverse(m)
+        top = max(abs(x) for r in inv for x in r)
+        return top, [[a + 1, b + 1] for a, r in enumerate(inv) for b, x in enumerate(r) if abs(x) == top]
+
+    t = rational.as_fraction(row["t"])
+    here = largest(t)
+    if here is None or here != (rational.as_fraction(row["max_entry"]), [list(e) for e in row["entries"]]):
+        return [f"at t = {t} Gauss-Jordan gives (largest entry, entries) {here}, not the key's"]
+    grid = [Fraction(k, 4) for k in range(-80, 81)] + [t + Fraction(1, 2**30), t - Fraction(1, 2**30),
+                                                       Fraction(2**20), Fraction(-2**20)]
+    better = [x for x in grid if (v := largest(x)) is not None
+              and (v[0] < here[0] or (v[0] == here[0] and x < t))]
+    limit = minimax_limit(inputs)
+    problems = [f"t = {better[0]} gives a smaller largest entry than the key's t"] if better else []
+    if limit is not None and limit <= here[0]:
+        problems.append("the infimum is not attained (the limit as t grows is no larger)")
     return problems
 
 
@@ -608,7 +804,9 @@ def _linalg_question(task: Task) -> list[str]:
         inverse = rational.matmul(rational.inverse(b), rational.inverse(a))
         want = {"det": rational.determinant(a) * rational.determinant(b),
                 "trace_inverse": sum((inverse[i][i] for i in range(len(inverse))), Fraction(0))}
-    elif question in ("singular_entry", "best_entry"):
+    elif question == "minimax_entry":
+        return _minimax_entry(task)
+    elif question == "singular_entry":
         i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
 
         def at(t: Any) -> list[list[Fraction]]:
@@ -616,16 +814,11 @@ def _linalg_question(task: Task) -> list[str]:
             m[i][j] = rational.as_fraction(t)
             return m
 
-        if question == "singular_entry":
-            t = one["t"]
-            if t is None:
-                same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
-                return [] if same else ["the key says no t is singular, but the determinant depends on t"]
-            return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
-        scored = [(max(abs(x) for row in rational.inverse(at(t)) for x in row), t)
-                  for t in range(inputs["low"], inputs["high"] + 1) if rational.determinant(at(t)) != 0]
-        low = min(scored)
-        want = {"t": low[1], "max_entry": low[0]}
+        t = one["t"]
+        if t is None:
+            same = rational.determinant(at(0)) == rational.determinant(at(1)) != 0
+            return [] if same else ["the key says no t is singular, but the determinant depends on t"]
+        return [] if rational.determinant(at(t)) == 0 else [f"A is not singular at t = {t}"]
     elif question == "prediction":
         w, rss = _ls(inputs["X"], inputs["y"])
         y = [rational.as_fraction(v) for v in inputs["y"]]
@@ -639,17 +832,8 @@ def _linalg_question(task: Task) -> list[str]:
                        [v for n, v in enumerate(inputs["y"]) if n != k])[1], k + 1)
                   for k in range(len(inputs["X"]))]
         want = {"drop": min(scored)[1], "rss": min(scored)[0]}
-    elif question == "ridge":
-        x, y = inputs["X"], inputs["y"]
-        xt = rational.transpose(x)
-        gram = rational.matmul(xt, x)
-        want = {"lambda": None, "w": None}
-        for lam in sorted(rational.as_fraction(v) for v in inputs["lambdas"]):
-            shifted = [[g + (lam if r == c else 0) for c, g in enumerate(row)] for r, row in enumerate(gram)]
-            w = rational.solve(shifted, rational.matvec(xt, y))
-            if sum((v * v for v in w), Fraction(0)) <= inputs["bound"]:
-                want = {"lambda": lam, "w": list(w)}
-                break
+    elif question == "lasso_path":
+        return _lasso_path(task)
     elif question == "nullity":
         want = {"rows": [{"nullity": len(a[0]) - rational.rank(a), "left_nullity": len(a) - rational.rank(a)}
                          for a in inputs["matrices"]]}
@@ -939,6 +1123,8 @@ def _opt_question(task: Task) -> list[str]:
         if not below < 1 < above:
             return [f"numpy eigenvalues do not change stability at lr = {limit}"]
         return []
+    if question == "closed_form":
+        return _sgd_closed_form(task)
     if question in ("final", "first_below"):
         losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
         if question == "final":
@@ -946,15 +1132,6 @@ def _opt_question(task: Task) -> list[str]:
             want = {"final_loss": losses[-1], "diverges": radius > 1}
         else:
             want = {"step": next((t for t, v in enumerate(losses, 1) if v <= inputs["target"]), None)}
-    elif question == "best_lr":
-        start = sum((rational.as_fraction(a) * (rational.as_fraction(w) - rational.as_fraction(c)) ** 2
-                     for a, w, c in zip(inputs["curvature"], inputs["w0"], inputs["center"], strict=True)),
-                    Fraction(0)) / 2
-        kept = {rational.as_fraction(lr): _map_losses(inputs, lr, inputs["steps"])
-                for lr in inputs["candidates"]}
-        kept = {lr: v[-1] for lr, v in kept.items() if max(v) <= start}
-        low = min(kept.values(), default=None)
-        want = {"lr": min((lr for lr, v in kept.items() if v == low), default=None), "loss": low}
     elif question == "first_step":
         moves = _adam_first_moves(inputs, inputs["lr"], inputs["eps"])
         want = {"rows": [{"move": m, "furthest": i == moves.index(max(moves))} for i, m in enumerate(moves)]}
@@ -962,28 +1139,163 @@ def _opt_question(task: Task) -> list[str]:
         fits = [rational.as_fraction(e) for e in inputs["candidates"]
                 if max(_adam_first_moves(inputs, inputs["lr"], e)) <= inputs["cap"]]
         want = {"eps": min(fits, default=None)}
-    elif question == "largest_lr":
-        fits = []
-        for lr in inputs["candidates"]:
-            moves = _adam_first_moves(inputs, lr, inputs["eps"])
-            starts = zip(inputs["w0"], inputs["center"], strict=True)
-            gaps = [abs(rational.as_fraction(w) - rational.as_fraction(c)) for w, c in starts]
-            terms = zip(inputs["curvature"], gaps, moves, strict=True)
-            loss = sum((rational.as_fraction(a) * (g - m) ** 2 for a, g, m in terms), Fraction(0)) / 2
-            if all(m <= g for m, g in zip(moves, gaps, strict=True)) and loss <= inputs["target"]:
-                fits.append((rational.as_fraction(lr), loss))
-        best = max(fits, default=(None, None))
-        want = {"lr": best[0], "loss": best[1]}
+    elif question == "decay_modes":
+        return _decay_modes(task)
     elif question == "words":
         return []  # the level-1 schedule check (meta['optimiser']) recomputes these rows
     elif question == "two_step_loss":
         return _adam_two_step_loss(task)
+    elif question == "closed_schedule":
+        return _closed_schedule(task)
     else:
         return _schedule_question(task)
     want = want if list(want) == ["rows"] else {"rows": [want]}
     if task.expected != want:
         return [f"the key {task.expected} differs from the recomputation, which gives {want}"]
     return []
+
+
+SCHEDULE_POINTS = ((1, 2, 3), (1, 5, 9), (2, 3, 5), (3, 4, 11), (5, 7, 12), (8, 12, 25), (4, 16, 20))
+"""(W, D, T) at which warmup_cosine L5's closed forms are summed step by step."""
+
+
+def _closed_schedule(task: Task) -> list[str]:
+    """warmup_cosine L5 another way: the key, a rational function of W, D, T, must equal at every
+    point of SCHEDULE_POINTS the step-by-step sum of the learning rates (and of their squares) of
+    the schedule in 50-digit mpmath; the named mistakes (the cosine over D steps, not D + 1; the
+    squared cosines summed to (D + 1)/2; step W counted in the warmup too) must not."""
+    import mpmath
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    W, D, T = (inputs[k] for k in ("W", "D", "T"))
+    peak, low = (rational.as_fraction(inputs[k]) for k in ("peak_lr", "min_lr"))
+    for name in ("total", "total_squares"):
+        value = row[name]
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {W, D, T}
+                and value.is_rational_function(W, D, T)):
+            return [f"{name} {value} is not a rational function of W, D and T"]
+    half = rational.to_sympy((peak - low) / 2)
+    mistakes = {"the cosine over D steps": (row["total"] - rational.to_sympy((peak + low) / 2), "total"),
+                "squared cosines summing to (D + 1)/2": (row["total_squares"] - half**2 / 2, "total_squares"),
+                "step W in the warmup too": (row["total"] + rational.to_sympy(peak), "total")}
+    problems, differs = [], dict.fromkeys(mistakes, False)
+    with mpmath.workdps(50):
+        def mp(q: Fraction) -> Any:
+            return mpmath.mpf(q.numerator) / q.denominator
+
+        for w, d, t in SCHEDULE_POINTS:
+            rates = [mp(peak) * s / w if s < w else
+                     mp(low) + (mp(peak) - mp(low)) * (1 + mpmath.cos(mpmath.pi * (s - w) / d)) / 2
+                     if s <= w + d else mp(low) for s in range(1, t + 1)]
+            point = {W: w, D: d, T: t}
+            for name, want in (("total", sum(rates)), ("total_squares", sum(r**2 for r in rates))):
+                got = mp(rational.from_sympy(row[name].subs(point)))
+                if abs(got - want) > mpmath.mpf(10) ** -40:
+                    problems.append(f"at W = {w}, D = {d}, T = {t} the key's {name} is "
+                                    f"{mpmath.nstr(got, 20)} but summing the steps gives "
+                                    f"{mpmath.nstr(want, 20)}")
+                for mistake, (wrong, field) in mistakes.items():
+                    if field == name and abs(mp(rational.from_sympy(wrong.subs(point))) - want) > 10**-30:
+                        differs[mistake] = True
+    problems += [f"the named mistake ({m}) gives the key" for m, ok in differs.items() if not ok]
+    return problems
+
+
+CLOSED_FORM_POINTS = ((Fraction(1, 7), Fraction(1, 3)), (Fraction(2, 5), Fraction(5, 6)),
+                      (Fraction(3, 11), Fraction(1, 2)), (Fraction(9, 4), Fraction(7, 9)))
+"""(eta, mu) points at which the SGD closed form is re-derived in exact rationals."""
+
+
+def _sgd_closed_form(task: Task) -> list[str]:
+    """The three closed forms re-derived another way, at rational points (eta, mu): the loss by
+    iterating each coordinate's linear state map in Fractions; the best first learning rate as
+    the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2; the limit as
+    the eta at which the stiffest coordinate's 2x2 map has the eigenvalue -1, with numpy's
+    spectral radius below 1 just under it and above 1 just over it (every coordinate). The
+    key must be a polynomial in eta and mu (loss) and rational functions of mu, and the named
+    mistakes (the other momentum's limit; the limit without weight decay; Nesterov's first step
+    taken as g) must give other functions."""
+    inputs, row = task.inputs, task.expected["rows"][0]
+    eta, mu = inputs["eta"], inputs["mu"]
+    problems = []
+    loss, best, limit = (row[k] for k in ("loss_after_two_steps", "best_first_lr", "lr_limit"))
+    if not (isinstance(loss, sympy.Expr) and loss.is_polynomial(eta, mu) and loss.free_symbols <= {eta, mu}):
+        return [f"the loss {loss} is not a polynomial in eta and mu"]
+    for name, value in (("best_first_lr", best), ("lr_limit", limit)):
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {mu}
+                and value.is_rational_function(mu)):
+            return [f"{name} {value} is not a rational function of mu"]
+    curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
+    worst = curvature.index(max(curvature))
+    polynomial = sympy.Poly(loss, eta, mu)
+    for lr, m in CLOSED_FORM_POINTS:
+        at = {**inputs, "momentum": m}
+
+        def subs(expr: Any, m: Fraction = m) -> Fraction:
+            return rational.from_sympy(expr.subs(mu, rational.to_sympy(m)))
+
+        point = {eta: rational.to_sympy(lr), mu: rational.to_sympy(m)}
+        at_point = rational.from_sympy(polynomial.eval(point))
+        if at_point != _map_losses(at, lr, 2)[-1]:
+            problems.append(f"at eta = {lr}, mu = {m} the key's loss is {at_point} but the state map gives "
+                            f"{_map_losses(at, lr, 2)[-1]}")
+        f0, f1, f2 = (_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2))
+        curve = f2 - 2 * f1 + f0  # f(w1) = f0 + b eta + (curve / 2) eta**2
+        vertex = -(f1 - f0 - curve / 2) / curve
+        if subs(best) != vertex:
+            problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is {vertex}")
+        edge = subs(limit)
+        grid = _state_maps(at, edge)[worst]
+        if (grid[0][0] + 1) * (grid[1][1] + 1) - grid[0][1] * grid[1][0] != 0:
+            problems.append(f"at mu = {m}, eta = lr_limit = {edge}: the stiffest map has no eigenvalue -1")
+        below, above = (_spectral_radius(at, edge * Fraction(k, 100)) for k in (99, 101))
+        if not below < 1 < above:
+            problems.append(f"at mu = {m} numpy eigenvalues do not change stability at eta = {edge}")
+    wd = rational.to_sympy(rational.as_fraction(inputs["weight_decay"]))
+    lam = rational.to_sympy(max(curvature))
+    mistakes = [("the other momentum's limit", 2 * (1 + mu) / (lam + wd) if inputs["nesterov"]
+                 else 2 * (1 + mu) / ((1 + 2 * mu) * (lam + wd)), limit)]
+    if wd != 0:
+        mistakes.append(("the limit without weight decay", 2 * (1 + mu) / ((1 + 2 * mu) * lam)
+                         if inputs["nesterov"] else 2 * (1 + mu) / lam, limit))
+    if inputs["nesterov"]:
+        mistakes.append(("Nesterov's first step taken as g", best * (1 + mu), best))
+    for name, wrong, right in mistakes:  # differing at one rational point proves another function
+        if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
+               rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
+            problems.append(f"the named mistake ({name}) gives the key")
+    return problems
+
+
+def _decay_modes(task: Task) -> list[str]:
+    """adam L5 another way: each optimiser's first step run in sympy with lr a symbol, through the
+    general update (m, v, bias corrections, the square root; eps = 0), f(w1) expanded to a quadratic
+    in lr and its vertex solved for; swapping the two optimisers (the named mistake) must not pass."""
+    inputs, row = task.inputs, task.expected["rows"][0]
+    lr = sympy.Symbol("lr", positive=True)
+    b1, b2 = sympy.Rational(9, 10), sympy.Rational(999, 1000)  # step 1 does not depend on them
+    a, c, w = ([rational.to_sympy(rational.as_fraction(x)) for x in inputs[k]]
+               for k in ("curvature", "center", "w0"))
+    wd = rational.to_sympy(rational.as_fraction(inputs["weight_decay"]))
+    want = {}
+    for name, coupled in (("adam", True), ("adamw", False)):
+        moved = []
+        for ai, ci, wi in zip(a, c, w, strict=True):
+            g = ai * (wi - ci) + (wd * wi if coupled else 0)
+            m_hat, v_hat = (1 - b1) * g / (1 - b1), (1 - b2) * g**2 / (1 - b2)
+            start = wi if coupled else wi * (1 - lr * wd)
+            moved.append(start - lr * m_hat / sympy.sqrt(v_hat))
+        terms = [ai * (x - ci) ** 2 for ai, x, ci in zip(a, moved, c, strict=True)]
+        loss = sympy.Poly(sympy.expand(sum(terms) / 2), lr)
+        best = sympy.solve(loss.diff(lr).as_expr(), lr)
+        if len(best) != 1:
+            return [f"{name}: f(w1) is not a quadratic in lr with a positive vertex"]
+        want[f"{name}_lr"] = rational.from_sympy(best[0])
+        want[f"{name}_loss"] = rational.from_sympy(loss.eval(best[0]))
+    problems = [] if row == want else [f"the key {row} differs from sympy's general first step: {want}"]
+    if (row["adam_lr"], row["adam_loss"]) == (row["adamw_lr"], row["adamw_loss"]):
+        problems.append("the named mistake (the two optimisers swapped) gives the key")
+    return problems
 
 
 def _adam_two_step_loss(task: Task) -> list[str]:
@@ -1042,13 +1354,11 @@ def _schedule_question(task: Task) -> list[str]:
                 return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
                     f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
             target = mp(inputs["target"])
-            if question == "first_at_most":
-                warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
-                want = {"step": next((s for s in range(warmup, warmup + decay + 1)
-                                      if at_least(target, lr_at(s, decay))), None)}
-            else:
-                want = {"decay_steps": next((d for d in range(inputs["decay_low"], inputs["decay_high"] + 1)
-                                             if at_least(lr_at(inputs["step"], d), target)), None)}
+            if question != "first_at_most":
+                return [f"unknown schedule question {question!r}"]
+            warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
+            want = {"step": next((s for s in range(warmup, warmup + decay + 1)
+                                  if at_least(target, lr_at(s, decay))), None)}
         except ValueError as error:
             return [f"the schedule search has {error} between a learning rate and the target"]
     if task.expected != {"rows": [want]}:

@@ -85,6 +85,66 @@ def info_question_rows(question, **given):
             return [[sum((Fraction(row[b]) for b in group), Fraction(0)) for group in groups]
                     for row in joint]
 
+        def huffman_lengths(p):
+            """Codeword lengths of a Huffman code for p (merging the two least likely, ties by order)."""
+            nodes = sorted((Fraction(x), i, (i,)) for i, x in enumerate(p))
+            lengths = [0] * len(p)
+            count = len(p)
+            while len(nodes) > 1:
+                (wa, _, a), (wb, _, b) = nodes[0], nodes[1]
+                for leaf in a + b:
+                    lengths[leaf] += 1
+                nodes = sorted([*nodes[2:], (wa + wb, count, a + b)])
+                count += 1
+            return lengths
+
+        if question == "kinks":
+            p0, p1 = [Fraction(x) for x in given["p0"]], [Fraction(x) for x in given["p1"]]
+
+            def at(t):
+                return [(1 - t) * a + t * b for a, b in zip(p0, p1, strict=True)]
+
+            def line(lengths):  # expected length of a fixed code as (intercept, slope) in t
+                return (sum((k * a for k, a in zip(lengths, p0, strict=True)), Fraction(0)),
+                        sum((k * (b - a) for k, a, b in zip(lengths, p0, p1, strict=True)), Fraction(0)))
+
+            def best(t):
+                return sum((k * x for k, x in zip(huffman_lengths(at(t)), at(t), strict=True)), Fraction(0))
+
+            def kinks(a, b, left, right):
+                """Kinks of the least expected length strictly between a and b, given optimal codes'
+                lines at a and b (the least length is the minimum of the lines of all codes)."""
+                if left == right:
+                    return []
+                t = (right[0] - left[0]) / (left[1] - right[1])
+                value = best(t)
+                if value == left[0] + left[1] * t:
+                    return [t]
+                middle = line(huffman_lengths(at(t)))
+                return kinks(a, t, left, middle) + kinks(t, b, middle, right)
+
+            found = kinks(Fraction(0), Fraction(1), line(huffman_lengths(p0)), line(huffman_lengths(p1)))
+            points = [(t, best(t)) for t in [Fraction(0), *found, Fraction(1)]]
+            top = max(v for _, v in points)
+            return {"kinks": [[t, v] for t, v in points[1:-1]],
+                    "max_t": min(t for t, v in points if v == top), "max_bits": top}
+        if question == "floored":
+            import sympy
+
+            data, floor = [Fraction(x) for x in given["data"]], Fraction(given["floor"])
+            order = sorted(range(len(data)), key=lambda i: data[i])
+            for k in range(1, len(data)):  # the k least likely outcomes sit on the floor
+                low, rest = order[:k], order[k:]
+                scale = (1 - k * floor) / (1 - sum(data[i] for i in low))
+                if scale * data[rest[0]] >= floor and all(scale * data[i] <= floor for i in low):
+                    break
+            q = [floor if i in low else scale * data[i] for i in range(len(data))]
+
+            def exact(x):
+                return sympy.Rational(x.numerator, x.denominator)
+
+            bits = sympy.Add(*[exact(x) * sympy.log(exact(x / y)) for x, y in zip(data, q, strict=True)])
+            return {"q_forward": q, "q_reverse": q, "forward_bits": bits / sympy.log(2)}
         if question == "code_length":
             return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
         if question == "two_stage":
@@ -102,8 +162,6 @@ def info_question_rows(question, **given):
                 return {"best": None, "bits": None}
             h, i = max(fits)
             return {"best": 1 - i, "bits": h}
-        if question == "shortest_code":
-            return {"rows": [{"bits": huffman(p)} for p in given["weights"]]}
         if question == "coding_cost":
             return {"rows": [{"expected_length": cross(pair["p"], pair["q"]),
                               "extra_bits": kl(pair["p"], pair["q"])}
@@ -121,10 +179,6 @@ def info_question_rows(question, **given):
                 return {"best": None, "bits": None}
             d, i = min(fits)
             return {"best": i + 1, "bits": d}
-        if question == "arrange":
-            p, q = given["p"], given["q"]
-            best = min((kl(p, list(perm)), list(perm)) for perm in set(permutations(q)))
-            return {"q": best[1], "bits": best[0]}
         if question == "asymmetry":
             rows = []
             for pair in given["pairs"]:
@@ -146,9 +200,9 @@ def info_question_rows(question, **given):
             return {"best": 1 - i, "gap_bits": gap}
         if question == "arrange_asymmetry":
             p, q = given["p"], given["q"]
-            best = max((kl(list(perm), p) - kl(p, list(perm)), [-Fraction(x) for x in perm])
-                       for perm in set(permutations(q)))
-            return {"q": [-x for x in best[1]], "gap_bits": best[0]}
+            best = max((kl(list(perm), p) - kl(p, list(perm)), [Fraction(x) for x in perm])
+                       for perm in set(permutations(q)))  # on a tie, the lexicographically largest
+            return {"q": best[1], "gap_bits": best[0]}
         if question == "information_words":
             joint = given["joint"]
             table = [[Fraction(x) for x in row] for row in joint]
@@ -225,12 +279,25 @@ _QUESTIONS = {
         "the smallest expected number of bits per outcome that a binary prefix-free code (one codeword per "
         "outcome, no codeword a prefix of another) can achieve.",
         '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
-    "shortest_code": (
-        "For each distribution in `weights` (rational probabilities, not necessarily powers of two), give "
-        "the smallest expected codeword length, in bits, over all binary prefix-free codes with one "
-        "codeword per outcome of positive probability (no codeword a prefix of another; lengths are whole "
-        "numbers of bits).",
-        '{"rows": [{"bits": Fraction}, ...]}  (one row per distribution, in order)', "bits per outcome"),
+    "kinks": (
+        "A source emits one of the outcomes 0, 1, ..., n - 1; for a parameter t with 0 <= t <= 1, outcome i "
+        "has probability (1 - t) * p0[i] + t * p1[i]. For each t, let L(t) be the smallest expected codeword "
+        "length, in bits per outcome, over all binary prefix-free codes for the source at that t (one "
+        "codeword per outcome, no codeword a prefix of another, lengths whole numbers of bits; the code may "
+        "be chosen afresh for each t). Give every t with 0 < t < 1 at which the slope of L changes (L is "
+        "not differentiable there), in increasing order, each with L(t); and the smallest t in [0, 1] at "
+        "which L(t) is largest, with that largest value.",
+        '{"kinks": [[t, L(t)], ...], "max_t": Fraction, "max_bits": Fraction}',
+        "t is a plain number; L in bits per outcome"),
+    "floored": (
+        "A model q of the data distribution `data` (over the outcomes 0, 1, ..., n - 1) must give every "
+        "outcome a probability of at least `floor`: q is any distribution with q_i >= floor for every i. "
+        "Give the q that minimises the KL divergence D(data || q) (weighted by the data), the q that "
+        "minimises D(q || data) (weighted by the model), both under that constraint, and the minimum of "
+        "D(data || q) in bits. These probabilities are not powers of two: give the divergence as an exact "
+        "sympy expression (built with sympy.log and sympy.Rational; any exact form of the number passes).",
+        '{"q_forward": [Fraction, ...], "q_reverse": [Fraction, ...], "forward_bits": exact sympy value}',
+        "probabilities; the divergence in bits"),
     "two_stage": (
         "Each source in `sources` draws an outcome in two stages: first a group g with probability "
         "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
@@ -261,12 +328,6 @@ _QUESTIONS = {
         "D(p || q) <= `budget` bits? On a tie, the earliest in the list. Give its position in the list, "
         "counted from 1, and D(p || q) in bits, or None for both if no candidate qualifies.",
         '{"best": int or None, "bits": Fraction or None}', "bits; best is a position counted from 1"),
-    "arrange": (
-        "The model may assign the probabilities in `q` to the outcomes in any order (any permutation of the "
-        "list q). Which arrangement q' minimises the KL divergence D(p || q') from the true distribution "
-        "`p`? If several arrangements give the minimum, the smallest of them comparing position 0 first, "
-        "then position 1, and so on. Give it and the minimum in bits.",
-        '{"q": [Fraction, ...], "bits": Fraction}', "bits"),
     "asymmetry": (
         "For each pair (p, q) in `pairs`, compare the KL divergence D(p || q) (weighted by p) with the KL "
         "divergence D(q || p) (weighted by q). Give D(p || q) - D(q || p) in bits, and which is larger: "
@@ -343,7 +404,6 @@ _QUESTIONS = {
         "example"),
 }
 _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
-          "weights": "list of distributions (lists of Fraction, not necessarily powers of two)",
           "sources": "list of dicts "
           "{'groups': distribution over groups, 'within': one distribution per group}",
           "candidates": "list of distributions", "cap": "the largest probability allowed",
@@ -352,6 +412,10 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
                                                                                      "probabilities",
           "budget": "the largest divergence allowed, in bits", "joint": "rows indexed by a, columns by b",
           "groups": "list of lists of B's values (a partition of 0..len(joint[0]) - 1)",
+          "data": "the data distribution (list of Fraction, not powers of two)",
+          "floor": "the least probability the model may give an outcome",
+          "p0": "the distribution at t = 0 (list of Fraction)",
+          "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
           "bound": "the largest mean loss allowed, in bits", "target": "the fraction of examples to reach"}
 
@@ -400,14 +464,6 @@ def _rational(draw: Draw, n: int) -> list[F]:
     raise Reject("drew only dyadic distributions")
 
 
-def _shannon_length(p: F) -> int:
-    """ceil(-log2 p): the smallest l with 2**-l <= p."""
-    length = 0
-    while F(1, 2**length) > p:
-        length += 1
-    return length
-
-
 def sample_entropy(draw: Draw, level: int) -> dict:
     if level == 2:
         return {"question": "code_length", "distributions": [_dyadic(draw, 3, 10) for _ in range(3)]}
@@ -422,14 +478,26 @@ def sample_entropy(draw: Draw, level: int) -> dict:
         peaks = sorted({max(p) for p in candidates})  # a cap at one candidate's peak: some qualify
         cap = draw.choice(peaks) if draw.chance(5, 6) else peaks[0] / 2
         return {"question": "best_capped", "candidates": candidates, "cap": cap}
-    distributions = [_rational(draw, draw.integer(4, 7)) for _ in range(2)]
-    from exactgrade.domains.deeplearning.information_levels import info_question_rows
+    n = draw.integer(4, 6)
+    p0, p1 = _rational(draw, n), _rational(draw, n)
+    key = info_question_rows("kinks", p0=p0, p1=p1)["rows"][0]
+    if not 1 <= len(key["kinks"]) <= 4:
+        raise Reject("no kink (or more than four) in the least expected length")
+    if sorted(t for t, _ in key["kinks"]) == order_changes(p0, p1):
+        raise Reject("the named mistake (kinks where the order of the probabilities changes) gives the key")
+    return {"question": "kinks", "p0": p0, "p1": p1}
 
-    for p in distributions:  # the named mistake (Shannon lengths ceil(-log2 p)) must not be optimal
-        shannon = sum((x * _shannon_length(x) for x in p), F(0))
-        if shannon == info_question_rows("shortest_code", weights=[p])["rows"][0]["bits"]:
-            raise Reject("the Shannon code is already optimal")
-    return {"question": "shortest_code", "weights": distributions}
+
+def order_changes(p0, p1) -> list[F]:
+    """The named mistake of entropy L5: the t in (0, 1) where two probabilities cross (where the
+    order of the probabilities, not the optimal code, changes)."""
+    found = set()
+    for i in range(len(p0)):
+        for j in range(i + 1, len(p0)):
+            gap0, gap1 = F(p0[i]) - F(p0[j]), F(p1[i]) - F(p1[j])
+            if gap0 != gap1 and 0 < gap0 / (gap0 - gap1) < 1:
+                found.add(gap0 / (gap0 - gap1))
+    return sorted(found)
 
 
 def _pair(draw: Draw, low: int, high: int) -> dict:
@@ -463,8 +531,45 @@ def sample_divergence(draw: Draw, level: int) -> dict:
         values = sorted(kl_bits(p, q) for q in candidates)
         budget = values[0] / 2 if draw.chance(1, 6) else values[draw.below(len(values))]
         return {"question": "closest", "p": p, "candidates": candidates, "budget": budget}
-    n = draw.integer(4, 5)
-    return {"question": "arrange", "p": dyadic_distribution(draw, n), "q": dyadic_distribution(draw, n)}
+    return sample_floored(draw)
+
+
+def floored_sets(data, floor) -> tuple[set[int], set[int]]:
+    """(the outcomes the optimal floored model puts on the floor, the outcomes below the floor in the
+    data): the first is larger when scaling the others down pushes more of them onto the floor."""
+    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
+    return ({i for i, x in enumerate(q) if x == F(floor)}, {i for i, x in enumerate(data) if F(x) < F(floor)})
+
+
+def floored_mistakes(data, floor) -> dict[str, list[F]]:
+    """divergence L5's named mistakes: clip to the floor and renormalise; floor only the outcomes
+    below it in the data and rescale the others."""
+    data, floor = [F(x) for x in data], F(floor)
+    clipped = [max(x, floor) for x in data]
+    total = sum(clipped)
+    below = [i for i, x in enumerate(data) if x < floor]
+    scale = (1 - len(below) * floor) / (1 - sum(data[i] for i in below))
+    return {"clip and renormalise": [x / total for x in clipped],
+            "floor only the outcomes below it": [floor if i in below else scale * x
+                                                 for i, x in enumerate(data)]}
+
+
+def sample_floored(draw: Draw) -> dict:
+    """A non-dyadic distribution and a floor above its smallest probability; in half the instances the
+    rescaling pushes another outcome onto the floor (a cascade), so every named mistake fails."""
+    n = draw.integer(4, 6)
+    data = _rational(draw, n)
+    cascade = draw.chance(1, 2)
+    floors = sorted({F(k, d) for d in (20, 24, 30, 36, 40, 48, 60) for k in range(1, d // n)
+                     if min(data) < F(k, d) and F(k, d) * n < 1})
+    floors = [f for f in floors if (len(floored_sets(data, f)[0]) > len(floored_sets(data, f)[1])) is cascade]
+    if not floors:
+        raise Reject("no floor of the wanted kind (cascade or not)")
+    floor = draw.choice(floors)
+    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
+    if any(wrong == q for wrong in floored_mistakes(data, floor).values()):
+        raise Reject("a named mistake gives the optimal model")
+    return {"question": "floored", "data": data, "floor": floor}
 
 
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
@@ -602,6 +707,26 @@ def _info_family(name, build_first, first, levels, upper_sample, level_two=None,
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
+def _arrangement_tied(task):
+    """Several arrangements of q reach the optimum (the stated tie rule decides the answer)."""
+    from itertools import permutations
+
+    from exactgrade.rational import kl_bits
+
+    if task.level != 5 or "q" not in task.inputs:
+        return False
+    p, q = task.inputs["p"], task.inputs["q"]
+    scores = [kl_bits(list(perm), p) - kl_bits(p, list(perm)) for perm in set(permutations(q))]
+    return scores.count(max(scores)) > 1
+
+
+def _cascade(task):
+    if task.level != 5:
+        return False
+    floored, below = floored_sets(task.inputs["data"], task.inputs["floor"])
+    return len(floored) > len(below)
+
+
 def _none_best(task):
     return task.level == 4 and answer_field(task, "best") is None
 
@@ -615,19 +740,24 @@ ENTROPY = _info_family(
     "L1: Shannon entropy with its formula stated, 2+level distributions. L2 (derive): the least expected "
     "length of a prefix code for dyadic distributions (entropy, not named). L3 (compose): the entropy of a "
     "two-stage source (group, then member). L4 (search): the largest-entropy candidate whose largest "
-    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (algorithm "
-    "described, not named): the least expected prefix-code length of non-dyadic distributions (Huffman), "
-    "where the Shannon code ceil(-log2 p) is not optimal.",
+    "probability is at most a cap, ties to the smallest index, None in about a sixth. L5 (regimes): for "
+    "a source mixing two non-dyadic distributions by a parameter t, every t where the slope of the least "
+    "expected prefix-code length changes (the minimum over all codes of lines in t, so concave and piecewise "
+    "linear: exact rationals at regime boundaries, no grid finds them) and where it peaks; the named "
+    "mistake (kinks where the order of the probabilities changes) never gives the key.",
     sample_entropy, branches=(Branch("no candidate under the cap", _none_best, F(1, 20), (4,)),))
 DIVERGENCE = _info_family(
     "divergence", build_divergence, _base.sample_divergence,
     "L1: H(p), H(p, q), D(p || q) with formulas stated. L2 (derive): the expected length of q's optimal code "
     "under p and its excess over p's own (cross-entropy and KL, not named). L3 (compose): KL of products of "
     "independent coordinates. L4 (search): the model closest to p under a KL budget, ties to the smallest "
-    "index, None in about a sixth. L5 (design): the arrangement of q's probabilities that minimises D(p || "
-    "q), "
-    "ties to the lexicographically smallest.",
-    sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),))
+    "index, None in about a sixth. L5 (design under a constraint): the model closest to a non-dyadic data "
+    "distribution in D(data || q) and in D(q || data) when every probability must be at least a floor "
+    "(the conditions of optimality give q_i = max(floor, c * data_i) for both directions; in half the "
+    "instances rescaling pushes another outcome onto the floor), and the divergence as an exact log "
+    "expression; clip-and-renormalise and flooring only the outcomes below the floor never give the key.",
+    sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),
+                                 Branch("a cascade onto the floor", _cascade, F(1, 4), (5,))))
 KL_ASYMMETRY = _info_family(
     "kl_asymmetry", build_kl_asymmetry, _base.sample_kl_asymmetry,
     "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
@@ -635,7 +765,8 @@ KL_ASYMMETRY = _info_family(
     "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
     "ties to the earliest. L5 (design): the arrangement of q "
     "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
-    sample_kl_asymmetry, varying_at={3: ("rows[].larger",)})
+    sample_kl_asymmetry, varying_at={3: ("rows[].larger",)},
+    branches=(Branch("a tie between arrangements", _arrangement_tied, F(1, 5), (5,)),))
 MUTUAL_INFORMATION = _info_family(
     "mutual_information", build_joint, sample_joint,
     "L1: H(A), H(B), H(A, B), H(A | B), I(A; B) with formulas stated; B = f(A), some joints through noisy "

@@ -83,17 +83,28 @@ def linalg_question_rows(question, **given):
             det = sympy.expand(substituted(given["A"], i, j, t).det())
             slope = det.coeff(t, 1)
             return {"t": None if slope == 0 else fraction(-det.coeff(t, 0) / slope)}
-        if question == "best_entry":
+        if question == "minimax_entry":  # every inverse entry is (a + b t) / det(t), det affine in t
             i, j = given["entry"][0] - 1, given["entry"][1] - 1
-            best = None
-            for t in range(given["low"], given["high"] + 1):
-                m = substituted(given["A"], i, j, t)
-                if m.det() == 0:
-                    continue
-                biggest = max(abs(v) for v in m.inv())
-                if best is None or biggest < best[0]:
-                    best = (biggest, t)
-            return {"t": best[1], "max_entry": fraction(best[0])}
+            t = sympy.Symbol("t")
+            m = substituted(given["A"], i, j, t)
+            det = sympy.Poly(m.det(), t)
+            tops = [sympy.Poly(v, t) for v in m.adjugate()]
+            candidates = set()
+            for k, top in enumerate(tops):
+                candidates.update(top.real_roots())  # where one entry is 0 (a linear numerator)
+                for other in tops[k + 1:]:
+                    for side in (top - other, top + other):  # where two entries have the same size
+                        if side.degree() == 1:
+                            candidates.update(side.real_roots())
+            scored = []
+            for x in candidates:
+                if det.eval(x) != 0:
+                    sizes = [abs(top.eval(x) / det.eval(x)) for top in tops]
+                    scored.append((max(sizes), x, sizes))
+            value, best, sizes = min(scored, key=lambda s: (s[0], s[1]))
+            n = m.rows
+            reach = [[k // n + 1, k % n + 1] for k, v in enumerate(sizes) if v == value]
+            return {"t": fraction(best), "max_entry": fraction(value), "entries": reach}
         if question == "prediction":
             x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
             w, rss = least_squares(x, y)
@@ -109,15 +120,58 @@ def linalg_question_rows(question, **given):
                 scored.append((least_squares(matrix(keep), matrix([[v] for v in ys]))[1], k + 1))
             rss, k = min(scored)
             return {"drop": k, "rss": fraction(rss)}
-        if question == "ridge":
-            x, y = matrix(given["X"]), matrix([[v] for v in given["y"]])
-            for lam in sorted(Fraction(v) for v in given["lambdas"]):
-                penalty = sympy.Rational(lam.numerator, lam.denominator) * sympy.eye(x.cols)
-                w = (x.T * x + penalty).LUsolve(x.T * y)
-                if (w.T * w)[0, 0] <= sympy.Rational(Fraction(given["bound"]).numerator,
-                                                     Fraction(given["bound"]).denominator):
-                    return {"lambda": lam, "w": [fraction(v) for v in w]}
-            return {"lambda": None, "w": None}
+        if question == "lasso_path":  # the homotopy: on each stretch w is affine in lambda
+            xs = [[Fraction(v) for v in row] for row in given["X"]]
+            y = [Fraction(v) for v in given["y"]]
+            p = len(xs[0])
+            col = [[row[j] for row in xs] for j in range(p)]
+
+            def dot(u, v):
+                return sum((a * b for a, b in zip(u, v, strict=True)), Fraction(0))
+
+            def solved(rhs):
+                gram = sympy.Matrix([[dot(col[i], col[j]) for j in active] for i in active])
+                return [fraction(v) for v in gram.LUsolve(sympy.Matrix(rhs))]
+
+            corr = [dot(c, y) for c in col]
+            lam = max(abs(c) for c in corr)
+            active = sorted(j for j in range(p) if abs(corr[j]) == lam)
+            signs = {j: 1 if corr[j] > 0 else -1 for j in active}
+            rows = [{"lambda": lam, "support_below": [j + 1 for j in active], "w": [Fraction(0)] * p}]
+            while True:
+                fixed = solved([dot(col[i], y) for i in active])  # w_active(lambda) = fixed - lambda * slope
+                slope = solved([signs[i] for i in active])
+                fit_fixed = [sum((fixed[k] * col[j][r] for k, j in enumerate(active)), Fraction(0))
+                             for r in range(len(y))]
+                fit_slope = [sum((slope[k] * col[j][r] for k, j in enumerate(active)), Fraction(0))
+                             for r in range(len(y))]
+                events = []
+                for j in range(p):
+                    if j in active:  # a weight reaches 0 and leaves
+                        k = active.index(j)
+                        if slope[k] != 0 and 0 < fixed[k] / slope[k] < lam:
+                            events.append((fixed[k] / slope[k], j, 0))
+                        continue
+                    base = dot(col[j], [v - f for v, f in zip(y, fit_fixed, strict=True)])
+                    rate = dot(col[j], fit_slope)  # its correlation with the residual: base + lambda * rate
+                    for sign in (1, -1):  # reaches +lambda or -lambda and joins with that sign
+                        if 1 - sign * rate != 0 and 0 < sign * base / (1 - sign * rate) < lam:
+                            events.append((sign * base / (1 - sign * rate), j, sign))
+                if not events:
+                    break
+                lam = max(e[0] for e in events)
+                w = [Fraction(0)] * p
+                for k, j in enumerate(active):
+                    w[j] = fixed[k] - lam * slope[k]
+                for at, j, sign in events:
+                    if at == lam and sign == 0:
+                        active.remove(j)
+                        del signs[j]
+                    elif at == lam:
+                        active = sorted([*active, j])
+                        signs[j] = sign
+                rows.append({"lambda": lam, "support_below": [j + 1 for j in active], "w": w})
+            return {"rows": rows}
         if question == "nullity":
             rows = []
             for a in given["matrices"]:
@@ -249,13 +303,14 @@ _QUESTIONS = {
                        "unknown t. Give the value of t for which the matrix is singular, or None if it is "
                        "invertible for every t or singular for every t.",
                        '{"t": Fraction or None}', "dimensionless"),
-    "best_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by an "
-                   "integer "
-                   "t with low <= t <= high. Among the t for which the matrix is invertible, which makes the "
-                   "largest absolute value of an entry of the inverse smallest? On a tie, the smallest t. "
-                   "Give "
-                   "t and that largest absolute entry.",
-                   '{"t": int, "max_entry": Fraction}', "dimensionless"),
+    "minimax_entry": ("The entry of A at row entry[0], column entry[1] (counted from 1) is replaced by a "
+                      "real number t (every other entry stays). Among the t for which the matrix is "
+                      "invertible, which makes the largest absolute value of an entry of the inverse "
+                      "smallest? On a tie, the smallest t. Give t, that largest absolute entry, and every "
+                      "entry of the inverse that reaches it at that t, as [row, column] counted from 1, in "
+                      "row-major order.",
+                      '{"t": Fraction, "max_entry": Fraction, "entries": [[int, int], ...]}',
+                      "dimensionless"),
     "ls_words": ("Choose the coefficient vector w that makes the sum over observations of (y_k - (X w)_k)**2 "
                  "as small as possible (X already contains a column of ones for the intercept). Give w and "
                  "that smallest sum, exactly.",
@@ -273,14 +328,16 @@ _QUESTIONS = {
                       "the smallest residual sum of squares on the remaining ones? On a tie, the smallest "
                       "number. Give it and that residual sum of squares.",
                       '{"drop": int, "rss": Fraction}', "rss in squared units of y"),
-    "ridge": ("Ridge regression: w minimises sum_k (y_k - (X w)_k)**2 + lambda * ||w||**2 (every "
-              "coefficient, "
-              "the intercept's included, is penalised; X already contains a column of ones). Of the values "
-              "in "
-              "`lambdas`, give the smallest lambda whose w has ||w||**2 <= `bound`, and that w; None for "
-              "both "
-              "if none does.",
-              '{"lambda": Fraction or None, "w": [Fraction, ...] or None}', "w in units of y per unit of X"),
+    "lasso_path": ("The lasso: for a penalty lambda > 0, w(lambda) minimises 1/2 * sum_k (y_k - (X w)_k)**2 "
+                   "+ lambda * sum_j |w_j| (no intercept: X has no column of ones; X has full column rank, "
+                   "so the minimiser is unique). As lambda decreases from infinity to 0, the set of j "
+                   "with w_j(lambda) != 0 (the support) changes at finitely many values of lambda. Give "
+                   "every such value, in decreasing order, with the support just below it (column numbers "
+                   "counted from 1, increasing) and w at that value of lambda.",
+                   '{"rows": [{"lambda": Fraction, "support_below": [int, ...], "w": [Fraction, ...]}, '
+                   '...]}  '
+                   "(one row per value, largest lambda first)",
+                   "lambda in squared units of y; w in units of y per unit of X"),
     "projection_words": ("For each vector v in `vectors`, give the point of the column space of A (the set "
                          "of all A c) closest to v in Euclidean distance, and v minus that point, exactly.",
                          '{"rows": [{"projection": [Fraction, ...], "residual": [Fraction, ...]}, ...]}  '
@@ -350,9 +407,9 @@ _QUESTIONS = {
                        "the ratio is dimensionless"),
 }
 _GIVEN = {"matrices": "list of matrices (lists of rows of Fraction)", "vectors": "list of vectors",
-          "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1", "low": "smallest t",
-          "high": "largest t", "X": "design matrix, one row per observation", "y": "observed targets",
-          "x_new": "a new row of X", "lambdas": "candidate penalties", "bound": "the bound",
+          "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1",
+          "X": "design matrix, one row per observation", "y": "observed targets",
+          "x_new": "a new row of X", "bound": "the bound",
           "products": "list of dicts {'A': matrix, 'B': matrix}", "thresholds": "list of numbers c",
           "points": "list of points [x, y] with Fraction coordinates", "direction": "a direction [a, b]",
           "directions": "list of directions [a, b]"}
@@ -393,6 +450,9 @@ def build(task_id, inputs):
             zero_reason = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a "
                            "threshold "
                            "below every eigenvalue has none below it): that count is the answer")
+    if name == "lasso_path":
+        zero_reason = ("the weights outside the support are exactly 0 (at the largest lambda every weight "
+                       "is): the lasso's sparsity")
     return TaskDef(task_id, "linalg", inputs, linalg_question_rows, _RENDER[name], _API, POLICY,
                    tags=("linalg", name), zero_reason=zero_reason, meta={"linalg_question": name})
 
@@ -425,9 +485,36 @@ def sample_inverse(draw: Draw, level: int) -> dict:
         entry = draw.choice(flat) if flat else entry
     if level == 4:
         return {"question": "singular_entry", "A": a, "entry": entry}
-    low = draw.integer(1, 4)
-    return {"question": "best_entry", "A": _plain(a), "entry": entry, "low": low,
-            "high": low + draw.integer(4, 8)}
+    inputs = {"question": "minimax_entry", "A": _plain(a), "entry": entry}
+    key = linalg_question_rows(**inputs)["rows"][0]
+    limit = minimax_limit(inputs)
+    if limit is not None and key["max_entry"] >= limit:
+        raise Reject("the infimum is approached as t grows without bound (not attained)")
+    if key["t"].denominator == 1:
+        raise Reject("the optimal t is an integer (the named mistake, a search over integers, would find it)")
+    return inputs
+
+
+def minimax_limit(inputs) -> F | None:
+    """The largest absolute inverse entry of inverse L5's A(t) as t -> +-infinity (None when it grows
+    without bound): entry k is (a_k + b_k t) / (c + d t), its limit b_k / d."""
+    from exactgrade.rational import determinant, inverse
+
+    i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
+
+    def at(t):
+        m = [[F(x) for x in row] for row in inputs["A"]]
+        m[i][j] = F(t)
+        return m
+
+    ts = [t for t in range(6) if determinant(at(t)) != 0][:2]
+    tops = [[[x * determinant(at(t)) for x in row] for row in inverse(at(t))] for t in ts]
+    slope_det = (determinant(at(ts[1])) - determinant(at(ts[0]))) / (ts[1] - ts[0])
+    slopes = [(b - a) / (ts[1] - ts[0])
+              for ra, rb in zip(*tops, strict=True) for a, b in zip(ra, rb, strict=True)]
+    if slope_det == 0:
+        return None if any(slopes) else F(0)
+    return max(abs(b / slope_det) for b in slopes)
 
 
 def sample_least_squares(draw: Draw, level: int) -> dict:
@@ -443,15 +530,38 @@ def sample_least_squares(draw: Draw, level: int) -> dict:
         return {"question": "prediction", **base, "x_new": x_new}
     if level == 4:
         return {"question": "leave_one_out", **base}
-    from exactgrade.domains.deeplearning.linalg_levels import linalg_question_rows as rows
+    return sample_lasso(draw)
 
-    lambdas = sorted(draw.sample([F(1, 4), F(1, 2), F(1), F(2), F(4), F(8), F(16), F(64)], 5))
-    norms = []
-    for lam in lambdas:
-        w = rows("ridge", **base, lambdas=[lam], bound=10**9)["rows"][0]["w"]
-        norms.append(sum((v * v for v in w), F(0)))
-    bound = norms[draw.below(len(norms))] if draw.chance(5, 6) else norms[-1] / 2
-    return {"question": "ridge", **base, "lambdas": lambdas, "bound": bound}
+
+def lasso_mistake(x, y) -> list[F]:
+    """least_squares L5's named mistake: soft-thresholding as if the columns were orthogonal, so each
+    column would join at lambda = |X_j . y| (the change points would be those correlations)."""
+    cols = [[F(row[j]) for row in x] for j in range(len(x[0]))]
+    return sorted({abs(sum((a * F(b) for a, b in zip(c, y, strict=True)), F(0))) for c in cols}, reverse=True)
+
+
+def sample_lasso(draw: Draw) -> dict:
+    """3 columns of 5-6 small integers (full rank, columns correlated), y small integers; every change
+    of the support a single event (no two at one lambda), two to five of them, and the orthogonal-design
+    mistake wrong."""
+    from exactgrade.rational import rank
+
+    n = draw.integer(5, 6)
+    x = [[draw.integer(-3, 3) for _ in range(3)] for _ in range(n)]
+    y = [draw.integer(-6, 6) for _ in range(n)]
+    if rank(x) < 3:
+        raise Reject("X is not of full column rank")
+    inputs = {"question": "lasso_path", "X": x, "y": y}
+    rows = linalg_question_rows(**inputs)["rows"]
+    if len({r["lambda"] for r in rows}) != len(rows) or not 2 <= len(rows) <= 5:
+        raise Reject("too few or too many changes of the support")
+    steps = zip(rows, rows[1:], strict=False)
+    if any(len(set(a["support_below"]) ^ set(b["support_below"])) != 1 for a, b in steps) \
+            or len(rows[0]["support_below"]) != 1:
+        raise Reject("two weights join or leave at one lambda")
+    if [r["lambda"] for r in rows] == lasso_mistake(x, y)[:len(rows)]:
+        raise Reject("the orthogonal-design mistake gives the key")
+    return inputs
 
 
 def sample_rank(draw: Draw, level: int) -> dict:
@@ -527,6 +637,12 @@ def _linalg_family(name, build_first, first, levels, upper_sample, **rules):
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
+def _lasso_leaves(task):
+    rows = task.expected["rows"] if task.inputs.get("question") == "lasso_path" else []
+    steps = zip(rows, rows[1:], strict=False)
+    return any(len(b["support_below"]) < len(a["support_below"]) for a, b in steps)
+
+
 def _none(key, levels):
     return lambda task: task.level in levels and answer_field(task, key) is None
 
@@ -536,8 +652,10 @@ INVERSE = _linalg_family(
     _base.sample_inverse,
     "L1: determinant and inverse of two P L U matrices. L2 (derive): the solution of A x = b (no inverse "
     "asked). L3 (compose): det(A B) and the trace of (A B)^-1. L4 (inverse): the value of one entry that "
-    "makes A singular (None when the determinant does not depend on it). L5 (search): the integer value of "
-    "one entry, in a window, whose inverse has the smallest largest entry, ties to the smallest.",
+    "makes A singular (None when the determinant does not depend on it). L5 (regimes): the real value of one "
+    "entry that makes the largest absolute entry of the inverse smallest (each inverse entry is a ratio of "
+    "affine functions of it with one denominator, so the optimum is an exact rational where two entries "
+    "cross or one vanishes; no grid finds it), that value and the entries that bind.",
     sample_inverse, branches=(Branch("the determinant does not depend on the entry", _none("t", (4,)),
                                        F(1, 30), (4,)),))
 LEAST_SQUARES = _linalg_family(
@@ -545,10 +663,12 @@ LEAST_SQUARES = _linalg_family(
     _base.sample_least_squares,
     "L1: OLS weights and rss, normal equations stated. L2 (derive): the same, asked as the minimiser of the "
     "squared error (no normal equations). L3 (compose): a prediction at a new row and R**2. L4 (search): the "
-    "observation whose removal leaves the smallest rss, ties to the smallest. L5 (design): the smallest "
-    "ridge "
-    "penalty of a list whose weights meet a norm bound (None in about a sixth).", sample_least_squares,
-    branches=(Branch("no penalty meets the bound", _none("lambda", (5,)), F(1, 20), (5,)),))
+    "observation whose removal leaves the smallest rss, ties to the smallest. L5 (regimes): the whole lasso "
+    "path of three correlated columns: every penalty at which the support changes (columns join, and in "
+    "some instances one leaves), the support below it and the weights there, exact rationals at the regime "
+    "boundaries (the KKT conditions derived, no grid finds them); soft-thresholding as if the columns were "
+    "orthogonal never gives the key.", sample_least_squares,
+    branches=(Branch("a weight leaves the support", _lasso_leaves, F(1, 50), (5,)),))
 RANK = _linalg_family(
     "rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")), _base.sample_rank,
     "L1: ranks of B @ A matrices of drawn rank. L2 (derive): the dimensions of the null space and the left "

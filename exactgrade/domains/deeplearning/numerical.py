@@ -513,7 +513,8 @@ def float_search_rows(templates, windows, question):
         for fmt in formats:
             bad = sum(1 for t, w in zip(templates, windows, strict=True) if w["format"] == fmt
                       for n in range(w["low"], w["high"] + 1) if not finite(t, n, fmt))
-            rows.append({"format": fmt, "non_finite": bad, "cheapest": bad == 0 and not found})
+            rows.append({"format": fmt, "non_finite": bad, "finite_everywhere": bad == 0,
+                         "cheapest": bad == 0 and not found})
             found = found or bad == 0
         return {"rows": rows}
     if question == "last_all_finite":
@@ -574,6 +575,7 @@ TEMPLATES = {
         ("(n * n + n * n) / 2", lambda: op("div", op("add", op("mul", HOLE, HOLE), op("mul", HOLE, HOLE)), 2),
          lambda f: isqrt(max_finite(f) // 2)),
         ("max + n", lambda: None, None),
+        ("powi(2, n)", lambda: op("powi", 2, HOLE), lambda f: MAX_EXPONENT[f]),
     ),
 }
 """Per family: (description, template maker, where n crosses the edge in a format). format_limits'
@@ -631,13 +633,18 @@ def _search_sampler(family):
     def sample(draw: Draw, level: int) -> dict:
         kinds = list(range(len(TEMPLATES[family])))
         templates, windows = [], []
-        if level == 5:
-            far = draw.chance(1, 3)  # every window of the dearest format below its edge
-            for k in draw.sample(kinds, 2):
-                posable = _posable(family, k)
-                for fmt, template, edge in posable:
+        if level == 5:  # a random non-empty proper subset of the formats has every window below its edge
+            chosen = draw.sample(kinds, 2)
+            formats = [f for f in FORMATS if any(f == g for k in chosen for g, _, _ in _posable(family, k))]
+            if len(formats) < 2:
+                raise Reject("the two templates are posable in one format only")
+            subsets = [mask for mask in range(1, 2 ** len(formats) - 1)]
+            mask = draw.choice(subsets)
+            clean = {f for i, f in enumerate(formats) if mask >> i & 1}
+            for k in chosen:
+                for fmt, template, edge in _posable(family, k):
                     templates.append(template)
-                    windows.append(_window(draw, fmt, edge, level, below=far and fmt == posable[-1][0]))
+                    windows.append(_window(draw, fmt, edge, level, below=fmt in clean))
         elif level == 4:  # 2-3 templates in one format on one shared window
             fmt = draw.choice(FORMATS)
             chosen = [k for k in draw.sample(kinds, draw.integer(2, len(kinds)))
@@ -678,9 +685,9 @@ _QUESTIONS = {
                        "no such n), and how many n of the window have every template finite.",
     "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
                 "formats, each time on its own window (the list below). For every format, count the pairs "
-                "(template, n) of its windows whose outcome is non-finite, and say whether it is the "
-                "cheapest format in which every template is finite on every n of its windows (True for at "
-                "most one format; False for all when no format is).",
+                "(template, n) of its windows whose outcome is non-finite, say whether every template is "
+                "finite on every n of its windows in that format, and whether it is the cheapest format "
+                "for which that holds (True for at most one format; False for all when no format is).",
 }
 _SHAPES = {
     "first": '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  '
@@ -689,7 +696,8 @@ _SHAPES = {
              "(one row per window, in order)",
     "last_all_finite": '{"rows": [{"format": str, "last_all_finite": int or None, "all_finite": int}]}  '
                        "(a single row)",
-    "cheapest": '{"rows": [{"format": str, "non_finite": int, "cheapest": bool}, ...]}  '
+    "cheapest": '{"rows": [{"format": str, "non_finite": int, "finite_everywhere": bool, '
+                '"cheapest": bool}, ...]}  '
                 "(one row per format, in the order the formats first appear in `windows`)",
 }
 
@@ -769,14 +777,17 @@ def _numerical_family(name, tags, sample_cases, level_one):
               "the first; a "
               "quarter of the windows lie wholly below the edge. L4 (search): 2-3 templates in one format on "
               "one window, the largest n keeping all of them finite (None in a fifth). L5 (design): two "
-              "templates "
-              "posed in every format they fit: every format's count of non-finite cases and the cheapest "
-              "format in which all stay finite (none in about two thirds).")
+              "templates posed in every format they fit: every format's count of non-finite cases, whether "
+              "it is finite everywhere, and the cheapest format that is; in every instance some formats are "
+              "and some are not (a random non-empty proper subset has its windows below the edge), so "
+              "\"the dearer format is the safe one\" fails in about half.")
     return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
-                     varying_at={1: ("rows[].outcome",)},
+                     varying_at={1: ("rows[].outcome",), 5: ("rows[].finite_everywhere", "rows[].cheapest")},
                      branches=(Branch("a window without a non-finite n", _has_none_row, F(1, 10), (3, 4)),
-                               Branch("no format is finite everywhere", _no_cheapest, F(1, 10), (5,)),
-                               Branch("a format is finite everywhere", _a_cheapest, F(1, 10), (5,))))
+                               Branch("the cheapest format posed is not finite everywhere", _cheapest_fails,
+                                      F(1, 5), (5,)),
+                               Branch("a cheaper format is finite everywhere where a dearer one is not",
+                                      _not_monotone, F(1, 10), (5,))))
 
 
 def _has_none_row(task):
@@ -784,12 +795,14 @@ def _has_none_row(task):
                for row in task.expected["rows"])
 
 
-def _no_cheapest(task):
-    return task.level == 5 and not any(row["cheapest"] for row in task.expected["rows"])
+def _cheapest_fails(task):
+    return task.level == 5 and not task.expected["rows"][0]["finite_everywhere"]
 
 
-def _a_cheapest(task):
-    return task.level == 5 and any(row["cheapest"] for row in task.expected["rows"])
+def _not_monotone(task):
+    """A format finite everywhere before (cheaper than) one that is not: "the dearer the safer" fails."""
+    flags = [row["finite_everywhere"] for row in task.expected["rows"]] if task.level == 5 else []
+    return any(a and not b for a, b in zip(flags, flags[1:], strict=False))
 
 
 EXP_RANGE = _numerical_family("exp_range", ("overflow", "exp"), sample_exp_range,

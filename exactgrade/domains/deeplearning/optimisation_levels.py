@@ -70,11 +70,6 @@ def opt_question_rows(question, **given):
                 losses.append(sum((ai * (wi - ci) ** 2 for ai, wi, ci in terms), Fraction(0)) / 2)
             return losses
 
-        def start_loss():
-            return sum((Fraction(a) * (Fraction(w) - Fraction(c)) ** 2
-                        for a, w, c in zip(given["curvature"], given["w0"], given["center"], strict=True)),
-                       Fraction(0)) / 2
-
         def stability():
             mu = Fraction(given["momentum"])
             lam = max(Fraction(a) for a in given["curvature"]) + Fraction(given["weight_decay"])
@@ -108,6 +103,26 @@ def opt_question_rows(question, **given):
 
         if question == "stability":
             return {"lr_limit": stability()}
+        if question == "closed_form":
+            eta, mu = given["eta"], given["mu"]
+            a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            wd, nesterov = exact(given["weight_decay"]), given["nesterov"]
+            first = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+            scale = 1 + mu if nesterov else 1  # step 1: b = g, so d = g + mu * g (Nesterov) or d = g
+            best = (sympy.Add(*[ai * (wi - ci) * gi for ai, wi, ci, gi in zip(a, w, c, first, strict=True)])
+                    / (scale * sympy.Add(*[ai * gi**2 for ai, gi in zip(a, first, strict=True)])))
+            buf, w = None, [sympy.Poly(wi, eta, mu) for wi in w]  # polynomials in (eta, mu)
+            for _ in range(2):
+                g = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w, c, strict=True)]
+                buf = g if buf is None else [mu * b + gi for b, gi in zip(buf, g, strict=True)]
+                d = [gi + mu * b for gi, b in zip(g, buf, strict=True)] if nesterov else buf
+                w = [wi - eta * di for wi, di in zip(w, d, strict=True)]
+            loss = sum((ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)),
+                       sympy.Poly(0, eta, mu)).as_expr() / 2
+            lam = max(a) + wd
+            limit = 2 * (1 + mu) / ((1 + 2 * mu) * lam) if nesterov else 2 * (1 + mu) / lam
+            return {"loss_after_two_steps": loss, "best_first_lr": sympy.factor(best),
+                    "lr_limit": sympy.factor(limit)}
         if question == "final":
             return {"final_loss": sgd(given["lr"], given["steps"])[-1],
                     "diverges": Fraction(given["lr"]) > stability()}
@@ -115,16 +130,6 @@ def opt_question_rows(question, **given):
             losses = sgd(given["lr"], given["steps"])
             hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
             return {"step": hit[0] if hit else None}
-        if question == "best_lr":
-            start, scored = start_loss(), []
-            for lr in given["candidates"]:
-                losses = sgd(lr, given["steps"])
-                if max(losses) <= start:
-                    scored.append((losses[-1], Fraction(lr)))
-            if not scored:
-                return {"lr": None, "loss": None}
-            loss, lr = min(scored)
-            return {"lr": lr, "loss": loss}
         if question == "first_step":
             moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
             furthest = moves.index(max(moves))
@@ -140,22 +145,37 @@ def opt_question_rows(question, **given):
                 w = [wi - lr * (mi / (1 - b1**t)) / (sympy.sqrt(vi / (1 - b2**t)) + eps)
                      for wi, mi, vi in zip(w, m, v, strict=True)]
             return {"loss": sympy.Add(*[ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)]) / 2}
+        if question == "decay_modes":  # eps = 0: the first step is lr * sign(g) per coordinate
+            a, c, w = ([Fraction(x) for x in given[k]] for k in ("curvature", "center", "w0"))
+            wd = Fraction(given["weight_decay"])
+
+            def sign(x):
+                return 1 if x > 0 else -1
+
+            gaps = [wi - ci for wi, ci in zip(w, c, strict=True)]
+            coupled = [sign(ai * e + wd * wi) for ai, e, wi in zip(a, gaps, w, strict=True)]
+            decoupled = [wd * wi + sign(ai * e) for ai, e, wi in zip(a, gaps, w, strict=True)]
+            out = {}
+            for name, d in (("adam", coupled), ("adamw", decoupled)):  # f(w1) = 1/2 sum a (e - lr d)**2
+                top = sum((ai * e * di for ai, e, di in zip(a, gaps, d, strict=True)), Fraction(0))
+                lr = top / sum((ai * di * di for ai, di in zip(a, d, strict=True)), Fraction(0))
+                out[f"{name}_lr"] = lr
+                terms = zip(a, gaps, d, strict=True)
+                out[f"{name}_loss"] = sum((ai * (e - lr * di) ** 2 for ai, e, di in terms), Fraction(0)) / 2
+            return out
         if question == "smallest_eps":
             for eps in sorted(Fraction(e) for e in given["candidates"]):
                 if all(abs(m) <= Fraction(given["cap"]) for m in adam_first(given["lr"], eps)):
                     return {"eps": eps}
             return {"eps": None}
-        if question == "largest_lr":
-            for lr in sorted((Fraction(x) for x in given["candidates"]), reverse=True):
-                w = [Fraction(x) - m for x, m in zip(given["w0"], adam_first(lr, given["eps"]), strict=True)]
-                overshoot = any((wi - Fraction(c)) * (Fraction(x) - Fraction(c)) < 0
-                                for wi, x, c in zip(w, given["w0"], given["center"], strict=True))
-                loss = sum((Fraction(a) * (wi - Fraction(c)) ** 2
-                            for a, wi, c in zip(given["curvature"], w, given["center"], strict=True)),
-                           Fraction(0)) / 2
-                if not overshoot and loss <= Fraction(given["target"]):
-                    return {"lr": lr, "loss": loss}
-            return {"lr": None, "loss": None}
+        if question == "closed_schedule":  # warmup 1..W-1; the cosine's D + 1 steps sum to the midpoint
+            W, D, T = given["W"], given["D"], given["T"]  # (a cosine over the half period sums to 0,
+            peak, low = exact(given["peak_lr"]), exact(given["min_lr"])  # its square to (D + 2) / 2)
+            mid, half = (peak + low) / 2, (peak - low) / 2
+            total = peak * (W - 1) / 2 + (D + 1) * mid + low * (T - W - D)
+            squares = (peak**2 * (W - 1) * (2 * W - 1) / (6 * W) + (D + 1) * mid**2 + half**2 * (D + 2) / 2
+                       + low**2 * (T - W - D))
+            return {"total": sympy.factor(total), "total_squares": sympy.together(squares)}
         args = (given["peak_lr"], given["min_lr"], given["warmup_steps"])
         if question == "total":
             rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
@@ -166,12 +186,7 @@ def opt_question_rows(question, **given):
                 if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
                     return {"step": s}
             return {"step": None}
-        # "shortest_decay": the smallest decay length in [low, high] keeping lr(step) >= target
-        target = exact(given["target"])
-        for decay in range(given["decay_low"], given["decay_high"] + 1):
-            if at_least(lr_at(given["step"], *args, decay), target):
-                return {"decay_steps": decay}
-        return {"decay_steps": None}
+        raise ValueError(f"unknown question {question!r}")
 
     out = answer(question, **given)
     return out if list(out) == ["rows"] else {"rows": [out]}
@@ -186,6 +201,20 @@ _QUESTIONS = {
         "start). Give the supremum of the learning rates lr > 0 for which the iterates converge from every "
         "starting point (to the minimiser of f(w) + weight_decay/2 * ||w||**2).",
         '{"lr_limit": Fraction}', "learning rate (parameter units per gradient unit)", QUADRATIC + SGD_RULE),
+    "closed_form": (
+        "SGD as in the conventions, with momentum (the nesterov flag is `nesterov`) and the weight decay "
+        "`weight_decay`, runs on f from w0. The learning rate lr and the momentum mu are left free: they "
+        "are the symbols `eta` and `mu`, preloaded as sympy Symbols (positive; sympy.symbols('eta mu', "
+        "positive=True) makes the same ones), and mu is understood to lie in 0 < mu < 1. Give, as exact "
+        "sympy expressions: f(w) after the second step, as a function of eta and mu; the learning rate "
+        "eta > 0 that makes f(w) after the first step smallest, as a function of mu; and the supremum of "
+        "the learning rates for which the iterates converge from every starting point (to the minimiser "
+        "of f(w) + weight_decay/2 * ||w||**2), as a function of mu. Any algebraically equal form passes; "
+        "no floats, and no Abs, Min, Max, floor or Piecewise.",
+        '{"loss_after_two_steps": <expression in eta, mu>, "best_first_lr": <expression in mu>, '
+        '"lr_limit": <expression in mu>}',
+        "loss in the units of f; learning rates in parameter units per gradient unit",
+        QUADRATIC + SGD_RULE),
     "final": (
         "Run `steps` steps of SGD as in the conventions from w0 with the learning rate `lr`. Give f(w) after "
         "the last step, and whether these iterates, continued forever, would grow without bound (True) "
@@ -195,13 +224,6 @@ _QUESTIONS = {
         "Run SGD as in the conventions from w0 with the learning rate `lr`, for at most `steps` steps. Give "
         "the first step t after which f(w) <= `target`, or None if no step up to `steps` reaches it.",
         '{"step": int or None}', "steps", QUADRATIC + SGD_RULE),
-    "best_lr": (
-        "For each learning rate in `candidates`, run `steps` steps of SGD as in the conventions from w0. "
-        "Among the candidates whose loss f(w) after every one of those steps is at most f(w0), which has the "
-        "lowest loss after the last step? On a tie, the smallest learning rate. Give it and that loss, or "
-        "None for both if no candidate qualifies.",
-        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
-        QUADRATIC + SGD_RULE),
     "first_step": (
         "Adam as in the conventions takes its first step from w0 with the learning rate `lr` and the given "
         "eps (beta1 and beta2 are not given: the answer does not need them). Give, for each coordinate, how "
@@ -217,19 +239,33 @@ _QUESTIONS = {
         "beta2 are not given: the answer does not need them). Of the values in `candidates` for eps, which "
         "is the smallest for which no coordinate moves by more than `cap` in that step? None if none is.",
         '{"eps": Fraction or None}', "eps in gradient units", QUADRATIC + ADAM_RULE),
-    "largest_lr": (
-        "Adam as in the conventions takes its first step from w0 with the given eps (beta1 and beta2 are not "
-        "given: the answer does not need them). Of the learning rates in `candidates`, which is the largest "
-        "for which, after that one step, no coordinate has passed beyond its centre (w1_i - c_i is 0 or has "
-        "the sign of w0_i - c_i) and f(w1) <= `target`? Give it and f(w1), or None for both if no candidate "
-        "qualifies.",
-        '{"lr": Fraction or None, "loss": Fraction or None}', "learning rate; loss in the units of f",
-        QUADRATIC + ADAM_RULE),
+    "decay_modes": (
+        "Two optimisers take one step from w0 on f with eps = 0 (beta1 and beta2 are not given: the answer "
+        "does not need them). The conventions' Adam has no weight decay; these two variants add one, "
+        "wd = `weight_decay`, in different ways. Adam with weight decay (as torch.optim.Adam with "
+        "weight_decay=wd) adds wd * w to the gradient, g = grad f(w) + wd * w, and then steps as in the "
+        "conventions. AdamW (as torch.optim.AdamW with weight_decay=wd) keeps g = grad f(w) "
+        "(taken at w0, before any change), multiplies w by (1 - lr * wd), then steps as in the conventions "
+        "with that g. For each optimiser give "
+        "the learning rate lr > 0 that makes f(w1) after its first step smallest (lr is free; f is the "
+        "objective without any decay term), and that smallest f(w1).",
+        '{"adam_lr": Fraction, "adam_loss": Fraction, "adamw_lr": Fraction, "adamw_loss": Fraction}',
+        "learning rates in parameter units per update unit; losses in the units of f", QUADRATIC + ADAM_RULE),
     "words": (
         "Give the learning rate of the schedule in the conventions (with the given peak_lr, min_lr, "
         "warmup_steps and decay_steps) at each step listed in `steps`, exactly.",
         '{"rows": [{"step": int, "lr": exact value}, ...]}  (one row per listed step, in order)',
         "learning rate (per step)", SCHEDULE_WORDS),
+    "closed_schedule": (
+        "The schedule in the conventions has the given peak_lr and min_lr; its warmup length, its decay "
+        "length and the number of training steps are left free: they are the symbols `W` (warmup_steps), "
+        "`D` (decay_steps) and `T`, preloaded as sympy Symbols (positive integers; sympy.symbols('W D T', "
+        "positive=True, integer=True) makes the same ones), with W >= 1, D >= 2 and T >= W + D. Training "
+        "runs steps 1 to T. Give, as exact sympy expressions in W, D and T (valid for every such W, D, T): "
+        "the sum of the learning rates of those T steps, and the sum of their squares. Any algebraically "
+        "equal form passes; no cos, sum, floats, Abs, floor or Piecewise in the answer.",
+        '{"total": <expression in W, D, T>, "total_squares": <expression in W, D, T>}',
+        "learning rate summed over steps; its square summed over steps", SCHEDULE_WORDS),
     "total": (
         "Training uses the schedule in the conventions for steps 1 to `last`. Give the sum of the learning "
         "rates of those steps, exactly.",
@@ -238,24 +274,20 @@ _QUESTIONS = {
         "With the schedule in the conventions, give the first step s >= warmup_steps at which the learning "
         "rate is at most `target`, or None if no step up to warmup_steps + decay_steps has one.",
         '{"step": int or None}', "steps", SCHEDULE_WORDS),
-    "shortest_decay": (
-        "The schedule in the conventions has the given peak_lr, min_lr and warmup_steps, and a decay length "
-        "D (its decay_steps) still to choose, an integer from `decay_low` to `decay_high`. Give the smallest "
-        "D for which the learning rate at step `step` is at least `target`, or None if no D in that range "
-        "gives that.",
-        '{"decay_steps": int or None}', "steps", SCHEDULE_WORDS),
 }
 _GIVEN = {
     "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
     "w0": "starting point", "lr": "learning rate", "momentum": "momentum mu (0 = none)",
-    "nesterov": "bool: True for Nesterov momentum", "weight_decay": "L2 weight decay added to the gradient",
+    "nesterov": "bool: True for Nesterov momentum", "weight_decay":
+    "the weight decay coefficient wd (how it enters: see the conventions or the question)",
     "steps": "number of steps (for a schedule: the steps to report)", "target": "the target value",
     "candidates": "the candidate values", "beta1": "first-moment decay", "beta2": "second-moment decay",
     "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
     "min_lr": "final learning rate", "warmup_steps": "warmup length in steps",
     "decay_steps": "cosine decay length in steps", "last": "the last training step",
-    "decay_low": "smallest decay length allowed", "decay_high": "largest decay length allowed",
-    "step": "the step whose learning rate is constrained",
+    "W": "sympy Symbol: the warmup length, left free", "D": "sympy Symbol: the decay length, left free",
+    "T": "sympy Symbol: the number of training steps, left free",
+    "eta": "sympy Symbol: the learning rate lr, left free", "mu": "sympy Symbol: the momentum, left free",
 }
 
 
@@ -297,6 +329,8 @@ def sample_sgd(draw: Draw, level: int) -> dict:
                                                                  "weight_decay")}}
     if level == 3:
         return {"question": "final", **base}
+    if level == 5:
+        return sample_sgd_closed_form(draw)
     losses = _losses(base, base["lr"])
     if level == 4:  # the target is a new low of the trajectory (the answer is that step), mostly a later one
         records = [k for k, loss in enumerate(losses) if all(loss < earlier for earlier in losses[:k])]
@@ -305,15 +339,30 @@ def sample_sgd(draw: Draw, level: int) -> dict:
         k = draw.choice(records[1:]) if len(records) > 1 and draw.chance(4, 5) else records[0]
         target = losses[k] if draw.chance(5, 6) else min(losses) / 2
         return {"question": "first_below", **base, "target": target}
-    from exactgrade.domains.deeplearning.optimisation import stability_limit
+    raise ValueError(f"sgd has no level {level}")
 
-    limit = stability_limit(base["momentum"], base["nesterov"], base["weight_decay"], base["curvature"])
-    grid = sorted({F(round(limit * f * 64), 64) for f in (F(1, 8), F(1, 4), F(1, 2), F(3, 4), F(1), F(5, 4))
-                   if round(limit * f * 64) > 0})
-    if len(grid) < 3:
-        raise Reject("too few distinct candidate learning rates")
-    return {"question": "best_lr", **{k: base[k] for k in _SGD_KEYS if k != "lr"}, "candidates": grid,
-            "steps": draw.integer(3, 4)}
+
+def sample_sgd_closed_form(draw: Draw) -> dict:
+    """Two coordinates, heavy-ball or Nesterov half each, weight decay in half; the curvatures
+    differ (so the stiffest one binds the limit), and the first step's descent along the
+    gradient is positive (so the best first learning rate is positive)."""
+    import sympy
+
+    from exactgrade.domains.deeplearning.optimisation import _bowl
+
+    bowl = _bowl(draw, 2, bits=2)
+    if bowl["curvature"][0] == bowl["curvature"][1]:
+        raise Reject("equal curvatures")
+    weight_decay = draw.choice((F(1, 16), F(1, 8), F(1, 4))) if draw.chance(1, 2) else 0
+    gradient = [F(a) * (F(w) - F(c)) + weight_decay * F(w)
+                for a, w, c in zip(bowl["curvature"], bowl["w0"], bowl["center"], strict=True)]
+    descent = sum((F(a) * (F(w) - F(c)) * g for a, w, c, g in
+                   zip(bowl["curvature"], bowl["w0"], bowl["center"], gradient, strict=True)), F(0))
+    if descent <= 0 or 0 in gradient:
+        raise Reject("the first step does not descend f (or a gradient coordinate is 0)")
+    eta, mu = sympy.symbols("eta mu", positive=True)
+    return {"question": "closed_form", **bowl, "nesterov": draw.chance(1, 2), "weight_decay": weight_decay,
+            "eta": eta, "mu": mu}
 
 
 def _losses(inputs, lr):
@@ -342,30 +391,31 @@ def sample_adam(draw: Draw, level: int) -> dict:
         moves = opt_question_rows("first_step", **common, lr=base["lr"], eps=eps)["rows"]
         cap = max(row["move"] for row in moves) if draw.chance(5, 6) else base["lr"] / 100
         return {"question": "smallest_eps", **common, "lr": base["lr"], "candidates": candidates, "cap": cap}
-    eps = draw.choice((F(1, 10), F(1, 4), F(1, 2), F(1)))
-    candidates = sorted(draw.sample((F(1, 10), F(1, 4), F(1, 2), F(3, 4), F(1), F(3, 2), F(2), F(3)), 5))
-    terms = zip(common["curvature"], common["w0"], common["center"], strict=True)
-    start = sum((F(a) * (F(w) - F(c)) ** 2 for a, w, c in terms), F(0)) / 2
-    target = start / 1000
-    if draw.chance(5, 6):  # the loss of one candidate that does not overshoot: some candidate qualifies
-        fine = [loss for lr in candidates
-                if (loss := _adam_first_loss(common, lr, eps)) is not None]
-        if not fine:
-            raise Reject("every candidate overshoots")
-        target = draw.choice(fine)
-    return {"question": "largest_lr", **common, "eps": eps, "candidates": candidates, "target": target}
+    return sample_decay_modes(draw, common)
 
 
-def _adam_first_loss(common, lr, eps):
-    """f after Adam's first step, or None when a coordinate passes beyond its centre."""
-    moves = opt_question_rows("first_step", **common, lr=lr, eps=eps)["rows"]
-    loss = F(0)
-    for a, w, c, row in zip(common["curvature"], common["w0"], common["center"], moves, strict=True):
-        gap = abs(F(w) - F(c))
-        if row["move"] > gap:
-            return None
-        loss += F(a) * (gap - row["move"]) ** 2 / 2
-    return loss
+def sample_decay_modes(draw: Draw, common: dict) -> dict:
+    """Adam's coupled and AdamW's decoupled decay on one step: a decay of 1/4..2 that flips the sign of
+    a coordinate's decayed gradient in about half the instances; no gradient is 0, both best learning
+    rates are positive, and the two optimisers' answers differ (the named mistake swaps them)."""
+    from exactgrade.domains.deeplearning.optimisation import _bowl
+
+    want_flip = draw.chance(1, 2)  # decided once, then bowls are drawn until one fits (no bias by rejection)
+    for _ in range(64):
+        bowl = common if _ == 0 else _bowl(draw, len(common["w0"]), curvature_high=draw.choice((4, 8)))
+        wd = draw.choice((F(1, 4), F(1, 2), F(1), F(2)))
+        a, c, w = ([F(x) for x in bowl[k]] for k in ("curvature", "center", "w0"))
+        grads = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+        if any(g == 0 or g + wd * wi == 0 for g, wi in zip(grads, w, strict=True)):
+            continue  # 0/0 in the first Adam step with eps = 0
+        if any((g > 0) != (g + wd * wi > 0) for g, wi in zip(grads, w, strict=True)) is not want_flip:
+            continue
+        inputs = {"question": "decay_modes", **{k: bowl[k] for k in ("curvature", "center", "w0")},
+                  "weight_decay": wd}
+        key = opt_question_rows(**inputs)["rows"][0]
+        if key["adam_lr"] > 0 and key["adamw_lr"] > 0 and key["adam_lr"] != key["adamw_lr"]:
+            return inputs  # both best rates positive, and swapping the optimisers fails
+    raise Reject("no bowl of the wanted kind (a direction flipped by the decay, or none)")
 
 
 def sample_schedule(draw: Draw, level: int) -> dict:
@@ -400,14 +450,11 @@ def sample_schedule(draw: Draw, level: int) -> dict:
         k = draw.integer(1, len(values) - 1)
         target = between(values[k - 1], values[k]) if draw.chance(5, 6) else F(schedule["min_lr"]) / 2
         return {"question": "first_at_most", **schedule, "target": target}
-    low = draw.integer(3, 10)
-    high = low + draw.integer(4, 10)
-    step = schedule["warmup_steps"] + draw.integer(1, low)
-    chosen = draw.integer(low, high)
-    target = between(value(step, chosen), value(step, chosen - 1)) if draw.chance(5, 6) else \
-        F(schedule["peak_lr"]) * 2
-    return {"question": "shortest_decay", **{k: schedule[k] for k in ("peak_lr", "min_lr", "warmup_steps")},
-            "decay_low": low, "decay_high": high, "step": step, "target": target}
+    import sympy
+
+    W, D, T = sympy.symbols("W D T", positive=True, integer=True)
+    return {"question": "closed_schedule", "peak_lr": schedule["peak_lr"], "min_lr": schedule["min_lr"],
+            "W": W, "D": D, "T": T}
 
 
 # ---------------------------------------------------------------------------- families
@@ -422,6 +469,15 @@ def _opt_family(name, build_first, first, levels, upper_sample, **rules):
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
+def _decay_flips(task):
+    if task.inputs.get("question") != "decay_modes":
+        return False
+    wd = F(task.inputs["weight_decay"])
+    return any((F(a) * (F(w) - F(c)) > 0) != (F(a) * (F(w) - F(c)) + wd * F(w) > 0)
+               for a, w, c in zip(task.inputs["curvature"], task.inputs["w0"], task.inputs["center"],
+                                  strict=True))
+
+
 def _answer_is(key, value, levels):
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
         answer_field(task, key) is value
@@ -433,9 +489,15 @@ SGD = _opt_family(
     "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
     "loss "
     "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
-    "target, None in about a sixth. L5 (search): the best of 3-6 learning rates whose loss never exceeds the "
-    "start, ties to the smallest, None when every one overshoots.", sample_sgd,
-    branches=(Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
+    "target, None in about a sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
+    "heavy-ball or Nesterov steps (a polynomial), the best first learning rate (Nesterov's first step is "
+    "(1 + mu) g) and the supremum of stable learning rates (derived from each coordinate's two-term "
+    "recurrence; the stiffest coordinate plus weight decay binds), weight decay in half.", sample_sgd,
+    branches=(Branch("heavy-ball momentum", lambda t: t.level == 5 and not t.inputs["nesterov"], F(1, 4),
+                     (5,)),
+              Branch("Nesterov momentum", lambda t: t.level == 5 and t.inputs["nesterov"], F(1, 4), (5,)),
+              Branch("weight decay", lambda t: t.level == 5 and t.inputs["weight_decay"] != 0, F(1, 4), (5,)),
+              Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
               Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
               Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,))))
 ADAM = _opt_family(
@@ -444,20 +506,23 @@ ADAM = _opt_family(
     "step and which moves furthest (m_hat = g, v_hat = g**2: the step is lr * |g| / (|g| + eps), not "
     "stated). "
     "L3 (compose): the loss after two steps, exact with square roots. L4 (inverse): the smallest eps keeping "
-    "every first move under a cap, None in about a sixth. L5 (design): the largest learning rate whose first "
-    "step overshoots no centre and reaches a loss target.", sample_adam,
+    "every first move under a cap, None in about a sixth. L5 (design): Adam's coupled weight decay against "
+    "AdamW's decoupled one on a first step with eps = 0 (derived: the step is lr * sign of the decayed or "
+    "plain gradient, AdamW also shrinks w by lr * wd), the learning rate minimising f after it and that f, "
+    "for each; the decay flips a coordinate's direction in about half.", sample_adam,
     branches=(Branch("no eps keeps the moves under the cap", _answer_is("eps", None, (4,)), F(1, 20), (4,)),
-              Branch("no learning rate qualifies", _answer_is("lr", None, (5,)), F(1, 20), (5,))))
+              Branch("the decay flips a direction", _decay_flips, F(1, 4), (5,))))
 WARMUP_COSINE = _opt_family(
     "warmup_cosine", build_schedule, _base.sample_schedule,
     "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
     "described "
     "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
     "decay sums to a rational). L4 (inverse): the first step at which the rate is at most a target, None in "
-    "about a sixth. L5 (design): the shortest decay keeping the rate at a step above a target, None in about "
-    "a sixth.", sample_schedule,
-    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),
-              Branch("no decay length qualifies", _answer_is("decay_steps", None, (5,)), F(1, 20), (5,))))
+    "about a sixth. L5 (closed form in the symbols W, D, T): the sum of the learning rates and of their "
+    "squares over T steps (the warmup's W - 1 steps, the cosine's D + 1 steps whose cosines sum to 0 and "
+    "whose squared cosines sum to (D + 2)/2, then the floor), derived, never summed numerically.",
+    sample_schedule,
+    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),))
 
 FAMILIES = (SGD, ADAM, WARMUP_COSINE)
 
