@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction as F
 
 import pytest
@@ -509,11 +510,13 @@ def test_a_decoded_hostile_expression_is_decided_or_refused_in_time() -> None:
 
 
 # x times LOGS_NEXT_TO_ONE (not exactly x): every point needs 40,000 logarithms at 256 bits, which no
-# machine finishes inside 1 s (see LOGS_NEXT_TO_ONE above).
+# machine finishes inside 1 s (see LOGS_NEXT_TO_ONE above). Which stage the limit stops (expanding
+# the answer, or evaluating it at some precision) is the machine's speed; that it stops is not.
 def test_the_time_limit_holds_for_symbolic_answers() -> None:
     verdict = compare(X, sympy.Mul(X, LOGS_NEXT_TO_ONE, evaluate=False), time_limit=1)
     assert not verdict.ok
-    assert "could not decide in time: stopped at 256 bits" in verdict.reason, verdict.reason
+    assert re.search(r"could not decide in time: stopped (while expanding|at \d+ bits)", verdict.reason), \
+        verdict.reason
 
 
 def test_documented_limit_a_difference_below_the_agreement_precision_passes() -> None:
