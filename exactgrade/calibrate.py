@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _families(domain: str, text: str | None) -> tuple[str, ...]:
-    from exactgrade.env.taskset import ExactgradeTasksetConfig
+    from exactgrade.family import parse_families  # not the taskset: a bad argument costs no verifiers import
 
-    return ExactgradeTasksetConfig(families=text).family_list(domain)
+    return parse_families(domain, text)
 
 
 def _vf_eval(args: argparse.Namespace, names: tuple[str, ...], levels: tuple[int, ...], run_dir: Path,

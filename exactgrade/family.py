@@ -401,6 +401,19 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return tuple(range(first, last + 1))
 
 
+def parse_families(domain: str, text: str | None) -> tuple[str, ...]:
+    """``None`` -> every family of the domain; ``"a,b"`` -> ("a", "b"), each checked against the
+    domain's (ValueError naming the known families): the families of a command-line option."""
+    if text is None:
+        return families(domain)
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    for name in names:
+        family_of(domain, name)
+    if not names:
+        raise ValueError("--env.taskset.families names no family")
+    return names
+
+
 def definition_of(task: Task) -> TaskDef:
     """The TaskDef a generated task was materialised from (what verify re-runs)."""
     if task.family is None or task.level is None:

@@ -7,25 +7,38 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+Run = subprocess.CompletedProcess
 ENVS = [("scaling-env", "0,7"), ("pytorch-env", "3"), ("deeplearning-env", "0,5")]
 
 
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Run]]:
+    """Every row of ENVS validated once, all at once (each run is mostly one process's start-up)."""
+    def run(env: str, idx: str) -> tuple[Path, Run]:
+        out = tmp_path_factory.mktemp(env)
+        command = ["vf-validate", env, "--runtime.type", "subprocess", "--select.include.idx", idx,
+                   "--no-rich", "-o", str(out), "--run.dir", "run"]
+        return out, subprocess.run(command, capture_output=True, text=True, timeout=600, env=os.environ)
+
+    with ThreadPoolExecutor(max_workers=len(ENVS)) as pool:
+        return dict(zip((env for env, _ in ENVS), pool.map(lambda row: run(*row), ENVS), strict=True))
+
+
 @pytest.mark.parametrize(("env", "idx"), ENVS)
-def test_vf_validate_finds_every_gold_valid_and_every_noop_valid(tmp_path: Path, env: str, idx: str) -> None:
-    command = ["vf-validate", env, "--runtime.type", "subprocess", "--select.include.idx", idx, "--no-rich",
-               "-o", str(tmp_path), "--run.dir", "run"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=os.environ)
+def test_vf_validate_finds_every_gold_valid_and_every_noop_valid(validated, env: str, idx: str) -> None:
+    out, done = validated[env]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    summary = json.loads((out / "run" / "summary.json").read_text())
     count = len(idx.split(","))
     assert summary["total"] == count
     for check in ("gold", "noop"):
         assert summary["checks"][check]["valid"] == count, summary["checks"]
-    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "run" / "results.jsonl").read_text().splitlines()]
     for row in rows:
         assert row["gold"]["reason"] == "valid" and row["gold"]["error"] is None
         assert row["noop"]["rewards"] == {"correctness": 0.0}

@@ -328,7 +328,10 @@ STARTS = [
 
 @pytest.mark.parametrize(("code", "why"), STARTS, ids=["ready", "died", "garbage", "never ready"])
 def test_a_fresh_process_that_does_not_start_is_told_apart_from_a_slow_task(monkeypatch, code, why):
-    monkeypatch.setattr(verify, "START_TIMEOUT", 0.5)
+    # Only the process that never starts waits out a short START_TIMEOUT; the others keep the real
+    # one, so a loaded machine's slow Python start-up (seen: over 0.5 s at load 20) is not a failure.
+    if why is not None and "did not start within" in why:
+        monkeypatch.setattr(verify, "START_TIMEOUT", 0.5)
     process, lines, stderr = _start(code)
     try:
         outcome = verify._start_failure(process, lines, stderr)

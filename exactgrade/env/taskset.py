@@ -373,16 +373,9 @@ class _GeneratedConfig(vf.TasksetConfig):
 
     def family_list(self, domain: str) -> tuple[str, ...]:
         """The families generated tasks are drawn from, validated against the domain's."""
-        from exactgrade.family import families, family_of
+        from exactgrade.family import parse_families
 
-        if self.families is None:
-            return families(domain)
-        names = tuple(name.strip() for name in self.families.split(",") if name.strip())
-        for name in names:
-            family_of(domain, name)  # ValueError naming the known families
-        if not names:
-            raise ValueError("--env.taskset.families names no family")
-        return names
+        return parse_families(domain, self.families)
 
     def cells(self, domain: str) -> tuple[tuple[int, str], ...]:
         """The (level, family) cells generated tasks cycle through, in position order: position p
