@@ -13,12 +13,15 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, ExprSpec, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, reshape, transpose, values
 from exactgrade.domains.pytorch.levels import clear_winner, leveled, solve
+from exactgrade.domains.pytorch.levels_modules import polynomial_rows
 from exactgrade.domains.pytorch.sampling import dyadic_list, dyadic_tensor, regression_inputs
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
+
+LR_EXPR = ExprSpec(("lr",))
 
 
 def _mse_gradient(w, x, y):
@@ -682,28 +685,129 @@ def _steps_vary(task):
     return None
 
 
-def nesterov_steps(w0, x, y):
-    import torch
-
-    w = w0.clone().requires_grad_(True)
-    optimizer = torch.optim.SGD([w], lr=0.05, momentum=0.9, nesterov=True)
-    for _ in range(3):
-        optimizer.zero_grad()
-        ((x @ w - y) ** 2).mean().backward()
-        optimizer.step()
-    return {"rows": [{"w": w.detach(), "momentum_buffer": optimizer.state[w]["momentum_buffer"]}]}
+# L5: a closed form in the learning rate. The step rule combines an accumulated gradient of two unequal
+# micro-batches, weight decay on w only, a buffer whose first step skips dampening, a look-ahead move and a
+# warm-up then decayed schedule; the answer is each parameter and the loss after three steps as a polynomial
+# in lr. Reference: sympy builds the loss and differentiates it; independent: the hand-derived gradient as
+# an exact Fraction recurrence at seven rational lr, interpolated (levels_modules.polynomial_rows).
+_LR_STEPS = 3
 
 
-def _nesterov_steps(w0, x, y):
-    w, vx, vy = values(w0), values(x), values(y)
-    buffer = None
-    for _ in range(3):
-        grad = _mse_gradient(w, vx, vy)
-        buffer = (
-            grad if buffer is None else [Fraction(9, 10) * b + g for b, g in zip(buffer, grad, strict=True)]
-        )
-        w = [p - Fraction(1, 20) * (g + Fraction(9, 10) * b) for p, g, b in zip(w, grad, buffer, strict=True)]
-    return [{"w": ExactTensor.of("float32", w), "momentum_buffer": ExactTensor.of("float32", buffer)}]
+def momentum_lr_polynomial(w0, x, y, c0, split, momentum, dampening, decay, gamma, lr):
+    import sympy
+
+    xs = [[sympy.Rational(e) for e in row] for row in x.tolist()]
+    ys = [sympy.Rational(e) for e in y.tolist()]
+    mu, tau, lam, gam = (sympy.Rational(v) for v in (momentum, dampening, decay, gamma))
+    *weights, bias = names = sympy.symbols("p0 p1 c")
+
+    def mean_loss(rows, w, c):
+        total = sum(((xs[i][0] * w[0] + xs[i][1] * w[1] + c - ys[i]) ** 2 for i in rows), sympy.Integer(0))
+        return total / len(rows)
+
+    accumulated = sympy.expand(mean_loss(range(split), weights, bias)
+                               + mean_loss(range(split, 4), weights, bias))
+    gradient = [sympy.diff(accumulated, p) for p in names]
+    params = [sympy.Rational(e) for e in w0.tolist()] + [sympy.Rational(c0)]
+    factors = [sympy.Rational(1, 2), sympy.Integer(1), gam]
+    buffers = None
+    for step in range(3):
+        d = [sympy.expand(g.subs(dict(zip(names, params, strict=True)))) for g in gradient]
+        d = [d[0] + lam * params[0], d[1] + lam * params[1], d[2]]
+        if buffers is None:
+            buffers = d
+        else:
+            buffers = [mu * b + (1 - tau) * e for b, e in zip(buffers, d, strict=True)]
+        params = [sympy.expand(p - lr * factors[step] * (e + mu * b))
+                  for p, e, b in zip(params, d, buffers, strict=True)]
+    loss = sympy.expand(mean_loss(range(4), params[:2], params[2]))
+    row = {"first_weight": params[0], "second_weight": params[1], "bias": params[2], "loss": loss}
+    return {"rows": [row]}
+
+
+def _lr_recurrence(w0, x, y, c0, split, momentum, dampening, decay, gamma, *, mistake=None):
+    """The same three steps at one rational lr, by the hand-derived gradient of each micro-batch mean
+    (2/n_b X_b^T r_b for w, 2/n_b sum r_b for c). ``mistake``: 'first_step_dampened' scales the first
+    buffer by (1 - dampening) as later ones are; 'bias_decayed' decays c too."""
+    vx, vy, w = values(x), values(y), values(w0)
+    mu, tau, lam, gam = (Fraction(v) for v in (momentum, dampening, decay, gamma))
+    factors = (Fraction(1, 2), Fraction(1), gam)
+    decayed = 3 if mistake == "bias_decayed" else 2
+
+    def residual(params, i):
+        return vx[i][0] * params[0] + vx[i][1] * params[1] + params[2] - vy[i]
+
+    def run(lr):
+        params, buffers = [*w, Fraction(c0)], None
+        for step in range(_LR_STEPS):
+            grad = [Fraction(0)] * 3
+            for rows in (range(split), range(split, 4)):
+                for i in rows:
+                    for j, a in enumerate((vx[i][0], vx[i][1], Fraction(1))):
+                        grad[j] += 2 * a * residual(params, i) / len(rows)
+            d = [g + lam * p if j < decayed else g for j, (g, p) in enumerate(zip(grad, params, strict=True))]
+            if buffers is None:
+                buffers = [(1 - tau) * e for e in d] if mistake == "first_step_dampened" else d
+            else:
+                buffers = [mu * b + (1 - tau) * e for b, e in zip(buffers, d, strict=True)]
+            eta = lr * factors[step]
+            params = [p - eta * (e + mu * b) for p, e, b in zip(params, d, buffers, strict=True)]
+        loss = sum((residual(params, i) ** 2 for i in range(4)), Fraction(0)) / 4
+        return {"first_weight": params[0], "second_weight": params[1], "bias": params[2], "loss": loss}
+
+    return run
+
+
+def _momentum_lr_polynomial(w0, x, y, c0, split, momentum, dampening, decay, gamma, lr, mistake=None):
+    run = _lr_recurrence(w0, x, y, c0, split, momentum, dampening, decay, gamma, mistake=mistake)
+    return polynomial_rows(run, 2 * _LR_STEPS, lr)
+
+
+def _sample_lr_polynomial(draw, level):
+    import sympy
+
+    return {
+        "w0": dyadic_tensor(draw, (2,), -1, 1, 1, nonzero=True),
+        "x": dyadic_tensor(draw, (4, 2), -2, 2, 1),
+        "y": dyadic_tensor(draw, (4,), -2, 2, 1),
+        "c0": float(draw.dyadic(Fraction(-1), Fraction(1), 1)),
+        "split": draw.choice((1, 3)),
+        "momentum": draw.choice((0.5, 0.75, 0.875)),
+        "dampening": draw.choice((0.25, 0.5)),
+        "decay": draw.choice((0.125, 0.25)),
+        "gamma": draw.choice((0.5, 0.25)),
+        "lr": sympy.Symbol("lr", real=True),  # a polynomial: its domain does not matter, and real is cheap
+    }
+
+
+def _lr_polynomial_degenerate(inputs):
+    """Refuse a start where a gradient component or the bias is zero (a term of the closed form
+    would vanish and a wrong reading of that option would still pass)."""
+    run = _lr_recurrence(**{k: v for k, v in inputs.items() if k != "lr"})
+    if Fraction(inputs["c0"]) == 0:
+        return "the bias starts at zero: decaying it or not would give the same first step"
+    first, dampened = run(Fraction(1, 7)), _lr_recurrence(
+        **{k: v for k, v in inputs.items() if k != "lr"}, mistake="first_step_dampened")(Fraction(1, 7))
+    if first == dampened:
+        return "the first buffer is zero: dampening it would not change the answer"
+    xs = values(inputs["x"])
+    if len({tuple(row) for row in xs}) < len(xs) or any(all(row[j] == 0 for row in xs) for j in range(2)):
+        return "repeated rows or a zero column: a degenerate regression"
+    return None
+
+
+_LR_QUESTION = """A linear model predicts p_i = x_i . w + c for the rows x_i of `x` (4 rows, 2 features),
+    with w starting at `w0` and the scalar bias c at `c0`. The rows are cut into two micro-batches: A = the
+    first `split` rows, B = the remaining rows. Each step first computes the gradient G (of w and of c) of
+    L_A + L_B at the current parameters, where L_A is the mean over A of (p_i - y_i)^2 and L_B the same mean
+    over B (y = `y`). It then forms d = G + `decay` * w for w and d = G for c (the bias is not decayed). Each
+    parameter keeps a buffer b: at the first step b = d; at every later step b <- `momentum` * b + (1 -
+    `dampening`) * d. The parameter then moves by -eta_t * (d + `momentum` * b), using the buffer just
+    updated. The step size eta_t is lr / 2 at step 1, lr at step 2, and `gamma` * lr at step 3. Take three
+    steps. The symbol lr is preloaded as a real sympy Symbol, and every float input is an exact binary
+    fraction (sympy.Rational(v) gives it exactly). Give, as exact polynomials in lr: `first_weight` and
+    `second_weight`, the two entries of w after the three steps; `bias`, c after them; and `loss`, the
+    mean over all four rows of (p_i - y_i)^2 at the final parameters."""
 
 
 SGD_MOMENTUM_STEPS = leveled(
@@ -746,19 +850,19 @@ SGD_MOMENTUM_STEPS = leveled(
         ),
         5: _opt(
             "sgd_momentum_steps",
-            reference=nesterov_steps,
-            independent=_nesterov_steps,
-            sample=regression_inputs,
-            question=f"""{_LOSS_MATH} A look-ahead variant of momentum keeps a buffer b (at the first step b =
-                g, later b <- 0.9 * b + g) but moves along g + 0.9 * b: w <- w - 0.05 * (g + 0.9 * b), with b
-                already updated. Take three steps from `w0`, recomputing g before each. Give `w` after them
-                and the buffer b (`momentum_buffer`).""",
-            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "momentum_buffer": f32(*_dims(i["w0"]))},),
+            reference=momentum_lr_polynomial,
+            independent=_momentum_lr_polynomial,
+            sample=_sample_lr_polynomial,
+            refuse=_lr_polynomial_degenerate,
+            question=_LR_QUESTION,
+            answer=({"first_weight": LR_EXPR, "second_weight": LR_EXPR, "bias": LR_EXPR, "loss": LR_EXPR},),
         ),
     },
     levels="L1 SGD with momentum named; L2 the heavy-ball rule described; L3 weight decay and dampening "
     "joined into it for three steps; L4 the first step at which the loss reaches each of three goals (-1 "
-    "when none within 25 steps); L5 a look-ahead (Nesterov) variant, described not named",
+    "when none within 25 steps); L5 closed forms in the learning rate: three steps of an accumulated "
+    "two-micro-batch gradient, decay on w only, an undampened first buffer, a look-ahead move and a warm-up "
+    "then decayed schedule, each parameter and the final loss as a polynomial in lr (a symbolic key)",
     branches=(
         Branch(
             "a goal is never reached",
