@@ -43,4 +43,23 @@ def polynomial_rows(run: Callable[[Fraction], dict[str, Fraction]], degree: int,
     return [{key: interpolate([(t, out[key]) for t, out in samples], symbol) for key in keys}]
 
 
-__all__ = ["interpolate", "polynomial_rows"]
+def near_cut(ordered: Sequence[Any], mass: Any, margin: str = "1e-4") -> str | None:
+    """Why a cut at cumulative ``mass`` over the descending probabilities ``ordered`` is too close to call
+    in float arithmetic (a running total within ``margin`` of the mass), or None."""
+    import mpmath
+
+    total = mpmath.mpf(0)
+    for q in ordered:
+        total += q
+        if abs(total - mass) < mpmath.mpf(margin):
+            return "a running total of the sorted probabilities lies within 1e-4 of the mass: too close"
+    return None
+
+
+def distributions_differ(a: Sequence[Sequence[Any]], b: Sequence[Sequence[Any]], gap: float = 1e-3) -> bool:
+    """Whether two nested lists of probabilities differ by more than ``gap`` somewhere (far beyond the
+    grading tolerance, so an answer built the other way fails)."""
+    return any(abs(x - y) > gap for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True))
+
+
+__all__ = ["distributions_differ", "interpolate", "near_cut", "polynomial_rows"]
