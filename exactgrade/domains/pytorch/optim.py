@@ -962,42 +962,92 @@ def _sample_adam_goals(draw, level):
     }
 
 
-def amsgrad_steps(w0, scales):
+# L5: two vectors, one of which joins the training at step 3. The bias correction is not given: it is fixed
+# by a property the solver must turn into 1 - beta^k, with k the updates that vector has received (not the
+# global step: the named misreading, which the rules require to change the answer).
+def late_parameter_adam(w0, u0, scales, lr):
     import torch
 
     w = w0.clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([w], lr=0.01, betas=(0.9, 0.5), weight_decay=0.1, amsgrad=True)
-    for _ in range(3):
+    u = u0.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([w, u], lr=lr, betas=(0.9, 0.99), eps=1e-8)
+    for step in range(1, 6):
         optimizer.zero_grad()
-        (scales * w**2).sum().backward()
+        loss = (scales * w**2).sum()
+        if step >= 3:
+            loss = loss + 0.5 * ((u - w) ** 2).sum()
+        loss.backward()
         optimizer.step()
-    return {"rows": [{"w": w.detach(), "max_exp_avg_sq": optimizer.state[w]["max_exp_avg_sq"]}]}
+    return {"rows": [{"w": w.detach(), "u": u.detach()}]}
 
 
-def _amsgrad_steps(w0, scales):
-    w, _, top, _ = _adam_run(w0, scales, 3, decay=0.1, amsgrad=True, beta2=0.5)
-    return [{"w": ExactTensor.of("float32", w), "max_exp_avg_sq": ExactTensor.of("float32", top)}]
+def _late_adam(w0, u0, scales, lr, mistake=None, steps=5):
+    """(w, u) after ``steps`` steps, an mpmath replay with each vector's own update count k in its bias
+    correction (``mistake``: 'global_step' uses the step number instead)."""
+    w, u, s = [hp(e) for e in values(w0)], [hp(e) for e in values(u0)], [hp(e) for e in values(scales)]
+    state = {"w": ([mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w), 0),
+             "u": ([mpmath.mpf(0)] * len(u), [mpmath.mpf(0)] * len(u), 0)}
+    b1, b2, eps = hp(0.9), hp(0.99), hp(1e-8)
+    for step in range(1, steps + 1):
+        grads = {"w": [2 * a * p for a, p in zip(s, w, strict=True)]}
+        if step >= 3:
+            grads["w"] = [g - (q - p) for g, p, q in zip(grads["w"], w, u, strict=True)]
+            grads["u"] = [q - p for p, q in zip(w, u, strict=True)]
+        params = {"w": w, "u": u}
+        for name, grad in grads.items():
+            m, v, k = state[name]
+            m = [b1 * a + (1 - b1) * g for a, g in zip(m, grad, strict=True)]
+            v = [b2 * a + (1 - b2) * g * g for a, g in zip(v, grad, strict=True)]
+            k += 1
+            t = step if mistake == "global_step" else k
+            state[name] = (m, v, k)
+            params[name] = [p - hp(lr) * (a / (1 - b1**t)) / (mpmath.sqrt(b / (1 - b2**t)) + eps)
+                            for p, a, b in zip(params[name], m, v, strict=True)]
+        w, u = params["w"], params["u"]
+    return w, u
 
 
-def _sample_amsgrad(draw, level):
-    n = draw.integer(
-        3, 5
-    )  # weights near the step size: a gradient that shrinks leaves the maximum of v above v
-    scales = [
-        float(draw.integer(1, 7) * draw.choice((-1, 1)) * Fraction(2) ** draw.integer(-2, 4))
-        for _ in range(n)
-    ]
+def _late_parameter_adam(w0, u0, scales, lr):
+    w, u = _late_adam(w0, u0, scales, lr)
+    return [{"w": ExactTensor.of("float32", w), "u": ExactTensor.of("float32", u)}]
+
+
+def _sample_late_adam(draw, level):
+    n = 3
     return {
-        "w0": tensor("float32", dyadic_list(draw, n, -1 / 32, 1 / 32, 7, nonzero=True)),
-        "scales": tensor("float32", scales),
+        "w0": tensor("float32", dyadic_list(draw, n, -1, 1, 3, nonzero=True)),
+        "u0": tensor("float32", dyadic_list(draw, n, -1, 1, 3, nonzero=True)),
+        "scales": tensor("float32", [float(draw.integer(1, 7) * Fraction(2) ** draw.integer(-3, 1))
+                                     for _ in range(n)]),
+        "lr": draw.choice((0.05, 0.1, 0.2)),
     }
 
 
-def _maximum_acts(inputs):
-    _, v, top, _ = _adam_run(inputs["w0"], inputs["scales"], 3, decay=0.1, amsgrad=True, beta2=0.5)
-    if all(a == b for a, b in zip(v, top, strict=True)) or all(a != b for a, b in zip(v, top, strict=True)):
-        return "the running maximum of v equals v everywhere, or nowhere: one case goes untested"
+def _late_adam_rules(inputs):
+    """Refuse a u that starts (at step 3) almost where w is (its gradient would be tiny and its sign
+    fragile), and instances where counting the global step instead of u's own would still pass."""
+    args = {k: inputs[k] for k in ("w0", "u0", "scales", "lr")}
+    w, u = _late_adam(**args, steps=2)
+    if any(abs(q - p) < mpmath.mpf(1) / 64 for p, q in zip(w, u, strict=True)):
+        return "u starts within 1/64 of w at step 3: its first gradient is too small to call"
+    right, wrong = _late_adam(**args), _late_adam(**args, mistake="global_step")
+    if not any(abs(a - b) > mpmath.mpf("1e-3") for r, q in zip(right, wrong, strict=True)
+               for a, b in zip(r, q, strict=True)):
+        return "counting the global step gives the same answer: the misreading would pass"
     return None
+
+
+_LATE_ADAM_QUESTION = """Two parameter vectors are trained together: w (starting at `w0`) and u (starting at
+    `u0`), each of length 3. Steps 1 and 2 minimise L1(w) = sum(scales * w^2) (`scales` elementwise, then
+    summed); u does not appear in L1, and at these two steps u and everything the method keeps for u are left
+    untouched. Steps 3, 4 and 5 minimise L2(w, u) = sum(scales * w^2) + 0.5 * sum((u - w)^2), and both
+    vectors take part. At each step, every vector p that takes part, with g the gradient of that step's loss
+    with respect to p at the current parameters, is updated elementwise: m <- 0.9 * m + 0.1 * g and v <-
+    0.99 * v + 0.01 * g^2 (m and v belong to p and are 0 before p's first update), then p <- p - `lr` * mh
+    / (sqrt(vh) + 1e-8), where mh = m / a and vh = v / b. The positive scalars a and b are set at each update
+    so that, had every gradient p has received up to and including this one been the same vector g, mh
+    would equal g and vh would equal g^2 exactly. Both vectors' gradients at a step are taken before either
+    is updated. Give `w` and `u` after step 5."""
 
 
 ADAM_STEP = leveled(
@@ -1042,24 +1092,18 @@ ADAM_STEP = leveled(
         ),
         5: _opt(
             "adam_step",
-            reference=amsgrad_steps,
-            independent=_amsgrad_steps,
-            sample=_sample_amsgrad,
-            refuse=_maximum_acts,
-            question=f"""{_QUAD_MATH} An adaptive method adds 0.1 * w to g first (g <- g + 0.1 * w, an L2
-                penalty in the gradient), then updates m <- 0.9 * m + 0.1 * g and v <- 0.5 * v + 0.5 * g^2
-                (elementwise, starting at 0) and keeps r, the elementwise running maximum of v over
-                the steps so
-                far (starting at 0); at step t it sets w <- w - 0.01 / (1 - 0.9^t) * m / (sqrt(r) / sqrt(1 -
-                0.5^t) + 1e-8). Take three steps (t = 1, 2, 3) from `w0`. Give `w` after them and
-                `max_exp_avg_sq`, the vector r.""",
-            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "max_exp_avg_sq": f32(*_dims(i["w0"]))},),
+            reference=late_parameter_adam,
+            independent=_late_parameter_adam,
+            sample=_sample_late_adam,
+            refuse=_late_adam_rules,
+            question=_LATE_ADAM_QUESTION,
+            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "u": f32(*_dims(i["u0"]))},),
         ),
     },
     levels="L1 torch.optim.Adam named; L2 the moment estimates and bias correction described; L3 three steps "
     "with the gradient recomputed; L4 the first step at which the loss reaches each of three goals (-1 "
-    "when none within 30 steps); L5 an L2 penalty with a running maximum of the second moment (AMSGrad, "
-    "described not named)",
+    "when none within 30 steps); L5 two vectors, one joining at step 3, under an adaptive rule whose bias "
+    "correction is fixed by a property to derive (it counts each vector's own updates, not the step)",
     branches=(
         Branch(
             "a goal is never reached",
