@@ -962,48 +962,116 @@ def _logit_signs(task):
     return None
 
 
-def focal_loss(logits, target):
+# L5: per-column recalibration under interacting options. Each column's bias shift minimises the column's
+# weighted, label-smoothed binary cross-entropy over its non-ignored elements (a convex 1-D problem with no
+# closed form); the loss is then the mean over all non-ignored elements (columns count unequally). The
+# reference bisects torch's autograd gradient in float64; the independent route solves the hand-derived
+# stationarity condition with mpmath.findroot at 50 digits.
+_IGNORE = -1.0
+
+
+def recalibrated_bce(logits, target, pos_weight, smoothing):
     import torch
 
-    z = logits.clone().requires_grad_(True)
-    p = torch.sigmoid(z)
-    loss = -(
-        0.25 * target * (1 - p) ** 2 * torch.log(p) + 0.75 * (1 - target) * p**2 * torch.log(1 - p)
-    ).mean()
-    loss.backward()
-    return {"rows": [{"loss": loss.detach(), "grad_logits": z.grad}]}
+    z, t, w = logits.double(), target.double(), pos_weight.double()
+    valid = t != -1
+    soft = torch.where(valid, t * (1 - smoothing) + smoothing / 2, torch.zeros_like(t))
+
+    count = valid.sum(dim=0)
+
+    def column_losses(b):  # one mean per column, over its kept elements
+        q = torch.sigmoid(z + b)
+        terms = -(w * soft * torch.log(q) + (1 - soft) * torch.log(1 - q))
+        return torch.where(valid, terms, torch.zeros_like(terms)).sum(dim=0) / count
+
+    low, high = torch.full((z.shape[1],), -40.0, dtype=torch.float64), torch.full((z.shape[1],), 40.0,
+                                                                                   dtype=torch.float64)
+    for _ in range(80):  # bisection on the sign of each column's derivative (the loss is convex in b)
+        b = ((low + high) / 2).requires_grad_(True)
+        column_losses(b).sum().backward()
+        rising = b.grad > 0
+        low, high = torch.where(rising, low, b.detach()), torch.where(rising, b.detach(), high)
+    shifts = (low + high) / 2
+    shift = shifts
+    q = torch.sigmoid(z + shift)
+    terms = -(w * soft * torch.log(q) + (1 - soft) * torch.log(1 - q))
+    return {"rows": [{"shift": shift.float(), "loss": terms[valid].mean().float()}]}
 
 
-def _focal_loss(logits, target):
-    rows, ts = values(logits), values(target)
-    n = len(rows) * len(rows[0])
+def _recalibration(logits, target, pos_weight, smoothing, mistake=None):
+    """(shifts, loss) in mpmath. ``mistake``: 'mean_of_columns' averages the column means;
+    'weight_on_hard' puts the positive weight on the unsmoothed target."""
+    rows, ts, ws, eps = values(logits), values(target), [hp(w) for w in values(pos_weight)], hp(smoothing)
+    columns = range(len(ws))
+    kept = {c: [(hp(r[c]), hp(t[c])) for r, t in zip(rows, ts, strict=True) if t[c] != _IGNORE]
+            for c in columns}
 
-    def term(z, t):
-        p = sigmoid(z)
-        return -(
-            hp(0.25) * hp(t) * (1 - p) ** 2 * mpmath.log(p)
-            + hp(0.75) * (1 - hp(t)) * p**2 * mpmath.log(1 - p)
-        )
+    def soft(t):
+        return t * (1 - eps) + eps / 2
 
-    loss = (
-        mpmath.fsum(term(z, t) for rz, rt in zip(rows, ts, strict=True) for z, t in zip(rz, rt, strict=True))
-        / n
-    )
-    grad = [
-        [mpmath.diff(lambda v, t=t: term(v, t), hp(z)) / n for z, t in zip(rz, rt, strict=True)]
-        for rz, rt in zip(rows, ts, strict=True)
-    ]
-    return [{"loss": ExactTensor.of("float32", loss), "grad_logits": ExactTensor.of("float32", grad)}]
+    def weight(c, t):
+        return ws[c] * (t if mistake == "weight_on_hard" else soft(t))
+
+    def element(c, z, t):
+        q = sigmoid(z)
+        return -(weight(c, t) * mpmath.log(q) + (1 - soft(t)) * mpmath.log(1 - q))
+
+    def stationarity(c):  # d/db of the column's sum: sum of q (weight + 1 - t') - weight
+        return lambda b: mpmath.fsum(sigmoid(z + b) * (weight(c, t) + 1 - soft(t)) - weight(c, t)
+                                     for z, t in kept[c])
+
+    shifts = [mpmath.findroot(stationarity(c), (hp(-40), hp(40)), solver="illinois") for c in columns]
+    column_sums = [mpmath.fsum(element(c, z + shifts[c], t) for z, t in kept[c]) for c in columns]
+    if mistake == "mean_of_columns":
+        loss = mpmath.fsum(total / len(kept[c]) for c, total in enumerate(column_sums)) / len(ws)
+    else:
+        loss = mpmath.fsum(column_sums) / sum(len(kept[c]) for c in columns)
+    return shifts, loss
 
 
-def _sample_focal(draw, level):
-    shape = (draw.integer(2, 3), draw.integer(3, 4))
+def _recalibrated_bce(logits, target, pos_weight, smoothing):
+    shifts, loss = _recalibration(logits, target, pos_weight, smoothing)
+    return [{"shift": ExactTensor.of("float32", shifts), "loss": ExactTensor.of("float32", loss)}]
+
+
+def _sample_recalibration(draw, level):
+    rows, cols = 6, 3
+    ignored = {c: set(draw.sample(range(rows), c)) for c in range(cols)}  # 0, 1 and 2 ignored: unequal counts
+    order = draw.shuffled(range(cols))
+    target = [[_IGNORE if i in ignored[order[c]] else float(draw.integer(0, 1)) for c in range(cols)]
+              for i in range(rows)]
     return {
-        "logits": dyadic_tensor(draw, shape, -3, 3, 2, nonzero=True),
-        "target": tensor(
-            "float32", [[float(draw.integer(0, 1)) for _ in range(shape[1])] for _ in range(shape[0])]
-        ),
+        "logits": dyadic_tensor(draw, (rows, cols), -3, 3, 2),
+        "target": tensor("float32", target),
+        "pos_weight": tensor("float32", [draw.choice((0.5, 1.5, 2.0, 3.0)) for _ in range(cols)]),
+        "smoothing": draw.choice((0.1, 0.2, 0.25)),
     }
+
+
+def _recalibration_rules(inputs):
+    """Refuse a shift near 0 (the uncalibrated logits would pass) and instances where either named
+    misreading lands within 1e-3 of the key."""
+    args = {k: inputs[k] for k in ("logits", "target", "pos_weight", "smoothing")}
+    shifts, loss = _recalibration(**args)
+    if any(abs(b) < mpmath.mpf("0.05") for b in shifts):
+        return "a column's shift is within 0.05 of 0: leaving the logits alone nearly passes"
+    for mistake in ("mean_of_columns", "weight_on_hard"):
+        wrong_shifts, wrong_loss = _recalibration(**args, mistake=mistake)
+        if abs(wrong_loss - loss) < mpmath.mpf("1e-3") * abs(loss) and all(
+                abs(a - b) < mpmath.mpf("1e-3") for a, b in zip(shifts, wrong_shifts, strict=True)):
+            return f"the misreading {mistake!r} lands within 1e-3 of the key: it would pass"
+    return None
+
+
+_RECALIBRATION_QUESTION = """A multi-label classifier gives the logits `logits` (rows are examples,
+    columns are labels) for the hard targets `target` (0 or 1; an entry -1 marks an element that is
+    ignored: it has no loss and is not counted anywhere). For a kept element of column c with logit z, the
+    target t is first smoothed to t' = t * (1 - `smoothing`) + `smoothing` / 2, and its loss is -(w_c t' ln
+    q + (1 - t') ln(1 - q)) with q = 1 / (1 + exp(-z)) and w_c = `pos_weight[c]`. The classifier is
+    recalibrated by adding one real shift b_c to every logit of column c; each b_c is chosen to minimise the
+    mean loss over the kept elements of its own column. Give `shift`, the three shifts b_c (float32, in
+    column order), and `loss`, the mean loss over all kept elements of the whole matrix after the shifts
+    (0-d float32)."""
 
 
 BINARY_CROSS_ENTROPY_LOSSES = leveled(
@@ -1047,19 +1115,18 @@ BINARY_CROSS_ENTROPY_LOSSES = leveled(
         ),
         5: _loss(
             "binary_cross_entropy_losses",
-            reference=focal_loss,
-            independent=_focal_loss,
-            sample=_sample_focal,
-            question="""A detector down-weights easy examples: for a logit z with q = 1 / (1 + exp(-z)) and a
-                 hard target t in {0, 1}, its loss is -(0.25 t (1 - q)^2 ln q + 0.75 (1 - t) q^2 ln(1 - q)).
-                 Give `loss`, the mean of that loss over all elements of `logits` against `target`, and
-                 `grad_logits`, its gradient with respect to `logits`.""",
-            answer=lambda i: ({"loss": f32(), "grad_logits": f32(*_dims(i["logits"]))},),
+            reference=recalibrated_bce,
+            independent=_recalibrated_bce,
+            sample=_sample_recalibration,
+            refuse=_recalibration_rules,
+            question=_RECALIBRATION_QUESTION,
+            answer=lambda i: ({"shift": f32(i["logits"].shape[1]), "loss": f32()},),
         ),
     },
     levels="L1 the two BCE calls named; L2 described; L3 the gradient of the weighted BCE with respect to "
-    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 a focal "
-    "loss and its gradient (described, not named)",
+    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 per-column "
+    "recalibration shifts that minimise a weighted, label-smoothed BCE with ignored elements (a convex "
+    "1-D problem without closed form) and the pooled loss after them (columns count unequally)",
 )
 
 
