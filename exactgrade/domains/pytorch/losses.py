@@ -809,34 +809,74 @@ def _balancing_defined(inputs):
     return None
 
 
-def combined_gradient(logits, target, class_weight):
+# L5: what the weighted, smoothed loss is minimised by. Each kept row's optimum is a distribution proportional
+# to that row's coefficients of -l (the smoothing part weighted by class), not the smoothed label: the named
+# misreading, which the rules require to change the answer. Reference: the optimum in torch, the loss of its
+# logits by torch's own cross_entropy; independent: mpmath, the floor as a weighted entropy sum.
+def smoothed_optimum(logits, target, class_weight):
+    import torch
     import torch.nn.functional as F
 
-    z = logits.clone().requires_grad_(True)
-    F.cross_entropy(z, target, weight=class_weight, label_smoothing=0.1).backward()
-    return {"rows": [{"grad_logits": z.grad}]}
+    eps, w = 0.1, class_weight.double()
+    kept = target != -100
+    t = target[kept]
+    coefficients = eps / w.shape[0] * w.expand(t.shape[0], -1).clone()
+    coefficients[torch.arange(t.shape[0]), t] += (1 - eps) * w[t]
+    optimum = coefficients / coefficients.sum(dim=1, keepdim=True)
+    z = logits.double()
+    best = torch.zeros_like(z)
+    best[kept] = optimum.log()
+    floor = F.cross_entropy(best, target, weight=w, label_smoothing=eps)
+    now = F.cross_entropy(z, target, weight=w, label_smoothing=eps)
+    return {"rows": [{"optimal": optimum.float(), "floor": floor.float(), "excess": (now - floor).float()}]}
 
 
-def _combined_gradient(logits, target, class_weight):
+def _smoothed_rows(target, class_weight, mistake=None):
+    """Each kept row's optimal distribution (``mistake`` 'smoothed_label': the smoothed one-hot label)."""
     w = [hp(e) for e in values(class_weight)]
-    eps, classes, total_w = hp(0.1), len(w), mpmath.fsum(w)
-    kept = [t for t in values(target) if t != -100]
-    norm = mpmath.fsum(w[t] for t in kept)
-    out = []
-    for row, t in zip(values(logits), values(target), strict=True):
+    eps, classes, rows = hp(0.1), len(w), []
+    for t in values(target):
         if t == -100:
-            out.append([mpmath.mpf(0)] * classes)
             continue
-        p = softmax(row)
-        # d/dz_c of w_t * -l_t is w_t (p_c - [c = t]); of sum_k w_k * -l_k it is p_c * sum(w) - w_c
-        out.append(
-            [
-                ((1 - eps) * w[t] * (pc - (1 if c == t else 0)) + eps / classes * (pc * total_w - w[c]))
-                / norm
-                for c, pc in enumerate(p)
-            ]
-        )
-    return [{"grad_logits": ExactTensor.of("float32", out)}]
+        if mistake == "smoothed_label":
+            rows.append([(1 - eps) * (c == t) + eps / classes for c in range(classes)])
+            continue
+        a = [(1 - eps) * w[t] * (c == t) + eps / classes * w[c] for c in range(classes)]
+        rows.append([e / mpmath.fsum(a) for e in a])
+    return rows
+
+
+def _smoothed_optimum(logits, target, class_weight):
+    w = [hp(e) for e in values(class_weight)]
+    eps, classes = hp(0.1), len(w)
+    kept = [t for t in values(target) if t != -100]
+    total = mpmath.fsum(w[t] for t in kept)
+    floor = mpmath.fsum(
+        -((1 - eps) * w[t] * (c == t) + eps / classes * w[c]) * mpmath.log(p)
+        for t, row in zip(kept, _smoothed_rows(target, class_weight), strict=True) for c, p in enumerate(row)
+    ) / total
+    a, b, _ = _combined_terms(logits, target, class_weight)
+    now = (1 - eps) * a + eps * b / classes
+    return [{"optimal": ExactTensor.of("float32", _smoothed_rows(target, class_weight)),
+             "floor": ExactTensor.of("float32", floor), "excess": ExactTensor.of("float32", now - floor)}]
+
+
+def _optimum_rules(inputs):
+    problem = _weights_matter(inputs)
+    if problem is not None:
+        return problem
+    right = _smoothed_rows(inputs["target"], inputs["class_weight"])
+    wrong = _smoothed_rows(inputs["target"], inputs["class_weight"], mistake="smoothed_label")
+    if not any(abs(x - y) > mpmath.mpf("1e-3") for r, q in zip(right, wrong, strict=True)
+               for x, y in zip(r, q, strict=True)):
+        return "the smoothed label is within 1e-3 of the optimum: the misreading would pass"
+    return None
+
+
+_OPTIMUM_QUESTION = """Consider L as a function of all the logits. Give `optimal`: for each kept row, in
+    order (a row of the answer tensor each, one column per class), the probabilities exp(l[i, c]) of the
+    logits that minimise L when only that row's logits may change; `floor`, the smallest value of L over all
+    logits (it is attained); and `excess`, L at `logits` minus `floor` (both 0-d float32)."""
 
 
 CROSS_ENTROPY_OPTIONS = leveled(
@@ -877,19 +917,19 @@ CROSS_ENTROPY_OPTIONS = leveled(
         ),
         5: _loss(
             "cross_entropy_options",
-            reference=combined_gradient,
-            independent=_combined_gradient,
+            reference=smoothed_optimum,
+            independent=_smoothed_optimum,
             sample=_sample_cross_entropy_options,
-            refuse=_weights_matter,
-            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} Give `grad_logits`, the gradient of L
-            with respect to
-                 `logits` (left-out rows included, as rows of the gradient).""",
-            answer=lambda i: ({"grad_logits": f32(*_dims(i["logits"]))},),
+            refuse=_optimum_rules,
+            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} {_OPTIMUM_QUESTION}""",
+            answer=lambda i: ({"optimal": f32(sum(t != -100 for t in i["target"].data), i["logits"].shape[1]),
+                               "floor": f32(), "excess": f32()},),
         ),
     },
     levels="L1 ignore_index, weight and label_smoothing named; L2 described; L3 class weights and smoothing "
     "together (the smoothing term weighted too); L4 the one class weight that balances the weighted loss to "
-    "the plain one; L5 the gradient of the weighted, smoothed loss with respect to the logits",
+    "the plain one; L5 what minimises the weighted, smoothed loss: each kept row's optimal distribution "
+    "(not the smoothed label), the loss floor and the current excess over it",
 )
 
 
