@@ -2124,60 +2124,66 @@ _NORM_STACK = {"weight": ("weights", 0.25, 2, 2), "bias": ("biases", -1, 1, 3)}
 _NORM_BEST = _best_of(_NORM_STACK, _NORM_OUT)
 
 
-def prenorm_block(x, weight, bias, w1, b1, w2, b2):
+# L5: the normalisation inverted. The output alone fixes the normalised vector; its spread is below 1 only
+# because of the 1e-5 under the root, and that shortfall fixes the row's variance: s2 = 1e-5 * V / (1 - V)
+# for V the (biased) spread of the normalised row. Rows have variances near 1e-5, where that term matters in
+# float32. Reference: the closed form in float64; independent: mpmath, a root of the self-consistency
+# equation for the row's scale, then a forward pass that must reproduce `y`.
+def invert_layer_norm(y, weight, bias, means):
     import torch
-    import torch.nn.functional as F
 
-    h = torch.relu(F.layer_norm(x, x.shape[-1:], weight, bias, eps=1e-5) @ w1.T + b1)
-    return {"rows": [{"y": x + h @ w2.T + b2}]}
-
-
-def _prenorm_block(x, weight, bias, w1, b1, w2, b2):
-    rows = values(x)
-    normed = _norm_rows(rows, values(weight), values(bias))
-    hidden = [
-        [
-            max(mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c), mpmath.mpf(0))
-            for wr, c in zip(values(w1), values(b1), strict=True)
-        ]
-        for row in normed
-    ]
-    out = [
-        [
-            hp(e) + mpmath.fsum(hp(a) * h for a, h in zip(wr, hid, strict=True)) + hp(c)
-            for e, wr, c in zip(row, values(w2), values(b2), strict=True)
-        ]
-        for row, hid in zip(rows, hidden, strict=True)
-    ]
-    return [{"y": ExactTensor.of("float32", out)}]
+    xh = (y.double() - bias.double()) / weight.double()
+    spread = xh.var(dim=1, unbiased=False)
+    variance = 1e-5 * spread / (1 - spread)
+    x = means.double()[:, None] + xh * torch.sqrt(variance + 1e-5)[:, None]
+    return {"rows": [{"x": x.float(), "variance": variance.float()}]}
 
 
-def _sample_prenorm(draw, level):
-    rows, width, hidden = draw.integer(2, 4), draw.integer(4, 6), draw.integer(3, 6)
+def _invert_layer_norm(y, weight, bias, means):
+    eps, gamma, beta = hp(1e-5), [hp(e) for e in values(weight)], [hp(e) for e in values(bias)]
+    xs, variances = [], []
+    for row, m in zip(values(y), values(means), strict=True):
+        xh = [(hp(e) - b) / g for e, g, b in zip(row, gamma, beta, strict=True)]
+        centre = mpmath.fsum(xh) / len(xh)
+        spread = mpmath.fsum((e - centre) ** 2 for e in xh) / len(xh)
+        # the scale s of the row: normalising m + s * xh must give xh back, s / sqrt(s^2 spread + eps) = 1
+        scale = mpmath.findroot(lambda t, sp=spread: t * t * (1 - sp) - eps, mpmath.sqrt(eps))
+        x = [hp(m) + e * scale for e in xh]
+        if max(abs(a - hp(b)) for a, b in zip(_norm_rows([x], gamma, beta)[0], row, strict=True)) > hp(1e-20):
+            raise ValueError("the recovered row does not normalise back to y")
+        xs.append(x)
+        variances.append(mpmath.fsum((e - hp(m)) ** 2 for e in x) / len(x))
+    return [{"x": ExactTensor.of("float32", xs), "variance": ExactTensor.of("float32", variances)}]
+
+
+def _sample_inverse_norm(draw, level):
+    rows, width = draw.integer(3, 4), 6
+    gamma = [draw.choice((-1, 1)) * float(draw.dyadic(Fraction(1, 4), 2, 2)) for _ in range(width)]
+    beta = [float(draw.dyadic(-1, 1, 3)) for _ in range(width)]
+    ys = []
+    for _ in range(rows):
+        while True:  # integers with sum 0, scaled by a power of two so that the spread V is in (0.2, 0.95)
+            a = [draw.integer(-6, 6) for _ in range(width - 1)]
+            a.append(-sum(a))
+            power = [Fraction(1, 2**k) for k in range(0, 6)
+                     if Fraction(1, 5) < Fraction(sum(e * e for e in a), width) / 4**k < Fraction(19, 20)]
+            if power:
+                break
+        c = draw.choice(power)
+        ys.append([float(g * Fraction(e) * c + Fraction(b)) for e, g, b in zip(a, gamma, beta, strict=True)])
     return {
-        "x": dyadic_tensor(draw, (rows, width), -4, 12, 2),
-        "weight": dyadic_tensor(draw, (width,), 0.25, 2, 2),
-        "bias": dyadic_tensor(draw, (width,), -1, 1, 3),
-        "w1": dyadic_tensor(draw, (hidden, width), -1, 1, 2),
-        "b1": dyadic_tensor(draw, (hidden,), -1, 1, 3),
-        "w2": dyadic_tensor(draw, (width, hidden), -1, 1, 2),
-        "b2": dyadic_tensor(draw, (width,), -1, 1, 3),
+        "y": tensor("float32", ys),
+        "weight": tensor("float32", gamma),
+        "bias": tensor("float32", beta),
+        "means": tensor("float32", [float(draw.dyadic(-2, 2, 3)) for _ in range(rows)]),
     }
 
 
-def _prenorm_relu_acts(inputs):
-    normed = _norm_rows(values(inputs["x"]), values(inputs["weight"]), values(inputs["bias"]))
-    pre = [
-        mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c)
-        for row in normed
-        for wr, c in zip(values(inputs["w1"]), values(inputs["b1"]), strict=True)
-    ]
-    dead = sum(1 for p in pre if p <= 0)
-    if not 0 < dead <= len(pre) // 2:
-        return f"{dead} of {len(pre)} hidden pre-activations are not positive: the block is degenerate"
-    if min(abs(p) for p in pre) < mpmath.mpf("1e-3"):
-        return "a hidden pre-activation sits within 1e-3 of the ReLU's kink"
-    return None
+def _inverse_norm_question(i):
+    return f"""{_NORM_MATH} Each row of `y` ({i["y"].shape[0]} rows, D =
+    {i["y"].shape[1]}) is N(v) for an unknown row v, with gamma = `weight` and beta = `bias`; the mean of that
+    v is the row's entry of `means`. Give `x`, the rows v (the shape of `y`), and `variance`, each v's s2 (one
+    per row)."""
 
 
 LAYER_NORM = leveled(
@@ -2219,24 +2225,16 @@ LAYER_NORM = leveled(
         ),
         5: _nn(
             "layer_norm",
-            reference=prenorm_block,
-            independent=_prenorm_block,
-            sample=_sample_prenorm,
-            question=lambda i: (
-                f"""A residual block maps each row v of `x` (D = {i["x"].shape[1]} features) to
-               v + W2 h + c2, where h = max(W1 u + c1, 0) elementwise (a hidden layer of
-               {i["w1"].shape[0]} units) and u is v normalised: with m the mean of v and s2 the mean of
-               (v - m)^2 (dividing by D), u[j] = (v[j] - m) / sqrt(s2 + 1e-5) * gamma[j] + beta[j]. Use
-               gamma = `weight`, beta = `bias`, W1 = `w1`, c1 = `b1`, W2 = `w2`, c2 = `b2`. Give the block's
-               output `y` for every row."""
-            ),
-            answer=lambda i: ({"y": f32(*_dims(i["x"]))},),
-            refuse=_prenorm_relu_acts,
+            reference=invert_layer_norm,
+            independent=_invert_layer_norm,
+            sample=_sample_inverse_norm,
+            question=_inverse_norm_question,
+            answer=lambda i: ({"x": f32(*_dims(i["y"])), "variance": f32(i["y"].shape[0])},),
         ),
     },
     levels="L1 the nn.LayerNorm call; L2 the normalisation described; L3 the normalisation applied to v + "
-    "N(v); L4 the candidate scale and shift closest to each of two targets; L5 a pre-normalisation residual "
-    "MLP block from its mathematics (the normalisation not named)",
+    "N(v); L4 the candidate scale and shift closest to each of two targets; L5 the normalisation inverted: "
+    "each input row from its output and its mean (the 1e-5 under the root is what fixes the variance)",
 )
 
 
