@@ -1728,6 +1728,93 @@ def _sample_full_schedule(draw, level):
     return {**inputs, "warmup": draw.integer(2, 3)}
 
 
+# L5: the clipping threshold at the regime boundary. The smallest M at which the scaling never acts is the
+# largest gradient norm of the unclipped run (plus the 1e-6): below it the run clips at the step holding that
+# maximum (first, for M just below), above it the run is the unclipped one. No candidate list is given, so
+# the solver must see the fixed point; the rules put the maximum after step 0 (so the first gradient's norm is
+# wrong) and require the run at half that threshold to clip at some steps but not all.
+_UNCLIPPED = 1e300
+
+
+def schedule_clip_boundary(w0, x, y, steps, lr, momentum, weight_decay, step_size, gamma, batch, warmup):
+    import torch
+
+    xd, yd = x.double(), y.double()
+    count = x.shape[0] // batch
+
+    def run(max_norm):
+        w = w0.double().clone().requires_grad_(True)
+        optimizer = torch.optim.SGD([w], lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda t: min((t + 1) / warmup, 1.0) * gamma ** (t // step_size))
+        norms = []
+        for t in range(steps):
+            rows = slice((t % count) * batch, (t % count + 1) * batch)
+            optimizer.zero_grad()
+            ((xd[rows] @ w - yd[rows]) ** 2).mean().backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_([w], max_norm=max_norm)))
+            optimizer.step()
+            schedule.step()
+        with torch.no_grad():
+            return norms, float(((xd @ w - yd) ** 2).mean())
+
+    norms, _ = run(1e300)
+    threshold = max(norms) + 1e-6
+    _, final_loss = run(threshold)
+    half_norms, _ = run(threshold / 2)
+    clipped = sum(n + 1e-6 > threshold / 2 for n in half_norms)
+    row = {"threshold": threshold, "binding_step": norms.index(max(norms)), "final_loss": final_loss,
+           "clipped_at_half": clipped}
+    return {"rows": [row]}
+
+
+def _clip_boundary_parts(w0, x, y, steps, lr, momentum, weight_decay, step_size, gamma, batch, warmup):
+    args = {"w0": w0, "x": x, "y": y, "steps": steps, "lr": lr, "momentum": momentum,
+            "weight_decay": weight_decay, "step_size": step_size, "gamma": gamma, "batch": batch,
+            "warmup": warmup, "nesterov": True}
+    _, _, norms = _schedule_run(**args, max_norm=_UNCLIPPED)
+    threshold = max(norms) + hp(1e-6)
+    final, _, _ = _schedule_run(**args, max_norm=threshold)
+    _, _, half_norms = _schedule_run(**args, max_norm=threshold / 2)
+    xs, ys = _hp_rows(x, y)
+    return norms, threshold, _loss_and_grad(final, xs, ys)[0], half_norms
+
+
+def _schedule_clip_boundary(**inputs):
+    norms, threshold, final_loss, half_norms = _clip_boundary_parts(**inputs)
+    return [{"threshold": threshold, "binding_step": norms.index(max(norms)), "final_loss": final_loss,
+             "clipped_at_half": sum(1 for n in half_norms if n + hp(1e-6) > threshold / 2)}]
+
+
+def _sample_clip_boundary(draw, level):
+    inputs = _sample_full_schedule(draw, level)
+    del inputs["max_norm"]
+    return inputs
+
+
+def _clip_boundary_rules(inputs):
+    norms, threshold, _, half_norms = _clip_boundary_parts(**inputs)
+    ordered = sorted(norms, reverse=True)
+    if ordered[0] - ordered[1] < mpmath.mpf("1e-3") * ordered[0]:
+        return "the two largest gradient norms are within 1e-3: the binding step is too close to call"
+    if norms.index(ordered[0]) == 0:
+        return "the first gradient is the largest: its norm alone would give the threshold"
+    half = threshold / 2
+    if any(abs(n + hp(1e-6) - half) < mpmath.mpf("1e-4") * half for n in half_norms):
+        return "a norm of the half-threshold run lies within 1e-4 of it: too close to call"
+    clipped = sum(1 for n in half_norms if n + hp(1e-6) > half)
+    if not 0 < clipped < len(half_norms):
+        return "the half-threshold run clips at every step or at none: one regime goes untested"
+    return None
+
+
+_CLIP_BOUNDARY_ANSWER = """Give `threshold`, the smallest M for which the scaling factor equals 1 at every
+    step of the run (a Python float); `binding_step`, the step t at which the gradient is first scaled in
+    every run with M below `threshold` and close enough to it (a Python int); `final_loss`, L over all rows
+    of `x`, `y` at the final w of the run with M = `threshold` (a Python float); and `clipped_at_half`, the
+    number of steps whose scaling factor is below 1 in the run with M = `threshold` / 2 (a Python int)."""
+
+
 _SCHEDULE_ANSWER = (
     "Give the final `w`, and `losses` and `grad_norms`: for each step t in order, the loss at the w that "
     "step starts from, and n_t."
@@ -1785,20 +1872,23 @@ SGD_SCHEDULE_CLIPPING = leveled(
         ),
         5: _opt(
             "sgd_schedule_clipping",
-            reference=schedule_full,
-            independent=_schedule_full,
-            sample=_sample_full_schedule,
-            reject=_schedule_clips,
+            reference=schedule_clip_boundary,
+            independent=_schedule_clip_boundary,
+            sample=_sample_clip_boundary,
+            refuse=_clip_boundary_rules,
             question=lambda i: (
-                f"""{_schedule_math(i, batches=True, warmup=True, nesterov=True)}
-                {_SCHEDULE_ANSWER}"""
+                f"""{_schedule_math({**i, "max_norm": "M"}, batches=True, warmup=True, nesterov=True)}
+                {_CLIP_BOUNDARY_ANSWER}"""
             ),
-            answer=_schedule_answer,
+            answer=({"threshold": PY_FLOAT, "binding_step": PY_INT, "final_loss": PY_FLOAT,
+                     "clipped_at_half": PY_INT},),
         ),
     },
     levels="L1 SGD, StepLR and clip_grad_norm_ named; L2 the whole loop described mathematically; L3 the "
     "loop on mini-batches in rotation; L4 the best of four clipping thresholds for the final loss; L5 "
-    "mini-batches, a warm-up times step decay and look-ahead momentum together (described, not named)",
+    "the clipping threshold at its regime boundary (the smallest M that never scales: the largest norm of "
+    "the unclipped run), the step that binds, the loss there and the clipped steps at half that threshold, "
+    "with mini-batches, warm-up times step decay and look-ahead momentum",
 )
 
 FAMILIES = (
