@@ -1038,30 +1038,30 @@ def recalibrated_bce(logits, target, pos_weight, smoothing):
     return {"rows": [{"shift": shift.float(), "loss": terms[valid].mean().float()}]}
 
 
-def _recalibration(logits, target, pos_weight, smoothing, mistake=None):
+def _recalibration(logits, target, pos_weight, smoothing, mistake=None, shifts=None):
     """(shifts, loss) in mpmath. ``mistake``: 'mean_of_columns' averages the column means;
-    'weight_on_hard' puts the positive weight on the unsmoothed target."""
+    'weight_on_hard' puts the positive weight on the unsmoothed target. ``shifts``: reuse these."""
     rows, ts, ws, eps = values(logits), values(target), [hp(w) for w in values(pos_weight)], hp(smoothing)
     columns = range(len(ws))
-    kept = {c: [(hp(r[c]), hp(t[c])) for r, t in zip(rows, ts, strict=True) if t[c] != _IGNORE]
-            for c in columns}
+    # per kept element of each column: (z, weight of ln q, weight of ln(1 - q))
+    kept = {c: [] for c in columns}
+    for r, t in zip(rows, ts, strict=True):
+        for c in columns:
+            if t[c] != _IGNORE:
+                hard, soft = hp(t[c]), hp(t[c]) * (1 - eps) + eps / 2
+                kept[c].append((hp(r[c]), ws[c] * (hard if mistake == "weight_on_hard" else soft), 1 - soft))
 
-    def soft(t):
-        return t * (1 - eps) + eps / 2
+    def stationarity(c):  # d/db of the column's sum: sum of q (a + b) - a, q = sigmoid(z + shift)
+        return lambda shift: mpmath.fsum((a + b) / (1 + mpmath.exp(-(z + shift))) - a for z, a, b in kept[c])
 
-    def weight(c, t):
-        return ws[c] * (t if mistake == "weight_on_hard" else soft(t))
+    if shifts is None:
+        shifts = [mpmath.findroot(stationarity(c), (hp(-40), hp(40)), solver="illinois") for c in columns]
 
-    def element(c, z, t):
-        q = sigmoid(z)
-        return -(weight(c, t) * mpmath.log(q) + (1 - soft(t)) * mpmath.log(1 - q))
+    def element(z, a, b):
+        q = 1 / (1 + mpmath.exp(-z))
+        return -(a * mpmath.log(q) + b * mpmath.log(1 - q))
 
-    def stationarity(c):  # d/db of the column's sum: sum of q (weight + 1 - t') - weight
-        return lambda b: mpmath.fsum(sigmoid(z + b) * (weight(c, t) + 1 - soft(t)) - weight(c, t)
-                                     for z, t in kept[c])
-
-    shifts = [mpmath.findroot(stationarity(c), (hp(-40), hp(40)), solver="illinois") for c in columns]
-    column_sums = [mpmath.fsum(element(c, z + shifts[c], t) for z, t in kept[c]) for c in columns]
+    column_sums = [mpmath.fsum(element(z + shifts[c], a, b) for z, a, b in kept[c]) for c in columns]
     if mistake == "mean_of_columns":
         loss = mpmath.fsum(total / len(kept[c]) for c, total in enumerate(column_sums)) / len(ws)
     else:
@@ -1096,7 +1096,8 @@ def _recalibration_rules(inputs):
     if any(abs(b) < mpmath.mpf("0.05") for b in shifts):
         return "a column's shift is within 0.05 of 0: leaving the logits alone nearly passes"
     for mistake in ("mean_of_columns", "weight_on_hard"):
-        wrong_shifts, wrong_loss = _recalibration(**args, mistake=mistake)
+        wrong_shifts, wrong_loss = _recalibration(**args, mistake=mistake,
+                                                  shifts=shifts if mistake == "mean_of_columns" else None)
         if abs(wrong_loss - loss) < mpmath.mpf("1e-3") * abs(loss) and all(
                 abs(a - b) < mpmath.mpf("1e-3") for a, b in zip(shifts, wrong_shifts, strict=True)):
             return f"the misreading {mistake!r} lands within 1e-3 of the key: it would pass"
