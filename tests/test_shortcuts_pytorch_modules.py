@@ -30,3 +30,87 @@ def _names() -> tuple[str, ...]:
 @pytest.mark.parametrize("name", _names())
 def test_generated_instances_keep_the_family_rules(name, level):
     assert rule_problems("pytorch", name, level, instances(SUITE_DEFAULT)) == []
+
+
+# Issue 20: sgd_momentum_steps L5 is a closed form in lr, graded by the engine's symbolic decision.
+@pytest.fixture(scope="module")
+def lr_task():
+    from exactgrade.family import generate
+
+    return generate("pytorch", seed=2, index=0, level=5, family="sgd_momentum_steps")
+
+
+def _rewritten(how):
+    import sympy
+
+    return {"horner": sympy.horner, "factored": sympy.factor, "as is": lambda e: e,
+            "reassociated": lambda e: sympy.Add(*reversed(sympy.Add.make_args(e)), evaluate=False)}[how]
+
+
+@pytest.mark.parametrize("how", ["as is", "horner", "factored", "reassociated"])
+def test_an_equal_form_of_the_lr_polynomials_passes(lr_task, how):
+    from exactgrade.compare import compare
+
+    row = {key: _rewritten(how)(value) for key, value in lr_task.expected["rows"][0].items()}
+    verdict = compare(lr_task.expected, {"rows": [row]}, lr_task.policy)
+    assert (verdict.ok, verdict.reason) == (True, "")
+
+
+@pytest.mark.parametrize(("answer", "path", "reason"), [
+    ("first_step_dampened", "bias", "they differ at lr="),
+    ("bias_decayed", "bias", "they differ at lr="),
+    ("positive symbol", "bias", "symbol lr has assumptions (positive) other than the reference's"),
+    ("other symbol", "bias", "eta"),
+    ("number at lr=1/3", "bias", "they differ at lr="),
+    ("float loss", "loss", "an expression in symbols only equals an exact value"),
+])
+def test_a_wrong_lr_polynomial_fails_with_its_reason(lr_task, answer, path, reason):
+    import sympy
+
+    from exactgrade.compare import compare
+    from exactgrade.domains.pytorch.optim import _momentum_lr_polynomial
+
+    lr, row = lr_task.inputs["lr"], dict(lr_task.expected["rows"][0])
+    if answer in ("first_step_dampened", "bias_decayed"):
+        row = _momentum_lr_polynomial(**lr_task.inputs, mistake=answer)[0]
+    elif answer == "positive symbol":
+        row = {k: e.subs(lr, sympy.Symbol("lr", positive=True)) for k, e in row.items()}
+    elif answer == "other symbol":
+        row = {k: e.subs(lr, sympy.Symbol("eta", real=True)) for k, e in row.items()}
+    elif answer == "number at lr=1/3":
+        row = {k: e.subs(lr, sympy.Rational(1, 3)) for k, e in row.items()}
+    else:
+        row["loss"] = float(row["loss"].subs(lr, sympy.Rational(1, 10)))
+    verdict = compare(lr_task.expected, {"rows": [row]}, lr_task.policy)
+    assert verdict.ok is False
+    assert verdict.path == ("rows", 0, path)
+    assert reason in verdict.reason
+
+
+def test_the_lr_task_is_graded_exactly_and_its_key_is_checked(lr_task):
+    from exactgrade.domains.pytorch.checks import check
+    from exactgrade.policy import Exact
+
+    assert type(lr_task.policy) is Exact
+    assert "Grading (exact, as functions of the symbols)" in lr_task.api_description
+    assert "AllClose" not in lr_task.api_description
+    assert check(lr_task) == []
+
+
+@pytest.mark.parametrize(("leaf", "problem"), [
+    ("extra symbol", "has free symbols ['eta'] beyond the declared ['lr']"),
+    ("constant", "is a constant, but the prompt promises <sympy expression in lr>"),
+    ("float", "is a Python float but the prompt promises <sympy expression in lr>"),
+])
+def test_the_domain_check_refuses_a_malformed_symbolic_key(lr_task, leaf, problem):
+    import dataclasses
+
+    import sympy
+
+    from exactgrade.domains.pytorch.checks import check
+
+    row = dict(lr_task.expected["rows"][0])
+    row["bias"] = {"extra symbol": row["bias"] + sympy.Symbol("eta"), "constant": sympy.Rational(1, 3),
+                   "float": 0.5}[leaf]
+    broken = dataclasses.replace(lr_task, expected={"rows": [row]})
+    assert any(problem in line for line in check(broken)), check(broken)

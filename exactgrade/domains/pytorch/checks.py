@@ -1,15 +1,17 @@
 """The pytorch domain's own verify checks (on top of the generic ones in exactgrade.verify).
 
 check(task) returns one line per problem: the key has the declared structure (rows of real or
-integer tensors and Python numbers, with the dtypes and shapes the prompt promises), is finite
-and non-empty, is not an input passed through, the reference reruns cleanly (no exception, no
-warning, same output), and an independent recomputation without torch agrees with the key under
-the task's policy, with room to spare (HEADROOM). The exact wire round trip (dtype and shape
-included) is one of verify's generic checks, run for every domain.
+integer tensors and Python numbers, with the dtypes and shapes the prompt promises, or exact sympy
+expressions in the declared symbols where the prompt promises one), is finite and non-empty, is
+not an input passed through, the reference reruns cleanly (no exception, no warning, same output),
+and an independent recomputation without torch agrees with the key under the task's policy, with
+room to spare (HEADROOM; a symbolic key is decided exactly by compare). The exact wire round trip
+(dtype and shape included) is one of verify's generic checks, run for every domain.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import warnings
 from collections.abc import Iterator, Mapping
@@ -19,8 +21,9 @@ from typing import Any
 
 import mpmath
 
+from exactgrade._real import is_sympy
 from exactgrade.compare import compare
-from exactgrade.domains.pytorch.common import PROFILE, ScalarSpec, TensorSpec, require_torch
+from exactgrade.domains.pytorch.common import PROFILE, ExprSpec, ScalarSpec, TensorSpec, require_torch
 from exactgrade.domains.pytorch.exact import DIGITS, ExactTensor, to_fraction
 from exactgrade.policy import AllClose
 from exactgrade.task import Task, run_program
@@ -66,8 +69,9 @@ def _structure(expected: Any) -> list[str]:
         if type(value) is TensorValue:
             if dtype_family(value.dtype) == "bool":
                 problems.append(f"{render_path(path)} is a bool tensor; expected a real or integer tensor")
-        elif type(value) not in (int, float):
-            problems.append(f"{render_path(path)} is a {type(value).__name__}; expected a tensor or a number")
+        elif type(value) not in (int, float) and not is_sympy(value):
+            problems.append(f"{render_path(path)} is a {type(value).__name__}; expected a tensor, a number "
+                            "or a sympy expression")
     return problems
 
 
@@ -88,18 +92,38 @@ def _schema(expected: Mapping[str, Any], answer: tuple[Mapping[str, Any], ...]) 
                     problems.append(f"{where} is {_describe(value)} but the prompt promises {spec.render()}")
             elif type(spec) is ScalarSpec and type(value).__name__ != spec.kind:
                 problems.append(f"{where} is {_describe(value)} but the prompt promises {spec.render()}")
+            elif type(spec) is ExprSpec:
+                problems += _expression_schema(value, spec, where)
     return problems
+
+
+def _expression_schema(value: Any, spec: ExprSpec, where: str) -> list[str]:
+    """A symbolic leaf: a sympy expression whose free symbols are among the declared names, and
+    which really depends on a symbol (a constant would be a number question dressed up)."""
+    if not is_sympy(value):
+        return [f"{where} is {_describe(value)} but the prompt promises {spec.render()}"]
+    names = sorted(s.name for s in value.free_symbols)
+    extra = sorted(set(names) - set(spec.symbols))
+    if extra:
+        return [f"{where} has free symbols {extra} beyond the declared {list(spec.symbols)}"]
+    if not names:
+        return [f"{where} is a constant, but the prompt promises {spec.render()}"]
+    return []
 
 
 def _describe(value: Any) -> str:
     if type(value) is TensorValue:
         return TensorSpec(value.dtype, value.shape).render()
+    if is_sympy(value):
+        return "a sympy expression"
     return f"a Python {type(value).__name__}"
 
 
 def _finite_and_non_empty(expected: Mapping[str, Any]) -> list[str]:
     problems = []
     for path, value in _leaves(expected):
+        if is_sympy(value):
+            continue  # verify's generic checks refuse nan/oo/zoo inside an expression
         elements = value.data if type(value) is TensorValue else (value,)
         if not elements:
             problems.append(f"{render_path(path)} is an empty tensor")
@@ -121,13 +145,17 @@ def _not_an_input(expected: Mapping[str, Any], inputs: Mapping[str, Any]) -> lis
 
 def _clean_rerun(task: Task) -> list[str]:
     """The reference runs again without an exception or a warning and reproduces the key."""
+    gc.collect()  # finalise other threads' garbage (verify's pipes) before the recording starts
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             again = run_program(task.program, task.inputs, PROFILE)
         except Exception as error:
             return [f"the reference raised {type(error).__name__}: {str(error)[:200]}"]
-    problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught]
+    # A ResourceWarning names an unclosed file or socket finalised by the garbage collector, which may be
+    # another thread's (verify runs fresh processes beside this rerun): it says nothing about the key.
+    problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught
+                if not issubclass(w.category, ResourceWarning)]
     if not typed_equal(again, task.expected):
         problems.append("the reference gave a different output when run again in the same process")
     return problems
@@ -144,10 +172,11 @@ class IndependentResult:
 
 
 def _reference(value: Any) -> Any:
-    """An independent value as compare() takes it: TensorValue, int or exact Fraction."""
+    """An independent value as compare() takes it: TensorValue, int, exact Fraction or an exact
+    sympy expression (decided symbolically by compare under the task's Exact() policy)."""
     if type(value) is ExactTensor:
         return value.to_tensor_value()
-    if type(value) is int:
+    if type(value) is int or is_sympy(value):
         return value
     return to_fraction(value)
 
@@ -159,7 +188,10 @@ def _exact_elements(value: Any) -> tuple[Any, ...]:
 
 
 def _used(key: Any, exact: Any, policy: AllClose) -> Fraction:
-    """max over elements of |key - exact| / (atol + rtol*|exact|), exactly (0 for equal integers)."""
+    """max over elements of |key - exact| / (atol + rtol*|exact|), exactly (0 for equal integers,
+    and under an exact policy, where compare() has already required equality)."""
+    if type(policy) is not AllClose:
+        return Fraction(0)
     keys = key.data if type(key) is TensorValue else (key,)
     worst = Fraction(0)
     for a, e in zip(keys, _exact_elements(exact), strict=True):

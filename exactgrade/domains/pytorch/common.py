@@ -16,7 +16,7 @@ from typing import Any
 
 from exactgrade.domains.pytorch.exact import shape_and_flat
 from exactgrade.family import Draw, Family, Reject
-from exactgrade.policy import AllClose
+from exactgrade.policy import AllClose, Exact
 from exactgrade.task import Task, TaskDef
 from exactgrade.values import TensorValue, dtype_family
 
@@ -24,6 +24,7 @@ TORCH_VERSION = "2.13.0"
 INSTALL_HINT = (f"the pytorch domain needs torch: pip install torch=={TORCH_VERSION} (the CPU build), "
                 "then install this project")
 POLICY = AllClose(rtol=1e-5, atol=1e-7)
+SYMBOLIC_POLICY = Exact()  # a task whose answer holds an ExprSpec: decided by the engine's symbolic equality
 PROFILE = "torch"  # the sandbox profile the references need
 CATEGORIES = ("tensor_ops", "nn_modules", "autograd", "losses", "optim")
 
@@ -70,7 +71,22 @@ class ScalarSpec:
         return f"<Python {self.kind}>"
 
 
-Spec = TensorSpec | ScalarSpec
+@dataclass(frozen=True, slots=True)
+class ExprSpec:
+    """An exact sympy expression in the task's declared symbols (sympy Symbol inputs, by name),
+    graded exactly as a function of them (exactgrade._symbolic), never under AllClose."""
+
+    symbols: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.symbols or any(type(s) is not str or not s.isidentifier() for s in self.symbols):
+            raise ValueError(f"symbols={self.symbols!r} must be a non-empty tuple of identifiers")
+
+    def render(self) -> str:
+        return f"<sympy expression in {', '.join(self.symbols)}>"
+
+
+Spec = TensorSpec | ScalarSpec | ExprSpec
 Answer = tuple[Mapping[str, Spec], ...]
 
 
@@ -116,7 +132,24 @@ def tensor(dtype: str, nested: Any) -> TensorValue:
     return TensorValue(dtype, shape, tuple(flat))
 
 
+def is_symbolic(answer: Answer) -> bool:
+    """Whether an answer holds a symbolic leaf. Such a task is graded under Exact() throughout, so
+    its other leaves must be exact too (int specs); a float beside a symbol is refused."""
+    specs = [spec for row in answer for spec in row.values()]
+    if not any(type(spec) is ExprSpec for spec in specs):
+        return False
+    floats = [spec.render() for spec in specs if spec == PY_FLOAT
+              or (type(spec) is TensorSpec and dtype_family(spec.dtype) != "int")]
+    if floats:
+        raise ValueError(f"a symbolic answer is graded exactly: {floats[0]} cannot sit beside an expression")
+    return True
+
+
 def _describe_input(name: str, value: Any) -> str:
+    if type(value).__name__ == "Symbol" and type(value).__module__.startswith("sympy"):
+        flags = "".join(f", {a}=True" for a in ("integer", "positive") if getattr(value, f"is_{a}"))
+        flags = flags or (", real=True" if value.is_real else "")
+        return f"- `{name}`: sympy Symbol, the same as sympy.Symbol({value.name!r}{flags})"
     if isinstance(value, TensorValue):
         return f"- `{name}`: torch.Tensor, dtype torch.{value.dtype}, shape {tuple(value.shape)}"
     return f"- `{name}`: Python {type(value).__name__} = {value!r}"
@@ -141,6 +174,18 @@ matches a 0-d tensor or a Python number). Integer results (indices, counts, inte
 integer-dtype tensors or Python ints and match exactly; a float tensor never matches an integer one. Float \
 tensors may be float32 or float64. NaN and infinity never pass. Every key of every row must be right for \
 the reward."""
+
+
+SYMBOLIC_GRADING = """\
+Grading (exact, as functions of the symbols): a `<sympy expression in lr>` is an exact sympy expression \
+whose only free symbols are the task's symbols (preloaded under their names, with the assumptions shown; \
+building them with sympy.Symbol and the same assumptions gives the same symbols). It passes when it equals \
+the reference as a function of the symbols: any algebraically equal form passes (expanded, factored, \
+nested). No floats (write sympy.Rational(3, 8), or convert an exact float with sympy.Rational(x)); no Abs, \
+floor, sign, Min, Max or Piecewise. A `<Python int>` must match exactly. Every key of every row must be \
+right for the reward."""
+
+SYMBOLIC_DESCRIPTION = API_DESCRIPTION[:API_DESCRIPTION.index("Grading (AllClose")] + SYMBOLIC_GRADING
 
 
 def _render(question: str, answer: Answer, inputs: Mapping[str, Any]) -> str:
@@ -170,14 +215,15 @@ def make_task(
     """
     if category not in CATEGORIES:
         raise ValueError(f"category={category!r} must be one of {CATEGORIES}")
+    symbolic = is_symbolic(answer)
     return TaskDef(
         id=id,
         category=category,
         inputs=dict(inputs),
         reference=reference,
         render=lambda task_inputs: _render(question, answer, task_inputs),
-        api_description=API_DESCRIPTION,
-        policy=POLICY,
+        api_description=SYMBOLIC_DESCRIPTION if symbolic else API_DESCRIPTION,
+        policy=SYMBOLIC_POLICY if symbolic else POLICY,
         tags=tags,
         zero_reason=zero_reason,
         meta={"answer": answer, "independent": independent},

@@ -809,34 +809,74 @@ def _balancing_defined(inputs):
     return None
 
 
-def combined_gradient(logits, target, class_weight):
+# L5: what the weighted, smoothed loss is minimised by. Each kept row's optimum is a distribution proportional
+# to that row's coefficients of -l (the smoothing part weighted by class), not the smoothed label: the named
+# misreading, which the rules require to change the answer. Reference: the optimum in torch, the loss of its
+# logits by torch's own cross_entropy; independent: mpmath, the floor as a weighted entropy sum.
+def smoothed_optimum(logits, target, class_weight):
+    import torch
     import torch.nn.functional as F
 
-    z = logits.clone().requires_grad_(True)
-    F.cross_entropy(z, target, weight=class_weight, label_smoothing=0.1).backward()
-    return {"rows": [{"grad_logits": z.grad}]}
+    eps, w = 0.1, class_weight.double()
+    kept = target != -100
+    t = target[kept]
+    coefficients = eps / w.shape[0] * w.expand(t.shape[0], -1).clone()
+    coefficients[torch.arange(t.shape[0]), t] += (1 - eps) * w[t]
+    optimum = coefficients / coefficients.sum(dim=1, keepdim=True)
+    z = logits.double()
+    best = torch.zeros_like(z)
+    best[kept] = optimum.log()
+    floor = F.cross_entropy(best, target, weight=w, label_smoothing=eps)
+    now = F.cross_entropy(z, target, weight=w, label_smoothing=eps)
+    return {"rows": [{"optimal": optimum.float(), "floor": floor.float(), "excess": (now - floor).float()}]}
 
 
-def _combined_gradient(logits, target, class_weight):
+def _smoothed_rows(target, class_weight, mistake=None):
+    """Each kept row's optimal distribution (``mistake`` 'smoothed_label': the smoothed one-hot label)."""
     w = [hp(e) for e in values(class_weight)]
-    eps, classes, total_w = hp(0.1), len(w), mpmath.fsum(w)
-    kept = [t for t in values(target) if t != -100]
-    norm = mpmath.fsum(w[t] for t in kept)
-    out = []
-    for row, t in zip(values(logits), values(target), strict=True):
+    eps, classes, rows = hp(0.1), len(w), []
+    for t in values(target):
         if t == -100:
-            out.append([mpmath.mpf(0)] * classes)
             continue
-        p = softmax(row)
-        # d/dz_c of w_t * -l_t is w_t (p_c - [c = t]); of sum_k w_k * -l_k it is p_c * sum(w) - w_c
-        out.append(
-            [
-                ((1 - eps) * w[t] * (pc - (1 if c == t else 0)) + eps / classes * (pc * total_w - w[c]))
-                / norm
-                for c, pc in enumerate(p)
-            ]
-        )
-    return [{"grad_logits": ExactTensor.of("float32", out)}]
+        if mistake == "smoothed_label":
+            rows.append([(1 - eps) * (c == t) + eps / classes for c in range(classes)])
+            continue
+        a = [(1 - eps) * w[t] * (c == t) + eps / classes * w[c] for c in range(classes)]
+        rows.append([e / mpmath.fsum(a) for e in a])
+    return rows
+
+
+def _smoothed_optimum(logits, target, class_weight):
+    w = [hp(e) for e in values(class_weight)]
+    eps, classes = hp(0.1), len(w)
+    kept = [t for t in values(target) if t != -100]
+    total = mpmath.fsum(w[t] for t in kept)
+    floor = mpmath.fsum(
+        -((1 - eps) * w[t] * (c == t) + eps / classes * w[c]) * mpmath.log(p)
+        for t, row in zip(kept, _smoothed_rows(target, class_weight), strict=True) for c, p in enumerate(row)
+    ) / total
+    a, b, _ = _combined_terms(logits, target, class_weight)
+    now = (1 - eps) * a + eps * b / classes
+    return [{"optimal": ExactTensor.of("float32", _smoothed_rows(target, class_weight)),
+             "floor": ExactTensor.of("float32", floor), "excess": ExactTensor.of("float32", now - floor)}]
+
+
+def _optimum_rules(inputs):
+    problem = _weights_matter(inputs)
+    if problem is not None:
+        return problem
+    right = _smoothed_rows(inputs["target"], inputs["class_weight"])
+    wrong = _smoothed_rows(inputs["target"], inputs["class_weight"], mistake="smoothed_label")
+    if not any(abs(x - y) > mpmath.mpf("1e-3") for r, q in zip(right, wrong, strict=True)
+               for x, y in zip(r, q, strict=True)):
+        return "the smoothed label is within 1e-3 of the optimum: the misreading would pass"
+    return None
+
+
+_OPTIMUM_QUESTION = """Consider L as a function of all the logits. Give `optimal`: for each kept row, in
+    order (a row of the answer tensor each, one column per class), the probabilities exp(l[i, c]) of the
+    logits that minimise L when only that row's logits may change; `floor`, the smallest value of L over all
+    logits (it is attained); and `excess`, L at `logits` minus `floor` (both 0-d float32)."""
 
 
 CROSS_ENTROPY_OPTIONS = leveled(
@@ -877,19 +917,19 @@ CROSS_ENTROPY_OPTIONS = leveled(
         ),
         5: _loss(
             "cross_entropy_options",
-            reference=combined_gradient,
-            independent=_combined_gradient,
+            reference=smoothed_optimum,
+            independent=_smoothed_optimum,
             sample=_sample_cross_entropy_options,
-            refuse=_weights_matter,
-            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} Give `grad_logits`, the gradient of L
-            with respect to
-                 `logits` (left-out rows included, as rows of the gradient).""",
-            answer=lambda i: ({"grad_logits": f32(*_dims(i["logits"]))},),
+            refuse=_optimum_rules,
+            question=f"""{_OPTIONS_MATH} {_COMBINED_MATH} {_OPTIMUM_QUESTION}""",
+            answer=lambda i: ({"optimal": f32(sum(t != -100 for t in i["target"].data), i["logits"].shape[1]),
+                               "floor": f32(), "excess": f32()},),
         ),
     },
     levels="L1 ignore_index, weight and label_smoothing named; L2 described; L3 class weights and smoothing "
     "together (the smoothing term weighted too); L4 the one class weight that balances the weighted loss to "
-    "the plain one; L5 the gradient of the weighted, smoothed loss with respect to the logits",
+    "the plain one; L5 what minimises the weighted, smoothed loss: each kept row's optimal distribution "
+    "(not the smoothed label), the loss floor and the current excess over it",
 )
 
 
@@ -962,48 +1002,117 @@ def _logit_signs(task):
     return None
 
 
-def focal_loss(logits, target):
+# L5: per-column recalibration under interacting options. Each column's bias shift minimises the column's
+# weighted, label-smoothed binary cross-entropy over its non-ignored elements (a convex 1-D problem with no
+# closed form); the loss is then the mean over all non-ignored elements (columns count unequally). The
+# reference bisects torch's autograd gradient in float64; the independent route solves the hand-derived
+# stationarity condition with mpmath.findroot at 50 digits.
+_IGNORE = -1.0
+
+
+def recalibrated_bce(logits, target, pos_weight, smoothing):
     import torch
 
-    z = logits.clone().requires_grad_(True)
-    p = torch.sigmoid(z)
-    loss = -(
-        0.25 * target * (1 - p) ** 2 * torch.log(p) + 0.75 * (1 - target) * p**2 * torch.log(1 - p)
-    ).mean()
-    loss.backward()
-    return {"rows": [{"loss": loss.detach(), "grad_logits": z.grad}]}
+    z, t, w = logits.double(), target.double(), pos_weight.double()
+    valid = t != -1
+    soft = torch.where(valid, t * (1 - smoothing) + smoothing / 2, torch.zeros_like(t))
+
+    count = valid.sum(dim=0)
+
+    def column_losses(b):  # one mean per column, over its kept elements
+        q = torch.sigmoid(z + b)
+        terms = -(w * soft * torch.log(q) + (1 - soft) * torch.log(1 - q))
+        return torch.where(valid, terms, torch.zeros_like(terms)).sum(dim=0) / count
+
+    low, high = torch.full((z.shape[1],), -40.0, dtype=torch.float64), torch.full((z.shape[1],), 40.0,
+                                                                                   dtype=torch.float64)
+    for _ in range(80):  # bisection on the sign of each column's derivative (the loss is convex in b)
+        b = ((low + high) / 2).requires_grad_(True)
+        column_losses(b).sum().backward()
+        rising = b.grad > 0
+        low, high = torch.where(rising, low, b.detach()), torch.where(rising, b.detach(), high)
+    shifts = (low + high) / 2
+    shift = shifts
+    q = torch.sigmoid(z + shift)
+    terms = -(w * soft * torch.log(q) + (1 - soft) * torch.log(1 - q))
+    return {"rows": [{"shift": shift.float(), "loss": terms[valid].mean().float()}]}
 
 
-def _focal_loss(logits, target):
-    rows, ts = values(logits), values(target)
-    n = len(rows) * len(rows[0])
+def _recalibration(logits, target, pos_weight, smoothing, mistake=None, shifts=None):
+    """(shifts, loss) in mpmath. ``mistake``: 'mean_of_columns' averages the column means;
+    'weight_on_hard' puts the positive weight on the unsmoothed target. ``shifts``: reuse these."""
+    rows, ts, ws, eps = values(logits), values(target), [hp(w) for w in values(pos_weight)], hp(smoothing)
+    columns = range(len(ws))
+    # per kept element of each column: (z, weight of ln q, weight of ln(1 - q))
+    kept = {c: [] for c in columns}
+    for r, t in zip(rows, ts, strict=True):
+        for c in columns:
+            if t[c] != _IGNORE:
+                hard, soft = hp(t[c]), hp(t[c]) * (1 - eps) + eps / 2
+                kept[c].append((hp(r[c]), ws[c] * (hard if mistake == "weight_on_hard" else soft), 1 - soft))
 
-    def term(z, t):
-        p = sigmoid(z)
-        return -(
-            hp(0.25) * hp(t) * (1 - p) ** 2 * mpmath.log(p)
-            + hp(0.75) * (1 - hp(t)) * p**2 * mpmath.log(1 - p)
-        )
+    def stationarity(c):  # d/db of the column's sum: sum of q (a + b) - a, q = sigmoid(z + shift)
+        return lambda shift: mpmath.fsum((a + b) / (1 + mpmath.exp(-(z + shift))) - a for z, a, b in kept[c])
 
-    loss = (
-        mpmath.fsum(term(z, t) for rz, rt in zip(rows, ts, strict=True) for z, t in zip(rz, rt, strict=True))
-        / n
-    )
-    grad = [
-        [mpmath.diff(lambda v, t=t: term(v, t), hp(z)) / n for z, t in zip(rz, rt, strict=True)]
-        for rz, rt in zip(rows, ts, strict=True)
-    ]
-    return [{"loss": ExactTensor.of("float32", loss), "grad_logits": ExactTensor.of("float32", grad)}]
+    if shifts is None:
+        shifts = [mpmath.findroot(stationarity(c), (hp(-40), hp(40)), solver="illinois") for c in columns]
+
+    def element(z, a, b):
+        q = 1 / (1 + mpmath.exp(-z))
+        return -(a * mpmath.log(q) + b * mpmath.log(1 - q))
+
+    column_sums = [mpmath.fsum(element(z + shifts[c], a, b) for z, a, b in kept[c]) for c in columns]
+    if mistake == "mean_of_columns":
+        loss = mpmath.fsum(total / len(kept[c]) for c, total in enumerate(column_sums)) / len(ws)
+    else:
+        loss = mpmath.fsum(column_sums) / sum(len(kept[c]) for c in columns)
+    return shifts, loss
 
 
-def _sample_focal(draw, level):
-    shape = (draw.integer(2, 3), draw.integer(3, 4))
+def _recalibrated_bce(logits, target, pos_weight, smoothing):
+    shifts, loss = _recalibration(logits, target, pos_weight, smoothing)
+    return [{"shift": ExactTensor.of("float32", shifts), "loss": ExactTensor.of("float32", loss)}]
+
+
+def _sample_recalibration(draw, level):
+    rows, cols = 6, 3
+    ignored = {c: set(draw.sample(range(rows), c)) for c in range(cols)}  # 0, 1 and 2 ignored: unequal counts
+    order = draw.shuffled(range(cols))
+    target = [[_IGNORE if i in ignored[order[c]] else float(draw.integer(0, 1)) for c in range(cols)]
+              for i in range(rows)]
     return {
-        "logits": dyadic_tensor(draw, shape, -3, 3, 2, nonzero=True),
-        "target": tensor(
-            "float32", [[float(draw.integer(0, 1)) for _ in range(shape[1])] for _ in range(shape[0])]
-        ),
+        "logits": dyadic_tensor(draw, (rows, cols), -3, 3, 2),
+        "target": tensor("float32", target),
+        "pos_weight": tensor("float32", [draw.choice((0.5, 1.5, 2.0, 3.0)) for _ in range(cols)]),
+        "smoothing": draw.choice((0.1, 0.2, 0.25)),
     }
+
+
+def _recalibration_rules(inputs):
+    """Refuse a shift near 0 (the uncalibrated logits would pass) and instances where either named
+    misreading lands within 1e-3 of the key."""
+    args = {k: inputs[k] for k in ("logits", "target", "pos_weight", "smoothing")}
+    shifts, loss = _recalibration(**args)
+    if any(abs(b) < mpmath.mpf("0.05") for b in shifts):
+        return "a column's shift is within 0.05 of 0: leaving the logits alone nearly passes"
+    for mistake in ("mean_of_columns", "weight_on_hard"):
+        wrong_shifts, wrong_loss = _recalibration(**args, mistake=mistake,
+                                                  shifts=shifts if mistake == "mean_of_columns" else None)
+        if abs(wrong_loss - loss) < mpmath.mpf("1e-3") * abs(loss) and all(
+                abs(a - b) < mpmath.mpf("1e-3") for a, b in zip(shifts, wrong_shifts, strict=True)):
+            return f"the misreading {mistake!r} lands within 1e-3 of the key: it would pass"
+    return None
+
+
+_RECALIBRATION_QUESTION = """A multi-label classifier gives the logits `logits` (rows are examples,
+    columns are labels) for the hard targets `target` (0 or 1; an entry -1 marks an element that is
+    ignored: it has no loss and is not counted anywhere). For a kept element of column c with logit z, the
+    target t is first smoothed to t' = t * (1 - `smoothing`) + `smoothing` / 2, and its loss is -(w_c t' ln
+    q + (1 - t') ln(1 - q)) with q = 1 / (1 + exp(-z)) and w_c = `pos_weight[c]`. The classifier is
+    recalibrated by adding one real shift b_c to every logit of column c; each b_c is chosen to minimise the
+    mean loss over the kept elements of its own column. Give `shift`, the three shifts b_c (float32, in
+    column order), and `loss`, the mean loss over all kept elements of the whole matrix after the shifts
+    (0-d float32)."""
 
 
 BINARY_CROSS_ENTROPY_LOSSES = leveled(
@@ -1047,19 +1156,18 @@ BINARY_CROSS_ENTROPY_LOSSES = leveled(
         ),
         5: _loss(
             "binary_cross_entropy_losses",
-            reference=focal_loss,
-            independent=_focal_loss,
-            sample=_sample_focal,
-            question="""A detector down-weights easy examples: for a logit z with q = 1 / (1 + exp(-z)) and a
-                 hard target t in {0, 1}, its loss is -(0.25 t (1 - q)^2 ln q + 0.75 (1 - t) q^2 ln(1 - q)).
-                 Give `loss`, the mean of that loss over all elements of `logits` against `target`, and
-                 `grad_logits`, its gradient with respect to `logits`.""",
-            answer=lambda i: ({"loss": f32(), "grad_logits": f32(*_dims(i["logits"]))},),
+            reference=recalibrated_bce,
+            independent=_recalibrated_bce,
+            sample=_sample_recalibration,
+            refuse=_recalibration_rules,
+            question=_RECALIBRATION_QUESTION,
+            answer=lambda i: ({"shift": f32(i["logits"].shape[1]), "loss": f32()},),
         ),
     },
     levels="L1 the two BCE calls named; L2 described; L3 the gradient of the weighted BCE with respect to "
-    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 a focal "
-    "loss and its gradient (described, not named)",
+    "the logits; L4 the logit that minimises each element's weighted BCE (a soft target); L5 per-column "
+    "recalibration shifts that minimise a weighted, label-smoothed BCE with ignored elements (a convex "
+    "1-D problem without closed form) and the pooled loss after them (columns count unequally)",
 )
 
 

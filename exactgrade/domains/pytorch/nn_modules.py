@@ -1873,27 +1873,6 @@ def _nucleus_sizes(logits, mass):
     return [{"size": ExactTensor.of("int64", sizes)}]
 
 
-def nucleus_distribution(logits, mass):
-    import torch
-
-    p = torch.softmax(logits.double(), dim=1)
-    ordered, order = p.sort(dim=1, descending=True)
-    keep_sorted = (ordered.cumsum(dim=1) - ordered) < mass
-    keep = torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted)
-    kept = torch.where(keep, p, torch.zeros_like(p))
-    return {"rows": [{"probabilities": (kept / kept.sum(dim=1, keepdim=True)).to(logits.dtype)}]}
-
-
-def _nucleus_distribution(logits, mass):
-    out = []
-    for row, size in zip(values(logits), _nucleus_sizes(logits, mass)[0]["size"].values, strict=True):
-        p = softmax(row)
-        kept = set(sorted(range(len(p)), key=lambda j: -p[j])[:size])
-        total = mpmath.fsum(p[j] for j in kept)
-        out.append([p[j] / total if j in kept else mpmath.mpf(0) for j in range(len(p))])
-    return [{"probabilities": ExactTensor.of("float32", out)}]
-
-
 def _sample_nucleus(draw, level):
     rows, cols = draw.integer(3, 4), draw.integer(5, 7)
     return {"logits": distinct_dyadic_tensor(draw, (rows, cols), 2), "mass": draw.choice((0.75, 0.8, 0.9))}
@@ -1912,6 +1891,123 @@ def _nucleus_clear(inputs):
     if len(set(sizes)) < 2:
         return "every row keeps the same number of classes: a constant answer passes"
     return None
+
+
+# L5: a decoding step's logit pipeline, described not named: a sign-dependent penalty on the classes a row
+# has already produced (each class once, however often it occurs), a temperature, a top-k cut and then a
+# probability-mass cut measured on the renormalised top-k distribution. The rules (levels_modules): most
+# rows keep at least two classes after the mass cut, the kept counts differ between rows, and each named
+# misreading (the penalty per occurrence, dividing a negative logit, the mass cut on the uncut softmax)
+# changes the answer of the instance.
+def decoding_distribution(logits, previous, penalty, temperature, top_k, top_p):
+    import torch
+
+    z = logits.double().clone()
+    for i in range(z.shape[0]):
+        seen = torch.unique(previous[i])
+        row = z[i, seen]
+        z[i, seen] = torch.where(row > 0, row / penalty, row * penalty)
+    z = z / temperature
+    top = z.topk(top_k, dim=1)
+    p = torch.softmax(top.values, dim=1)  # sorted descending
+    keep = (p.cumsum(dim=1) - p) < top_p
+    kept = torch.where(keep, p, torch.zeros_like(p))
+    kept = kept / kept.sum(dim=1, keepdim=True)
+    out = torch.zeros_like(z).scatter(1, top.indices, kept)
+    return {"rows": [{"probabilities": out.to(logits.dtype), "kept": keep.sum(dim=1)}]}
+
+
+def _decoding_rows(logits, previous, penalty, temperature, top_k, top_p, mistake=None):
+    """(distribution, kept count) of each row in mpmath. ``mistake``: 'per_occurrence' penalises a class
+    once per occurrence; 'divide_all' divides every penalised logit; 'mass_on_full' measures the mass cut
+    on the softmax of all classes (then renormalises the kept ones)."""
+    rows = []
+    for row, seen in zip(values(logits), values(previous), strict=True):
+        z = [hp(e) for e in row]
+        for j in (seen if mistake == "per_occurrence" else sorted(set(seen))):
+            z[j] = z[j] / hp(penalty) if z[j] > 0 or mistake == "divide_all" else z[j] * hp(penalty)
+        z = [e / hp(temperature) for e in z]
+        order = sorted(range(len(z)), key=lambda j: -z[j])
+        top = order[:top_k]
+        weights = softmax([z[j] for j in (order if mistake == "mass_on_full" else top)])
+        kept, total = [], mpmath.mpf(0)
+        for j, q in zip(order if mistake == "mass_on_full" else top, weights, strict=False):
+            if total >= hp(top_p) or j not in top:
+                break
+            kept.append(j)
+            total += q
+        norm = mpmath.fsum(mpmath.exp(z[j]) for j in kept)
+        rows.append(([mpmath.exp(z[j]) / norm if j in kept else mpmath.mpf(0) for j in range(len(z))],
+                     len(kept)))
+    return rows
+
+
+def _decoding_distribution(logits, previous, penalty, temperature, top_k, top_p):
+    rows = _decoding_rows(logits, previous, penalty, temperature, top_k, top_p)
+    return [{"probabilities": ExactTensor.of("float32", [p for p, _ in rows]),
+             "kept": ExactTensor.of("int64", [k for _, k in rows])}]
+
+
+def _sample_decoding(draw, level):
+    rows, cols = 4, 8
+    logits, previous = [], []
+    for _ in range(rows):
+        row = [k / 8 for k in draw.sample(range(-36, 13), cols)]  # distinct, mostly negative
+        leaders = sorted(range(cols), key=lambda j: -row[j])[:4]
+        first, second = draw.sample(leaders, 2)  # leading classes already produced: the penalty moves the cut
+        logits.append(row)
+        previous.append(draw.shuffled([first, first, second]))  # one class twice: once is what counts
+    return {
+        "logits": tensor("float32", logits),
+        "previous": tensor("int64", previous),
+        "penalty": draw.choice((1.25, 1.5, 2.0)),
+        "temperature": draw.choice((0.75, 1.25, 1.5, 2.0)),
+        "top_k": draw.integer(4, 6),
+        "top_p": draw.choice((0.6, 0.7, 0.8)),
+    }
+
+
+def _decoding_rules(inputs):
+    """Refuse ties and near-ties the float arithmetic could cut the other way, rows that keep one class,
+    counts equal across rows, and instances a named misreading would still pass."""
+    from exactgrade.domains.pytorch.levels_modules import distributions_differ, near_cut
+
+    args = {k: inputs[k] for k in ("logits", "previous", "penalty", "temperature", "top_k", "top_p")}
+    rows = _decoding_rows(**args)
+    for (_, count), row, seen in zip(rows, values(inputs["logits"]), values(inputs["previous"]), strict=True):
+        z = [hp(e) for e in row]
+        for j in set(seen):
+            z[j] = z[j] / hp(inputs["penalty"]) if z[j] > 0 else z[j] * hp(inputs["penalty"])
+        ordered = sorted(z, reverse=True)
+        if any(ordered[cut - 1] == ordered[cut] for cut in (inputs["top_k"], count)):
+            return "two penalised logits tie where a cut falls: which class is kept is ambiguous"
+        problem = near_cut(softmax([e / hp(inputs["temperature"]) for e in ordered[: inputs["top_k"]]]),
+                           hp(inputs["top_p"]))
+        if problem is not None:
+            return problem
+    counts = [k for _, k in rows]
+    if sum(k >= 2 for k in counts) < 3:
+        return f"kept counts {counts}: most rows must keep at least two classes"
+    if len(set(counts)) < 2:
+        return "every row keeps the same number of classes: a constant answer passes"
+    for mistake in ("per_occurrence", "divide_all", "mass_on_full"):
+        wrong = _decoding_rows(**args, mistake=mistake)
+        if not distributions_differ([p for p, _ in rows], [p for p, _ in wrong]):
+            return f"the misreading {mistake!r} gives the same distribution: it would pass"
+    return None
+
+
+_DECODING_QUESTION = """A text generator turns each row of `logits` (one row per sequence, one column per
+    class) into a sampling distribution in four stages. (1) Penalty: every class that occurs in the row's
+    entry of `previous` (the classes that sequence already produced; a class counts once however often it
+    occurs) has its logit z replaced by z / `penalty` if z > 0 and by z * `penalty` otherwise; the other
+    logits are unchanged. (2) Every logit is divided by `temperature`. (3) Only the `top_k` largest logits
+    of the row are kept, and q is the softmax over those `top_k` classes alone. (4) Sorting the kept
+    classes by q from largest to smallest, the generator keeps the shortest prefix whose q values sum to
+    at least `top_p`; the classes of that prefix share probability in proportion to their q values (so
+    they sum to 1) and every other class gets 0. Give `probabilities` (the final distribution, shape of
+    `logits`) and `kept`, the number of classes with nonzero probability in each row (int64, one per
+    row)."""
 
 
 SOFTMAX_ROWS = leveled(
@@ -1950,23 +2046,19 @@ SOFTMAX_ROWS = leveled(
         ),
         5: _nn(
             "softmax_rows",
-            reference=nucleus_distribution,
-            independent=_nucleus_distribution,
-            sample=_sample_nucleus,
-            question=f"""{_SOFTMAX_MATH} A sampler keeps, in each row, only the most probable
-                classes: it sorts
-               the row's probabilities from largest to smallest and keeps the shortest prefix whose
-               sum reaches
-               at least `mass`; the kept probabilities are divided by their sum and every other class gets
-               probability 0. Give `probabilities`, the sampler's distribution for every row (shape of
-               `logits`).""",
-            answer=lambda i: ({"probabilities": f32(*_dims(i["logits"]))},),
-            refuse=_nucleus_clear,
+            reference=decoding_distribution,
+            independent=_decoding_distribution,
+            sample=_sample_decoding,
+            question=_DECODING_QUESTION,
+            answer=lambda i: ({"probabilities": f32(*_dims(i["logits"])),
+                               "kept": i64(i["logits"].shape[0])},),
+            refuse=_decoding_rules,
         ),
     },
     levels="L1 softmax and log-softmax named; L2 the distribution described; L3 the entropy of each row; L4 "
-    "the smallest number of top classes that reach a probability mass; L5 the truncated, renormalised "
-    "distribution of such a sampler (described, not named)",
+    "the smallest number of top classes that reach a probability mass; L5 a decoding step's pipeline "
+    "(a sign-dependent penalty on already produced classes, temperature, a top-k cut, then a mass cut on "
+    "the renormalised top-k distribution), described not named, with each misreading changing the answer",
 )
 
 
@@ -2032,60 +2124,66 @@ _NORM_STACK = {"weight": ("weights", 0.25, 2, 2), "bias": ("biases", -1, 1, 3)}
 _NORM_BEST = _best_of(_NORM_STACK, _NORM_OUT)
 
 
-def prenorm_block(x, weight, bias, w1, b1, w2, b2):
+# L5: the normalisation inverted. The output alone fixes the normalised vector; its spread is below 1 only
+# because of the 1e-5 under the root, and that shortfall fixes the row's variance: s2 = 1e-5 * V / (1 - V)
+# for V the (biased) spread of the normalised row. Rows have variances near 1e-5, where that term matters in
+# float32. Reference: the closed form in float64; independent: mpmath, a root of the self-consistency
+# equation for the row's scale, then a forward pass that must reproduce `y`.
+def invert_layer_norm(y, weight, bias, means):
     import torch
-    import torch.nn.functional as F
 
-    h = torch.relu(F.layer_norm(x, x.shape[-1:], weight, bias, eps=1e-5) @ w1.T + b1)
-    return {"rows": [{"y": x + h @ w2.T + b2}]}
-
-
-def _prenorm_block(x, weight, bias, w1, b1, w2, b2):
-    rows = values(x)
-    normed = _norm_rows(rows, values(weight), values(bias))
-    hidden = [
-        [
-            max(mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c), mpmath.mpf(0))
-            for wr, c in zip(values(w1), values(b1), strict=True)
-        ]
-        for row in normed
-    ]
-    out = [
-        [
-            hp(e) + mpmath.fsum(hp(a) * h for a, h in zip(wr, hid, strict=True)) + hp(c)
-            for e, wr, c in zip(row, values(w2), values(b2), strict=True)
-        ]
-        for row, hid in zip(rows, hidden, strict=True)
-    ]
-    return [{"y": ExactTensor.of("float32", out)}]
+    xh = (y.double() - bias.double()) / weight.double()
+    spread = xh.var(dim=1, unbiased=False)
+    variance = 1e-5 * spread / (1 - spread)
+    x = means.double()[:, None] + xh * torch.sqrt(variance + 1e-5)[:, None]
+    return {"rows": [{"x": x.float(), "variance": variance.float()}]}
 
 
-def _sample_prenorm(draw, level):
-    rows, width, hidden = draw.integer(2, 4), draw.integer(4, 6), draw.integer(3, 6)
+def _invert_layer_norm(y, weight, bias, means):
+    eps, gamma, beta = hp(1e-5), [hp(e) for e in values(weight)], [hp(e) for e in values(bias)]
+    xs, variances = [], []
+    for row, m in zip(values(y), values(means), strict=True):
+        xh = [(hp(e) - b) / g for e, g, b in zip(row, gamma, beta, strict=True)]
+        centre = mpmath.fsum(xh) / len(xh)
+        spread = mpmath.fsum((e - centre) ** 2 for e in xh) / len(xh)
+        # the scale s of the row: normalising m + s * xh must give xh back, s / sqrt(s^2 spread + eps) = 1
+        scale = mpmath.findroot(lambda t, sp=spread: t * t * (1 - sp) - eps, mpmath.sqrt(eps))
+        x = [hp(m) + e * scale for e in xh]
+        if max(abs(a - hp(b)) for a, b in zip(_norm_rows([x], gamma, beta)[0], row, strict=True)) > hp(1e-20):
+            raise ValueError("the recovered row does not normalise back to y")
+        xs.append(x)
+        variances.append(mpmath.fsum((e - hp(m)) ** 2 for e in x) / len(x))
+    return [{"x": ExactTensor.of("float32", xs), "variance": ExactTensor.of("float32", variances)}]
+
+
+def _sample_inverse_norm(draw, level):
+    rows, width = draw.integer(3, 4), 6
+    gamma = [draw.choice((-1, 1)) * float(draw.dyadic(Fraction(1, 4), 2, 2)) for _ in range(width)]
+    beta = [float(draw.dyadic(-1, 1, 3)) for _ in range(width)]
+    ys = []
+    for _ in range(rows):
+        while True:  # integers with sum 0, scaled by a power of two so that the spread V is in (0.2, 0.95)
+            a = [draw.integer(-6, 6) for _ in range(width - 1)]
+            a.append(-sum(a))
+            power = [Fraction(1, 2**k) for k in range(0, 6)
+                     if Fraction(1, 5) < Fraction(sum(e * e for e in a), width) / 4**k < Fraction(19, 20)]
+            if power:
+                break
+        c = draw.choice(power)
+        ys.append([float(g * Fraction(e) * c + Fraction(b)) for e, g, b in zip(a, gamma, beta, strict=True)])
     return {
-        "x": dyadic_tensor(draw, (rows, width), -4, 12, 2),
-        "weight": dyadic_tensor(draw, (width,), 0.25, 2, 2),
-        "bias": dyadic_tensor(draw, (width,), -1, 1, 3),
-        "w1": dyadic_tensor(draw, (hidden, width), -1, 1, 2),
-        "b1": dyadic_tensor(draw, (hidden,), -1, 1, 3),
-        "w2": dyadic_tensor(draw, (width, hidden), -1, 1, 2),
-        "b2": dyadic_tensor(draw, (width,), -1, 1, 3),
+        "y": tensor("float32", ys),
+        "weight": tensor("float32", gamma),
+        "bias": tensor("float32", beta),
+        "means": tensor("float32", [float(draw.dyadic(-2, 2, 3)) for _ in range(rows)]),
     }
 
 
-def _prenorm_relu_acts(inputs):
-    normed = _norm_rows(values(inputs["x"]), values(inputs["weight"]), values(inputs["bias"]))
-    pre = [
-        mpmath.fsum(hp(a) * n for a, n in zip(wr, row, strict=True)) + hp(c)
-        for row in normed
-        for wr, c in zip(values(inputs["w1"]), values(inputs["b1"]), strict=True)
-    ]
-    dead = sum(1 for p in pre if p <= 0)
-    if not 0 < dead <= len(pre) // 2:
-        return f"{dead} of {len(pre)} hidden pre-activations are not positive: the block is degenerate"
-    if min(abs(p) for p in pre) < mpmath.mpf("1e-3"):
-        return "a hidden pre-activation sits within 1e-3 of the ReLU's kink"
-    return None
+def _inverse_norm_question(i):
+    return f"""{_NORM_MATH} Each row of `y` ({i["y"].shape[0]} rows, D =
+    {i["y"].shape[1]}) is N(v) for an unknown row v, with gamma = `weight` and beta = `bias`; the mean of that
+    v is the row's entry of `means`. Give `x`, the rows v (the shape of `y`), and `variance`, each v's s2 (one
+    per row)."""
 
 
 LAYER_NORM = leveled(
@@ -2127,24 +2225,16 @@ LAYER_NORM = leveled(
         ),
         5: _nn(
             "layer_norm",
-            reference=prenorm_block,
-            independent=_prenorm_block,
-            sample=_sample_prenorm,
-            question=lambda i: (
-                f"""A residual block maps each row v of `x` (D = {i["x"].shape[1]} features) to
-               v + W2 h + c2, where h = max(W1 u + c1, 0) elementwise (a hidden layer of
-               {i["w1"].shape[0]} units) and u is v normalised: with m the mean of v and s2 the mean of
-               (v - m)^2 (dividing by D), u[j] = (v[j] - m) / sqrt(s2 + 1e-5) * gamma[j] + beta[j]. Use
-               gamma = `weight`, beta = `bias`, W1 = `w1`, c1 = `b1`, W2 = `w2`, c2 = `b2`. Give the block's
-               output `y` for every row."""
-            ),
-            answer=lambda i: ({"y": f32(*_dims(i["x"]))},),
-            refuse=_prenorm_relu_acts,
+            reference=invert_layer_norm,
+            independent=_invert_layer_norm,
+            sample=_sample_inverse_norm,
+            question=_inverse_norm_question,
+            answer=lambda i: ({"x": f32(*_dims(i["y"])), "variance": f32(i["y"].shape[0])},),
         ),
     },
     levels="L1 the nn.LayerNorm call; L2 the normalisation described; L3 the normalisation applied to v + "
-    "N(v); L4 the candidate scale and shift closest to each of two targets; L5 a pre-normalisation residual "
-    "MLP block from its mathematics (the normalisation not named)",
+    "N(v); L4 the candidate scale and shift closest to each of two targets; L5 the normalisation inverted: "
+    "each input row from its output and its mean (the 1e-5 under the root is what fixes the variance)",
 )
 
 

@@ -13,12 +13,15 @@ from fractions import Fraction
 
 import mpmath
 
-from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, f32, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import PY_FLOAT, PY_INT, ExprSpec, f32, pytorch_family, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, hp, matmul, reshape, transpose, values
 from exactgrade.domains.pytorch.levels import clear_winner, leveled, solve
+from exactgrade.domains.pytorch.levels_modules import polynomial_rows
 from exactgrade.domains.pytorch.sampling import dyadic_list, dyadic_tensor, regression_inputs
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
+
+LR_EXPR = ExprSpec(("lr",))
 
 
 def _mse_gradient(w, x, y):
@@ -682,28 +685,129 @@ def _steps_vary(task):
     return None
 
 
-def nesterov_steps(w0, x, y):
-    import torch
-
-    w = w0.clone().requires_grad_(True)
-    optimizer = torch.optim.SGD([w], lr=0.05, momentum=0.9, nesterov=True)
-    for _ in range(3):
-        optimizer.zero_grad()
-        ((x @ w - y) ** 2).mean().backward()
-        optimizer.step()
-    return {"rows": [{"w": w.detach(), "momentum_buffer": optimizer.state[w]["momentum_buffer"]}]}
+# L5: a closed form in the learning rate. The step rule combines an accumulated gradient of two unequal
+# micro-batches, weight decay on w only, a buffer whose first step skips dampening, a look-ahead move and a
+# warm-up then decayed schedule; the answer is each parameter and the loss after three steps as a polynomial
+# in lr. Reference: sympy builds the loss and differentiates it; independent: the hand-derived gradient as
+# an exact Fraction recurrence at seven rational lr, interpolated (levels_modules.polynomial_rows).
+_LR_STEPS = 3
 
 
-def _nesterov_steps(w0, x, y):
-    w, vx, vy = values(w0), values(x), values(y)
-    buffer = None
-    for _ in range(3):
-        grad = _mse_gradient(w, vx, vy)
-        buffer = (
-            grad if buffer is None else [Fraction(9, 10) * b + g for b, g in zip(buffer, grad, strict=True)]
-        )
-        w = [p - Fraction(1, 20) * (g + Fraction(9, 10) * b) for p, g, b in zip(w, grad, buffer, strict=True)]
-    return [{"w": ExactTensor.of("float32", w), "momentum_buffer": ExactTensor.of("float32", buffer)}]
+def momentum_lr_polynomial(w0, x, y, c0, split, momentum, dampening, decay, gamma, lr):
+    import sympy
+
+    xs = [[sympy.Rational(e) for e in row] for row in x.tolist()]
+    ys = [sympy.Rational(e) for e in y.tolist()]
+    mu, tau, lam, gam = (sympy.Rational(v) for v in (momentum, dampening, decay, gamma))
+    *weights, bias = names = sympy.symbols("p0 p1 c")
+
+    def mean_loss(rows, w, c):
+        total = sum(((xs[i][0] * w[0] + xs[i][1] * w[1] + c - ys[i]) ** 2 for i in rows), sympy.Integer(0))
+        return total / len(rows)
+
+    accumulated = sympy.expand(mean_loss(range(split), weights, bias)
+                               + mean_loss(range(split, 4), weights, bias))
+    gradient = [sympy.diff(accumulated, p) for p in names]
+    params = [sympy.Rational(e) for e in w0.tolist()] + [sympy.Rational(c0)]
+    factors = [sympy.Rational(1, 2), sympy.Integer(1), gam]
+    buffers = None
+    for step in range(3):
+        d = [sympy.expand(g.subs(dict(zip(names, params, strict=True)))) for g in gradient]
+        d = [d[0] + lam * params[0], d[1] + lam * params[1], d[2]]
+        if buffers is None:
+            buffers = d
+        else:
+            buffers = [mu * b + (1 - tau) * e for b, e in zip(buffers, d, strict=True)]
+        params = [sympy.expand(p - lr * factors[step] * (e + mu * b))
+                  for p, e, b in zip(params, d, buffers, strict=True)]
+    loss = sympy.expand(mean_loss(range(4), params[:2], params[2]))
+    row = {"first_weight": params[0], "second_weight": params[1], "bias": params[2], "loss": loss}
+    return {"rows": [row]}
+
+
+def _lr_recurrence(w0, x, y, c0, split, momentum, dampening, decay, gamma, *, mistake=None):
+    """The same three steps at one rational lr, by the hand-derived gradient of each micro-batch mean
+    (2/n_b X_b^T r_b for w, 2/n_b sum r_b for c). ``mistake``: 'first_step_dampened' scales the first
+    buffer by (1 - dampening) as later ones are; 'bias_decayed' decays c too."""
+    vx, vy, w = values(x), values(y), values(w0)
+    mu, tau, lam, gam = (Fraction(v) for v in (momentum, dampening, decay, gamma))
+    factors = (Fraction(1, 2), Fraction(1), gam)
+    decayed = 3 if mistake == "bias_decayed" else 2
+
+    def residual(params, i):
+        return vx[i][0] * params[0] + vx[i][1] * params[1] + params[2] - vy[i]
+
+    def run(lr):
+        params, buffers = [*w, Fraction(c0)], None
+        for step in range(_LR_STEPS):
+            grad = [Fraction(0)] * 3
+            for rows in (range(split), range(split, 4)):
+                for i in rows:
+                    for j, a in enumerate((vx[i][0], vx[i][1], Fraction(1))):
+                        grad[j] += 2 * a * residual(params, i) / len(rows)
+            d = [g + lam * p if j < decayed else g for j, (g, p) in enumerate(zip(grad, params, strict=True))]
+            if buffers is None:
+                buffers = [(1 - tau) * e for e in d] if mistake == "first_step_dampened" else d
+            else:
+                buffers = [mu * b + (1 - tau) * e for b, e in zip(buffers, d, strict=True)]
+            eta = lr * factors[step]
+            params = [p - eta * (e + mu * b) for p, e, b in zip(params, d, buffers, strict=True)]
+        loss = sum((residual(params, i) ** 2 for i in range(4)), Fraction(0)) / 4
+        return {"first_weight": params[0], "second_weight": params[1], "bias": params[2], "loss": loss}
+
+    return run
+
+
+def _momentum_lr_polynomial(w0, x, y, c0, split, momentum, dampening, decay, gamma, lr, mistake=None):
+    run = _lr_recurrence(w0, x, y, c0, split, momentum, dampening, decay, gamma, mistake=mistake)
+    return polynomial_rows(run, 2 * _LR_STEPS, lr)
+
+
+def _sample_lr_polynomial(draw, level):
+    import sympy
+
+    return {
+        "w0": dyadic_tensor(draw, (2,), -1, 1, 1, nonzero=True),
+        "x": dyadic_tensor(draw, (4, 2), -2, 2, 1),
+        "y": dyadic_tensor(draw, (4,), -2, 2, 1),
+        "c0": float(draw.dyadic(Fraction(-1), Fraction(1), 1)),
+        "split": draw.choice((1, 3)),
+        "momentum": draw.choice((0.5, 0.75, 0.875)),
+        "dampening": draw.choice((0.25, 0.5)),
+        "decay": draw.choice((0.125, 0.25)),
+        "gamma": draw.choice((0.5, 0.25)),
+        "lr": sympy.Symbol("lr", real=True),  # a polynomial: its domain does not matter, and real is cheap
+    }
+
+
+def _lr_polynomial_degenerate(inputs):
+    """Refuse a start where a gradient component or the bias is zero (a term of the closed form
+    would vanish and a wrong reading of that option would still pass)."""
+    run = _lr_recurrence(**{k: v for k, v in inputs.items() if k != "lr"})
+    if Fraction(inputs["c0"]) == 0:
+        return "the bias starts at zero: decaying it or not would give the same first step"
+    first, dampened = run(Fraction(1, 7)), _lr_recurrence(
+        **{k: v for k, v in inputs.items() if k != "lr"}, mistake="first_step_dampened")(Fraction(1, 7))
+    if first == dampened:
+        return "the first buffer is zero: dampening it would not change the answer"
+    xs = values(inputs["x"])
+    if len({tuple(row) for row in xs}) < len(xs) or any(all(row[j] == 0 for row in xs) for j in range(2)):
+        return "repeated rows or a zero column: a degenerate regression"
+    return None
+
+
+_LR_QUESTION = """A linear model predicts p_i = x_i . w + c for the rows x_i of `x` (4 rows, 2 features),
+    with w starting at `w0` and the scalar bias c at `c0`. The rows are cut into two micro-batches: A = the
+    first `split` rows, B = the remaining rows. Each step first computes the gradient G (of w and of c) of
+    L_A + L_B at the current parameters, where L_A is the mean over A of (p_i - y_i)^2 and L_B the same mean
+    over B (y = `y`). It then forms d = G + `decay` * w for w and d = G for c (the bias is not decayed). Each
+    parameter keeps a buffer b: at the first step b = d; at every later step b <- `momentum` * b + (1 -
+    `dampening`) * d. The parameter then moves by -eta_t * (d + `momentum` * b), using the buffer just
+    updated. The step size eta_t is lr / 2 at step 1, lr at step 2, and `gamma` * lr at step 3. Take three
+    steps. The symbol lr is preloaded as a real sympy Symbol, and every float input is an exact binary
+    fraction (sympy.Rational(v) gives it exactly). Give, as exact polynomials in lr: `first_weight` and
+    `second_weight`, the two entries of w after the three steps; `bias`, c after them; and `loss`, the
+    mean over all four rows of (p_i - y_i)^2 at the final parameters."""
 
 
 SGD_MOMENTUM_STEPS = leveled(
@@ -746,19 +850,19 @@ SGD_MOMENTUM_STEPS = leveled(
         ),
         5: _opt(
             "sgd_momentum_steps",
-            reference=nesterov_steps,
-            independent=_nesterov_steps,
-            sample=regression_inputs,
-            question=f"""{_LOSS_MATH} A look-ahead variant of momentum keeps a buffer b (at the first step b =
-                g, later b <- 0.9 * b + g) but moves along g + 0.9 * b: w <- w - 0.05 * (g + 0.9 * b), with b
-                already updated. Take three steps from `w0`, recomputing g before each. Give `w` after them
-                and the buffer b (`momentum_buffer`).""",
-            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "momentum_buffer": f32(*_dims(i["w0"]))},),
+            reference=momentum_lr_polynomial,
+            independent=_momentum_lr_polynomial,
+            sample=_sample_lr_polynomial,
+            refuse=_lr_polynomial_degenerate,
+            question=_LR_QUESTION,
+            answer=({"first_weight": LR_EXPR, "second_weight": LR_EXPR, "bias": LR_EXPR, "loss": LR_EXPR},),
         ),
     },
     levels="L1 SGD with momentum named; L2 the heavy-ball rule described; L3 weight decay and dampening "
     "joined into it for three steps; L4 the first step at which the loss reaches each of three goals (-1 "
-    "when none within 25 steps); L5 a look-ahead (Nesterov) variant, described not named",
+    "when none within 25 steps); L5 closed forms in the learning rate: three steps of an accumulated "
+    "two-micro-batch gradient, decay on w only, an undampened first buffer, a look-ahead move and a warm-up "
+    "then decayed schedule, each parameter and the final loss as a polynomial in lr (a symbolic key)",
     branches=(
         Branch(
             "a goal is never reached",
@@ -858,42 +962,92 @@ def _sample_adam_goals(draw, level):
     }
 
 
-def amsgrad_steps(w0, scales):
+# L5: two vectors, one of which joins the training at step 3. The bias correction is not given: it is fixed
+# by a property the solver must turn into 1 - beta^k, with k the updates that vector has received (not the
+# global step: the named misreading, which the rules require to change the answer).
+def late_parameter_adam(w0, u0, scales, lr):
     import torch
 
     w = w0.clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([w], lr=0.01, betas=(0.9, 0.5), weight_decay=0.1, amsgrad=True)
-    for _ in range(3):
+    u = u0.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([w, u], lr=lr, betas=(0.9, 0.99), eps=1e-8)
+    for step in range(1, 6):
         optimizer.zero_grad()
-        (scales * w**2).sum().backward()
+        loss = (scales * w**2).sum()
+        if step >= 3:
+            loss = loss + 0.5 * ((u - w) ** 2).sum()
+        loss.backward()
         optimizer.step()
-    return {"rows": [{"w": w.detach(), "max_exp_avg_sq": optimizer.state[w]["max_exp_avg_sq"]}]}
+    return {"rows": [{"w": w.detach(), "u": u.detach()}]}
 
 
-def _amsgrad_steps(w0, scales):
-    w, _, top, _ = _adam_run(w0, scales, 3, decay=0.1, amsgrad=True, beta2=0.5)
-    return [{"w": ExactTensor.of("float32", w), "max_exp_avg_sq": ExactTensor.of("float32", top)}]
+def _late_adam(w0, u0, scales, lr, mistake=None, steps=5):
+    """(w, u) after ``steps`` steps, an mpmath replay with each vector's own update count k in its bias
+    correction (``mistake``: 'global_step' uses the step number instead)."""
+    w, u, s = [hp(e) for e in values(w0)], [hp(e) for e in values(u0)], [hp(e) for e in values(scales)]
+    state = {"w": ([mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w), 0),
+             "u": ([mpmath.mpf(0)] * len(u), [mpmath.mpf(0)] * len(u), 0)}
+    b1, b2, eps = hp(0.9), hp(0.99), hp(1e-8)
+    for step in range(1, steps + 1):
+        grads = {"w": [2 * a * p for a, p in zip(s, w, strict=True)]}
+        if step >= 3:
+            grads["w"] = [g - (q - p) for g, p, q in zip(grads["w"], w, u, strict=True)]
+            grads["u"] = [q - p for p, q in zip(w, u, strict=True)]
+        params = {"w": w, "u": u}
+        for name, grad in grads.items():
+            m, v, k = state[name]
+            m = [b1 * a + (1 - b1) * g for a, g in zip(m, grad, strict=True)]
+            v = [b2 * a + (1 - b2) * g * g for a, g in zip(v, grad, strict=True)]
+            k += 1
+            t = step if mistake == "global_step" else k
+            state[name] = (m, v, k)
+            params[name] = [p - hp(lr) * (a / (1 - b1**t)) / (mpmath.sqrt(b / (1 - b2**t)) + eps)
+                            for p, a, b in zip(params[name], m, v, strict=True)]
+        w, u = params["w"], params["u"]
+    return w, u
 
 
-def _sample_amsgrad(draw, level):
-    n = draw.integer(
-        3, 5
-    )  # weights near the step size: a gradient that shrinks leaves the maximum of v above v
-    scales = [
-        float(draw.integer(1, 7) * draw.choice((-1, 1)) * Fraction(2) ** draw.integer(-2, 4))
-        for _ in range(n)
-    ]
+def _late_parameter_adam(w0, u0, scales, lr):
+    w, u = _late_adam(w0, u0, scales, lr)
+    return [{"w": ExactTensor.of("float32", w), "u": ExactTensor.of("float32", u)}]
+
+
+def _sample_late_adam(draw, level):
+    n = 3
     return {
-        "w0": tensor("float32", dyadic_list(draw, n, -1 / 32, 1 / 32, 7, nonzero=True)),
-        "scales": tensor("float32", scales),
+        "w0": tensor("float32", dyadic_list(draw, n, -1, 1, 3, nonzero=True)),
+        "u0": tensor("float32", dyadic_list(draw, n, -1, 1, 3, nonzero=True)),
+        "scales": tensor("float32", [float(draw.integer(1, 7) * Fraction(2) ** draw.integer(-3, 1))
+                                     for _ in range(n)]),
+        "lr": draw.choice((0.05, 0.1, 0.2)),
     }
 
 
-def _maximum_acts(inputs):
-    _, v, top, _ = _adam_run(inputs["w0"], inputs["scales"], 3, decay=0.1, amsgrad=True, beta2=0.5)
-    if all(a == b for a, b in zip(v, top, strict=True)) or all(a != b for a, b in zip(v, top, strict=True)):
-        return "the running maximum of v equals v everywhere, or nowhere: one case goes untested"
+def _late_adam_rules(inputs):
+    """Refuse a u that starts (at step 3) almost where w is (its gradient would be tiny and its sign
+    fragile), and instances where counting the global step instead of u's own would still pass."""
+    args = {k: inputs[k] for k in ("w0", "u0", "scales", "lr")}
+    w, u = _late_adam(**args, steps=2)
+    if any(abs(q - p) < mpmath.mpf(1) / 64 for p, q in zip(w, u, strict=True)):
+        return "u starts within 1/64 of w at step 3: its first gradient is too small to call"
+    right, wrong = _late_adam(**args), _late_adam(**args, mistake="global_step")
+    if not any(abs(a - b) > mpmath.mpf("1e-3") for r, q in zip(right, wrong, strict=True)
+               for a, b in zip(r, q, strict=True)):
+        return "counting the global step gives the same answer: the misreading would pass"
     return None
+
+
+_LATE_ADAM_QUESTION = """Two parameter vectors are trained together: w (starting at `w0`) and u (starting at
+    `u0`), each of length 3. Steps 1 and 2 minimise L1(w) = sum(scales * w^2) (`scales` elementwise, then
+    summed); u does not appear in L1, and at these two steps u and everything the method keeps for u are left
+    untouched. Steps 3, 4 and 5 minimise L2(w, u) = sum(scales * w^2) + 0.5 * sum((u - w)^2), and both
+    vectors take part. At each step, every vector p that takes part, with g the gradient of that step's loss
+    with respect to p at the current parameters, is updated elementwise: m <- 0.9 * m + 0.1 * g and v <-
+    0.99 * v + 0.01 * g^2 (m and v belong to p and are 0 before p's first update), then p <- p - `lr` * mh
+    / (sqrt(vh) + 1e-8), where mh = m / a and vh = v / b. The positive scalars a and b are set at each update
+    so that, had every gradient p has received up to and including this one been the same vector g, mh
+    would equal g and vh would equal g^2 exactly. Both vectors' gradients at a step are taken before either
+    is updated. Give `w` and `u` after step 5."""
 
 
 ADAM_STEP = leveled(
@@ -938,24 +1092,18 @@ ADAM_STEP = leveled(
         ),
         5: _opt(
             "adam_step",
-            reference=amsgrad_steps,
-            independent=_amsgrad_steps,
-            sample=_sample_amsgrad,
-            refuse=_maximum_acts,
-            question=f"""{_QUAD_MATH} An adaptive method adds 0.1 * w to g first (g <- g + 0.1 * w, an L2
-                penalty in the gradient), then updates m <- 0.9 * m + 0.1 * g and v <- 0.5 * v + 0.5 * g^2
-                (elementwise, starting at 0) and keeps r, the elementwise running maximum of v over
-                the steps so
-                far (starting at 0); at step t it sets w <- w - 0.01 / (1 - 0.9^t) * m / (sqrt(r) / sqrt(1 -
-                0.5^t) + 1e-8). Take three steps (t = 1, 2, 3) from `w0`. Give `w` after them and
-                `max_exp_avg_sq`, the vector r.""",
-            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "max_exp_avg_sq": f32(*_dims(i["w0"]))},),
+            reference=late_parameter_adam,
+            independent=_late_parameter_adam,
+            sample=_sample_late_adam,
+            refuse=_late_adam_rules,
+            question=_LATE_ADAM_QUESTION,
+            answer=lambda i: ({"w": f32(*_dims(i["w0"])), "u": f32(*_dims(i["u0"]))},),
         ),
     },
     levels="L1 torch.optim.Adam named; L2 the moment estimates and bias correction described; L3 three steps "
     "with the gradient recomputed; L4 the first step at which the loss reaches each of three goals (-1 "
-    "when none within 30 steps); L5 an L2 penalty with a running maximum of the second moment (AMSGrad, "
-    "described not named)",
+    "when none within 30 steps); L5 two vectors, one joining at step 3, under an adaptive rule whose bias "
+    "correction is fixed by a property to derive (it counts each vector's own updates, not the step)",
     branches=(
         Branch(
             "a goal is never reached",
@@ -1580,6 +1728,93 @@ def _sample_full_schedule(draw, level):
     return {**inputs, "warmup": draw.integer(2, 3)}
 
 
+# L5: the clipping threshold at the regime boundary. The smallest M at which the scaling never acts is the
+# largest gradient norm of the unclipped run (plus the 1e-6): below it the run clips at the step holding that
+# maximum (first, for M just below), above it the run is the unclipped one. No candidate list is given, so
+# the solver must see the fixed point; the rules put the maximum after step 0 (so the first gradient's norm is
+# wrong) and require the run at half that threshold to clip at some steps but not all.
+_UNCLIPPED = 1e300
+
+
+def schedule_clip_boundary(w0, x, y, steps, lr, momentum, weight_decay, step_size, gamma, batch, warmup):
+    import torch
+
+    xd, yd = x.double(), y.double()
+    count = x.shape[0] // batch
+
+    def run(max_norm):
+        w = w0.double().clone().requires_grad_(True)
+        optimizer = torch.optim.SGD([w], lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda t: min((t + 1) / warmup, 1.0) * gamma ** (t // step_size))
+        norms = []
+        for t in range(steps):
+            rows = slice((t % count) * batch, (t % count + 1) * batch)
+            optimizer.zero_grad()
+            ((xd[rows] @ w - yd[rows]) ** 2).mean().backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_([w], max_norm=max_norm)))
+            optimizer.step()
+            schedule.step()
+        with torch.no_grad():
+            return norms, float(((xd @ w - yd) ** 2).mean())
+
+    norms, _ = run(1e300)
+    threshold = max(norms) + 1e-6
+    _, final_loss = run(threshold)
+    half_norms, _ = run(threshold / 2)
+    clipped = sum(n + 1e-6 > threshold / 2 for n in half_norms)
+    row = {"threshold": threshold, "binding_step": norms.index(max(norms)), "final_loss": final_loss,
+           "clipped_at_half": clipped}
+    return {"rows": [row]}
+
+
+def _clip_boundary_parts(w0, x, y, steps, lr, momentum, weight_decay, step_size, gamma, batch, warmup):
+    args = {"w0": w0, "x": x, "y": y, "steps": steps, "lr": lr, "momentum": momentum,
+            "weight_decay": weight_decay, "step_size": step_size, "gamma": gamma, "batch": batch,
+            "warmup": warmup, "nesterov": True}
+    _, _, norms = _schedule_run(**args, max_norm=_UNCLIPPED)
+    threshold = max(norms) + hp(1e-6)
+    final, _, _ = _schedule_run(**args, max_norm=threshold)
+    _, _, half_norms = _schedule_run(**args, max_norm=threshold / 2)
+    xs, ys = _hp_rows(x, y)
+    return norms, threshold, _loss_and_grad(final, xs, ys)[0], half_norms
+
+
+def _schedule_clip_boundary(**inputs):
+    norms, threshold, final_loss, half_norms = _clip_boundary_parts(**inputs)
+    return [{"threshold": threshold, "binding_step": norms.index(max(norms)), "final_loss": final_loss,
+             "clipped_at_half": sum(1 for n in half_norms if n + hp(1e-6) > threshold / 2)}]
+
+
+def _sample_clip_boundary(draw, level):
+    inputs = _sample_full_schedule(draw, level)
+    del inputs["max_norm"]
+    return inputs
+
+
+def _clip_boundary_rules(inputs):
+    norms, threshold, _, half_norms = _clip_boundary_parts(**inputs)
+    ordered = sorted(norms, reverse=True)
+    if ordered[0] - ordered[1] < mpmath.mpf("1e-3") * ordered[0]:
+        return "the two largest gradient norms are within 1e-3: the binding step is too close to call"
+    if norms.index(ordered[0]) == 0:
+        return "the first gradient is the largest: its norm alone would give the threshold"
+    half = threshold / 2
+    if any(abs(n + hp(1e-6) - half) < mpmath.mpf("1e-4") * half for n in half_norms):
+        return "a norm of the half-threshold run lies within 1e-4 of it: too close to call"
+    clipped = sum(1 for n in half_norms if n + hp(1e-6) > half)
+    if not 0 < clipped < len(half_norms):
+        return "the half-threshold run clips at every step or at none: one regime goes untested"
+    return None
+
+
+_CLIP_BOUNDARY_ANSWER = """Give `threshold`, the smallest M for which the scaling factor equals 1 at every
+    step of the run (a Python float); `binding_step`, the step t at which the gradient is first scaled in
+    every run with M below `threshold` and close enough to it (a Python int); `final_loss`, L over all rows
+    of `x`, `y` at the final w of the run with M = `threshold` (a Python float); and `clipped_at_half`, the
+    number of steps whose scaling factor is below 1 in the run with M = `threshold` / 2 (a Python int)."""
+
+
 _SCHEDULE_ANSWER = (
     "Give the final `w`, and `losses` and `grad_norms`: for each step t in order, the loss at the w that "
     "step starts from, and n_t."
@@ -1637,20 +1872,23 @@ SGD_SCHEDULE_CLIPPING = leveled(
         ),
         5: _opt(
             "sgd_schedule_clipping",
-            reference=schedule_full,
-            independent=_schedule_full,
-            sample=_sample_full_schedule,
-            reject=_schedule_clips,
+            reference=schedule_clip_boundary,
+            independent=_schedule_clip_boundary,
+            sample=_sample_clip_boundary,
+            refuse=_clip_boundary_rules,
             question=lambda i: (
-                f"""{_schedule_math(i, batches=True, warmup=True, nesterov=True)}
-                {_SCHEDULE_ANSWER}"""
+                f"""{_schedule_math({**i, "max_norm": "M"}, batches=True, warmup=True, nesterov=True)}
+                {_CLIP_BOUNDARY_ANSWER}"""
             ),
-            answer=_schedule_answer,
+            answer=({"threshold": PY_FLOAT, "binding_step": PY_INT, "final_loss": PY_FLOAT,
+                     "clipped_at_half": PY_INT},),
         ),
     },
     levels="L1 SGD, StepLR and clip_grad_norm_ named; L2 the whole loop described mathematically; L3 the "
     "loop on mini-batches in rotation; L4 the best of four clipping thresholds for the final loss; L5 "
-    "mini-batches, a warm-up times step decay and look-ahead momentum together (described, not named)",
+    "the clipping threshold at its regime boundary (the smallest M that never scales: the largest norm of "
+    "the unclipped run), the step that binds, the loss there and the clipped steps at half that threshold, "
+    "with mini-batches, warm-up times step decay and look-ahead momentum",
 )
 
 FAMILIES = (
