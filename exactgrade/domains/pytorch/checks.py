@@ -152,10 +152,8 @@ def _clean_rerun(task: Task) -> list[str]:
             again = run_program(task.program, task.inputs, PROFILE)
         except Exception as error:
             return [f"the reference raised {type(error).__name__}: {str(error)[:200]}"]
-    # A ResourceWarning names an unclosed file or socket finalised by the garbage collector, which may be
-    # another thread's (verify runs fresh processes beside this rerun): it says nothing about the key.
-    problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught
-                if not issubclass(w.category, ResourceWarning)]
+    # verify.run_fresh closes its pipes itself now, so a ResourceWarning here is the reference's own.
+    problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught]
     if not typed_equal(again, task.expected):
         problems.append("the reference gave a different output when run again in the same process")
     return problems
