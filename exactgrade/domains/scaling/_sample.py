@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from exactgrade.family import Draw
+from exactgrade.family import Draw, Reject
 
 
 def rows(level: int, base: int) -> int:
@@ -111,3 +111,107 @@ def value_bytes(draw: Draw, level: int, wide: tuple[int, ...] = (1, 2, 4)) -> in
 def jitter(draw: Draw, level: int, step: int) -> int:
     """0 at levels 1-2; above, an offset in [1, step) that moves a size off its round multiple."""
     return 0 if round_numbers(level) else draw.integer(1, step - 1)
+
+
+# ---- the level-1 samplers that levels of other modules build on (flops.py, levels_flops5.py)
+
+
+def chip_count(draw: Draw, level: int) -> int:
+    if round_numbers(level):
+        return 2 ** draw.integer(6, 12 + level)
+    return draw.integer(64, 2 ** (12 + level))
+
+
+def step_time(draw: Draw, level: int, flops_per_step: int, capacity: int) -> Fraction:
+    """A measured step time near a plausible utilization, to 0.1 s (levels 1-2) or 1 ms."""
+    ideal = Fraction(flops_per_step, capacity) / fraction(draw, level, 25, 65)
+    scale = 10 if round_numbers(level) else 1000
+    step = Fraction(round(ideal * scale), scale)
+    if step <= 0:
+        raise Reject("the step time rounds to zero")
+    return step
+
+
+def tokens_per_step(draw: Draw, level: int) -> int:
+    if round_numbers(level):
+        return 2**20 * draw.integer(1, 8 * level)
+    return 1024 * draw.integer(256, 4096 * level)
+
+
+def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
+    params, chips, peak = n_params(draw, level), chip_count(draw, level), peak_flops(draw, level)
+    tokens = tokens_per_step(draw, level)
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
+    layers, n_heads = draw.integer(8, 40 * level), draw.integer(8, 64)
+    head_dim = draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256))
+    # The step time is drawn against the largest count (recomputation), so every utilization
+    # stays below 100%.
+    hardware = 8 * params + 16 * layers * n_heads * head_dim * seq_len
+    return {"n_params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim,
+            "seq_len": seq_len, "tokens_per_step": tokens,
+            "step_time_s": step_time(draw, level, hardware * tokens, chips * peak), "chips": chips,
+            "peak_flops": peak}
+
+
+def sample_moe_training_flops(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    n_experts = draw.choice((8, 16, 32, 64, 128) if level > 1 else (8, 16))
+    return {"layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
+            "n_kv_heads": shape["n_kv_heads"], "head_dim": shape["head_dim"], "expert_d_ff": shape["d_ff"],
+            "n_experts": n_experts, "top_k": draw.integer(1, min(8, n_experts - 1)),
+            "mlp_matrices": shape["mlp_matrices"], "n_tokens": n_tokens(draw, level)}
+
+
+def sample_kv_cache_size(draw: Draw, level: int) -> dict:
+    shape = attention_shape(draw, level)
+    n_heads = shape["n_heads"]
+    kv_heads = sorted({n_heads, 1, *(d for d in range(2, n_heads) if n_heads % d == 0)}, reverse=True)
+    kv_heads = sorted(draw.sample(kv_heads, min(len(kv_heads), rows(level, 3))), reverse=True)
+    if len(kv_heads) < 2:
+        raise Reject("a single attention variant")
+
+    def name(h: int) -> str:
+        return "mha" if h == n_heads else "mqa" if h == 1 else f"gqa_{h}"
+
+    layers = draw.integer(8, 40 * level)
+    configs = [{"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]}
+               for h in kv_heads]
+    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
+    return {"configs": configs, "seq_len": seq_len, "batch": draw.integer(1, 32 * level),
+            "bytes_per_value": value_bytes(draw, level)}
+
+
+def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
+    chips = draw.choice((1, 2, 4, 8, 16))
+    hbm = chips * hbm_capacity(draw, level)
+    weight_bytes = draw.choice((1, 2))
+    most = hbm * 4 // (5 * weight_bytes)  # leave at least a fifth of the HBM for the cache
+    params = 10**9 * draw.integer(1, most // 10**9) if round_numbers(level) else draw.integer(10**9, most)
+    shape = attention_shape(draw, level)
+    seq_lens = [1024 * s for s in sorted_sample(draw, 1, 32 * 2**level, rows(level, 3))]
+    if not round_numbers(level):
+        seq_lens = sorted({s - draw.integer(0, 1023) for s in seq_lens})
+    inputs = {"hbm_bytes": hbm, "n_params": params, "weight_bytes": weight_bytes,
+              "layers": draw.integer(8, 40 * level), "n_kv_heads": shape["n_kv_heads"],
+              "head_dim": shape["head_dim"], "kv_bytes": draw.choice((1, 2)), "seq_lens": seq_lens}
+    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    longest = per_token * seq_lens[-1]
+    if longest > hbm - params * weight_bytes:
+        raise Reject("the longest sequence does not fit")
+    return inputs
+
+
+def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
+    """Half the instances have a chip whose critical intensity no batch reaches (the None
+    branch): a narrower layer, whose intensity limit 2*D*F / (bytes*(D + F)) is lower, and one
+    chip drawn above that limit; every instance keeps a chip below it."""
+    narrow = draw.chance(2, 3)  # narrow draws are refused more often: this evens the branches
+    d_model = 128 * draw.integer(2, 16) if narrow else 1024 * draw.integer(2, 4 * 2**level)
+    d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 16 * draw.integer(1, 15))
+    width = value_bytes(draw, level)
+    limit = Fraction(2 * d_model * d_ff, width * (d_model + d_ff))
+    drawn = chips(draw, level, rows(level, 3))
+    reachable = [Fraction(c["peak_flops"], c["hbm_bandwidth"]) < limit for c in drawn]
+    if not any(reachable) or narrow != (not all(reachable)):
+        raise Reject("the None branch is not where this draw put it")
+    return {"chips": drawn, "d_model": d_model, "d_ff": d_ff, "bytes_per_value": width}

@@ -12,15 +12,19 @@ from fractions import Fraction
 from exactgrade.domains.scaling import levels_flops, levels_flops5, levels_inverse, levels_inverse2
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_count,
     fraction,
-    jitter,
     letters,
     n_params,
     n_tokens,
     peak_flops,
     round_numbers,
     rows,
+    sample_moe_training_flops,
+    sample_utilization_by_counting,
     sorted_sample,
+    step_time,
+    tokens_per_step,
 )
 from exactgrade.domains.scaling._task import (
     Level,
@@ -30,7 +34,7 @@ from exactgrade.domains.scaling._task import (
     scaling_family,
     with_tags,
 )
-from exactgrade.family import Branch, Draw, Reject
+from exactgrade.family import Branch, Draw
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -347,14 +351,8 @@ FLOPs.""",
 )
 
 
-def _chip_count(draw: Draw, level: int) -> int:
-    if round_numbers(level):
-        return 2 ** draw.integer(6, 12 + level)
-    return draw.integer(64, 2 ** (12 + level))
-
-
 def sample_time_to_train(draw: Draw, level: int) -> dict:
-    clusters = [{"name": name, "chips": _chip_count(draw, level), "peak_flops": peak_flops(draw, level),
+    clusters = [{"name": name, "chips": chip_count(draw, level), "peak_flops": peak_flops(draw, level),
                  "mfu": fraction(draw, level, 20, 60)} for name in letters("cluster", rows(level, 2))]
     return {"n_params": n_params(draw, level), "n_tokens": n_tokens(draw, level), "clusters": clusters}
 
@@ -380,30 +378,14 @@ utilization `mfu` it sustains), give the total training FLOPs and the time to tr
 )
 
 
-def _step_time(draw: Draw, level: int, flops_per_step: int, capacity: int) -> Fraction:
-    """A measured step time near a plausible utilization, to 0.1 s (levels 1-2) or 1 ms."""
-    ideal = Fraction(flops_per_step, capacity) / fraction(draw, level, 25, 65)
-    scale = 10 if round_numbers(level) else 1000
-    step = Fraction(round(ideal * scale), scale)
-    if step <= 0:
-        raise Reject("the step time rounds to zero")
-    return step
-
-
-def _tokens_per_step(draw: Draw, level: int) -> int:
-    if round_numbers(level):
-        return 2**20 * draw.integer(1, 8 * level)
-    return 1024 * draw.integer(256, 4096 * level)
-
-
 def sample_model_flops_utilization(draw: Draw, level: int) -> dict:
     params = n_params(draw, level)
     runs = []
     for name in letters("run", rows(level, 2)):
-        chips, peak = _chip_count(draw, level), peak_flops(draw, level)
-        tokens = _tokens_per_step(draw, level)
+        chips, peak = chip_count(draw, level), peak_flops(draw, level)
+        tokens = tokens_per_step(draw, level)
         runs.append({"name": name, "chips": chips, "peak_flops": peak, "tokens_per_step": tokens,
-                     "step_time_s": _step_time(draw, level, 6 * params * tokens, chips * peak)})
+                     "step_time_s": step_time(draw, level, 6 * params * tokens, chips * peak)})
     return {"n_params": params, "runs": runs}
 
 
@@ -426,21 +408,6 @@ utilization (MFU).""",
            "two measured runs, then the most chips keeping each MFU floor and their throughput (None)",
     tags=("headline:mfu",),
 )
-
-
-def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
-    params, chips, peak = n_params(draw, level), _chip_count(draw, level), peak_flops(draw, level)
-    tokens = _tokens_per_step(draw, level)
-    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
-    layers, n_heads = draw.integer(8, 40 * level), draw.integer(8, 64)
-    head_dim = draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256))
-    # The step time is drawn against the largest count (recomputation), so every utilization
-    # stays below 100%.
-    hardware = 8 * params + 16 * layers * n_heads * head_dim * seq_len
-    return {"n_params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim,
-            "seq_len": seq_len, "tokens_per_step": tokens,
-            "step_time_s": _step_time(draw, level, hardware * tokens, chips * peak), "chips": chips,
-            "peak_flops": peak}
 
 
 def _utilization_physical(task: Task) -> str | None:
@@ -491,15 +458,6 @@ forward pass runs twice: 8N plus 4x the attention forward FLOPs).""",
            "recomputation policy and microbatch of the highest MFU under an HBM capacity and a "
            "microbatch efficiency curve",
 )
-
-
-def sample_moe_training_flops(draw: Draw, level: int) -> dict:
-    shape = attention_shape(draw, level)
-    n_experts = draw.choice((8, 16, 32, 64, 128) if level > 1 else (8, 16))
-    return {"layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
-            "n_kv_heads": shape["n_kv_heads"], "head_dim": shape["head_dim"], "expert_d_ff": shape["d_ff"],
-            "n_experts": n_experts, "top_k": draw.integer(1, min(8, n_experts - 1)),
-            "mlp_matrices": shape["mlp_matrices"], "n_tokens": n_tokens(draw, level)}
 
 
 MOE_TRAINING_FLOPS = scaling_family(

@@ -21,7 +21,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, letters, peak_flops, round_numbers
+from exactgrade.domains.scaling._sample import (
+    hbm_bandwidth,
+    letters,
+    peak_flops,
+    round_numbers,
+    sample_min_compute_bound_batch,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -903,8 +909,6 @@ def _mixed_bound(i: dict, chip: dict) -> Fraction | None:
 def sample_min_batch_time(draw: Draw, level: int) -> dict:
     """As level 1's sampler (a narrow layer in some instances, for None), with int8 or int4-sized
     weights apart from the activations."""
-    from exactgrade.domains.scaling.roofline import sample_min_compute_bound_batch
-
     base = sample_min_compute_bound_batch(draw, level)
     weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (1, 4), (2, 4), (4, 4)))
     return {

@@ -25,6 +25,8 @@ from exactgrade.domains.scaling._sample import (
     letters,
     n_tokens,
     peak_flops,
+    sample_moe_training_flops,
+    sample_utilization_by_counting,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
@@ -509,8 +511,6 @@ def _some_context_none(task: Task) -> bool:
 
 def sample_contexts(draw: Draw, level: int) -> dict:
     """Level 1's measured step, and other context lengths to predict (shorter and longer)."""
-    from exactgrade.domains.scaling.flops import sample_utilization_by_counting
-
     inputs = dict(sample_utilization_by_counting(draw, level))
     lengths = {max(128, inputs["seq_len"] * draw.integer(5, 400) // 100) for _ in range(1 + level)}
     inputs["new_seq_lens"] = sorted(lengths - {inputs["seq_len"]})
@@ -1767,8 +1767,6 @@ def moe_shared_experts_float(
 
 
 def sample_moe_shared(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.scaling.flops import sample_moe_training_flops
-
     base = dict(sample_moe_training_flops(draw, 2))
     order = ("layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "expert_d_ff", "n_experts")
     return {
@@ -1903,8 +1901,6 @@ def moe_days_by_capacity_float(
 
 
 def sample_moe_capacity(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.scaling.flops import sample_moe_training_flops
-
     base = dict(sample_moe_training_flops(draw, level))
     factors = sorted({Fraction(draw.integer(101, 300), 100) for _ in range(2 + level // 2)})
     return {

@@ -20,7 +20,14 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, hbm_capacity, letters, peak_flops
+from exactgrade.domains.scaling._sample import (
+    hbm_bandwidth,
+    hbm_capacity,
+    letters,
+    peak_flops,
+    sample_kv_cache_size,
+    sample_max_batch_for_kv_cache,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -118,8 +125,6 @@ def kv_cache_paged_float(configs, seq_lens, page_tokens, bytes_per_value, mistak
 
 
 def sample_kv_paged(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.scaling.memory import sample_kv_cache_size
-
     base = sample_kv_cache_size(draw, level)
     page = draw.choice((16, 32, 64, 128, 256))
     lengths = [draw.integer(1, 32_768) for _ in range(2 + level)]
@@ -824,8 +829,6 @@ def serving_batch_float(
 
 def sample_serving_batch(draw: Draw, level: int) -> dict:
     """Lengths on both sides of the one where capacity and the latency budget bind equally."""
-    from exactgrade.domains.scaling.memory import sample_max_batch_for_kv_cache
-
     base = dict(sample_max_batch_for_kv_cache(draw, level))
     base.pop("seq_lens")
     peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
@@ -950,8 +953,6 @@ def grouped_max_batch_float(
 
 
 def sample_grouped_max_batch(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.scaling.memory import sample_max_batch_for_kv_cache
-
     base = dict(sample_max_batch_for_kv_cache(draw, level))
     group = draw.choice((1, 2, 4, 8))
     kv_heads = base.pop("n_kv_heads")

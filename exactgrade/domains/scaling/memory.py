@@ -13,13 +13,13 @@ from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_m
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
-    jitter,
     letters,
     n_params,
     round_numbers,
     rows,
+    sample_kv_cache_size,
+    sample_max_batch_for_kv_cache,
     sorted_sample,
-    value_bytes,
 )
 from exactgrade.domains.scaling._task import (
     Level,
@@ -224,25 +224,6 @@ state (ignore gradients, activations and any other memory).""",
 )
 
 
-def sample_kv_cache_size(draw: Draw, level: int) -> dict:
-    shape = attention_shape(draw, level)
-    n_heads = shape["n_heads"]
-    kv_heads = sorted({n_heads, 1, *(d for d in range(2, n_heads) if n_heads % d == 0)}, reverse=True)
-    kv_heads = sorted(draw.sample(kv_heads, min(len(kv_heads), rows(level, 3))), reverse=True)
-    if len(kv_heads) < 2:
-        raise Reject("a single attention variant")
-
-    def name(h: int) -> str:
-        return "mha" if h == n_heads else "mqa" if h == 1 else f"gqa_{h}"
-
-    layers = draw.integer(8, 40 * level)
-    configs = [{"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]}
-               for h in kv_heads]
-    seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
-    return {"configs": configs, "seq_len": seq_len, "batch": draw.integer(1, 32 * level),
-            "bytes_per_value": value_bytes(draw, level)}
-
-
 KV_CACHE_SIZE = scaling_family(
     "kv_cache_size", "memory", kv_cache_size,
     """\
@@ -261,26 +242,6 @@ bytes per token and the total KV cache in GiB for `batch` sequences of `seq_len`
            "paged cache of global and sliding-window layers, and how many more sequences fit a budget "
            "(None when the batch alone exceeds it)",
 )
-
-
-def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
-    chips = draw.choice((1, 2, 4, 8, 16))
-    hbm = chips * hbm_capacity(draw, level)
-    weight_bytes = draw.choice((1, 2))
-    most = hbm * 4 // (5 * weight_bytes)  # leave at least a fifth of the HBM for the cache
-    params = 10**9 * draw.integer(1, most // 10**9) if round_numbers(level) else draw.integer(10**9, most)
-    shape = attention_shape(draw, level)
-    seq_lens = [1024 * s for s in sorted_sample(draw, 1, 32 * 2**level, rows(level, 3))]
-    if not round_numbers(level):
-        seq_lens = sorted({s - draw.integer(0, 1023) for s in seq_lens})
-    inputs = {"hbm_bytes": hbm, "n_params": params, "weight_bytes": weight_bytes,
-              "layers": draw.integer(8, 40 * level), "n_kv_heads": shape["n_kv_heads"],
-              "head_dim": shape["head_dim"], "kv_bytes": draw.choice((1, 2)), "seq_lens": seq_lens}
-    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
-    longest = per_token * seq_lens[-1]
-    if longest > hbm - params * weight_bytes:
-        raise Reject("the longest sequence does not fit")
-    return inputs
 
 
 def _max_batch_edges(task: Task) -> str | None:

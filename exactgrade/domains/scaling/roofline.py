@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
@@ -18,6 +17,7 @@ from exactgrade.domains.scaling._sample import (
     peak_flops,
     round_numbers,
     rows,
+    sample_min_compute_bound_batch,
     sorted_sample,
     value_bytes,
 )
@@ -302,22 +302,6 @@ whether the matmul is compute- or memory-bound.""",
     upper=levels_roofline.MATMUL_LEVELS,
     branches=levels_roofline.MATMUL_BRANCHES,
 )
-
-
-def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
-    """Half the instances have a chip whose critical intensity no batch reaches (the None
-    branch): a narrower layer, whose intensity limit 2*D*F / (bytes*(D + F)) is lower, and one
-    chip drawn above that limit; every instance keeps a chip below it."""
-    narrow = draw.chance(2, 3)  # narrow draws are refused more often: this evens the branches
-    d_model = 128 * draw.integer(2, 16) if narrow else 1024 * draw.integer(2, 4 * 2**level)
-    d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 16 * draw.integer(1, 15))
-    width = value_bytes(draw, level)
-    limit = Fraction(2 * d_model * d_ff, width * (d_model + d_ff))
-    chips = sample.chips(draw, level, rows(level, 3))
-    reachable = [Fraction(c["peak_flops"], c["hbm_bandwidth"]) < limit for c in chips]
-    if not any(reachable) or narrow != (not all(reachable)):
-        raise Reject("the None branch is not where this draw put it")
-    return {"chips": chips, "d_model": d_model, "d_ff": d_ff, "bytes_per_value": width}
 
 
 def _min_batch_edges(task: Task) -> str | None:
