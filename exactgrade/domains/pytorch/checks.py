@@ -145,13 +145,21 @@ def _not_an_input(expected: Mapping[str, Any], inputs: Mapping[str, Any]) -> lis
 
 def _clean_rerun(task: Task) -> list[str]:
     """The reference runs again without an exception or a warning and reproduces the key."""
-    gc.collect()  # finalise other threads' garbage (verify's pipes) before the recording starts
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            again = run_program(task.program, task.inputs, PROFILE)
-        except Exception as error:
-            return [f"the reference raised {type(error).__name__}: {str(error)[:200]}"]
+    # No cyclic GC while recording: a collection could finalise another thread's garbage (a pipe's
+    # ResourceWarning) inside the recording. (A gc.collect() before it did the same at ~0.1 s a call,
+    # more on a large heap: most of a generated pytorch task's cost, seconds in a test process.)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                again = run_program(task.program, task.inputs, PROFILE)
+            except Exception as error:
+                return [f"the reference raised {type(error).__name__}: {str(error)[:200]}"]
+    finally:
+        if collecting:
+            gc.enable()
     # verify.run_fresh closes its pipes itself now, so a ResourceWarning here is the reference's own.
     problems = [f"the reference warned: {w.category.__name__}: {str(w.message)[:200]}" for w in caught]
     if not typed_equal(again, task.expected):
