@@ -163,7 +163,7 @@ def _cpu_seconds(pid: int, children: bool = False) -> float:
     return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
-_SLACK = 0.001  # a wait this short is not worth another round of counter reads
+SLACK = 0.001  # a wait this short is not worth another round of counter reads: a budget may end this early
 
 
 class Budget:
@@ -182,18 +182,18 @@ class Budget:
         """Seconds until the budget could be spent (0 when it is): charged time grows no faster
         than wall time, so waiting this long never oversleeps the limit."""
         wall = self.wall()
-        if wall < self.limit - _SLACK:
+        if wall < self.limit - SLACK:
             return self.limit - wall
         self.stolen = min(self.clock.stolen(), wall)
         left = min(self.limit - (wall - self.stolen), self.cap - wall)
-        return left if left > _SLACK else 0.0
+        return left if left > SLACK else 0.0
 
     def spent(self) -> str | None:
         """None while the budget lasts; "model" once call_timeout of its own time is spent;
         "harness" once the wall-clock cap is reached before that (the host starved it)."""
         if self.remaining() > 0:
             return None
-        return "model" if self.wall() - (self.stolen or 0.0) >= self.limit - _SLACK else "harness"
+        return "model" if self.wall() - (self.stolen or 0.0) >= self.limit - SLACK else "harness"
 
     def time(self) -> CallTime:
         """The call so far (the counters read again if they were read at all: past call_timeout)."""
