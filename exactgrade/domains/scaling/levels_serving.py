@@ -205,7 +205,7 @@ def _price(draw: Draw) -> Fraction:
 
 
 def sample_cache_cost(draw: Draw, level: int) -> dict:
-    """Batches on both sides of the one at which the step turns compute-bound."""
+    """Batches on both sides of the one at which the step turns compute-bound, all but one below it."""
     inputs = {
         "n_params": n_params(draw, level),
         "weight_bytes": value_bytes(draw, level, (1, 2)),
@@ -230,9 +230,13 @@ def sample_cache_cost(draw: Draw, level: int) -> dict:
     ridge = Fraction(inputs["n_params"] * inputs["weight_bytes"], inputs["hbm_bandwidth"]) / slope
     if not 2 <= ridge <= 10**5:
         raise Reject("the compute-bound batch is out of range")
-    top = math.ceil(4 * ridge)
+    # Past the ridge every row is the same (peak-bound tokens/s, one price): one batch there, the
+    # others memory-bound, where each row differs.
+    below = range(2, math.ceil(ridge))
+    if len(below) < rows(level, 4) - 2:
+        raise Reject("too few memory-bound batch sizes")
     inputs["batches"] = sorted(
-        {1, draw.integer(math.ceil(ridge), top), *draw.sample(range(2, top + 1), rows(level, 4) - 2)}
+        {1, draw.integer(math.ceil(ridge), math.ceil(2 * ridge)), *draw.sample(below, rows(level, 4) - 2)}
     )
     return inputs
 
