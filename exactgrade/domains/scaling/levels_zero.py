@@ -398,8 +398,9 @@ _L3 = (
     + """
 The model has `layers` layers of equal size. Besides its share of the state, each device holds the
 activations of its `tokens_per_device` tokens, `act_bytes_per_token_layer` bytes per token for
-every layer, and under zero3_parameters also the full bf16 weights of the one layer it is
-running, gathered from the other devices (other layers' gathered weights are freed). For each
+every layer, and under zero3_parameters also a buffer of the full bf16 weights of the one layer
+it is running (all of that layer's parameters, its own shard included, on top of its share of the
+state; other layers' buffers are freed). For each
 stage, in that order, give a device's peak bytes in GiB and whether they fit."""
 )
 
