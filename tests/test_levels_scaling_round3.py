@@ -15,7 +15,7 @@ import pytest
 import exactgrade
 from exactgrade.compare import compare
 from exactgrade.domains import scaling
-from exactgrade.domains.scaling import levels_fsdp, levels_roofline2
+from exactgrade.domains.scaling import levels_admission, levels_fsdp, levels_roofline2
 from exactgrade.domains.scaling._text import INPUT_LISTING
 from exactgrade.family import family_of
 from exactgrade.task import materialise
@@ -143,3 +143,44 @@ def test_l2_asks_its_own_question(name, reference, inputs, rows, level1_formula)
     assert one.prompt.split(INPUT_LISTING)[0] != two.prompt.split(INPUT_LISTING)[0]
     assert set(one.expected["rows"][0]) != set(two.expected["rows"][0])
     assert "fused multiply-add" in two.prompt
+
+
+# ---------------------------------------------------------------- max_batch_for_kv_cache L5
+
+# 10 weight bytes, 2 bytes per cached position, 40 bytes of HBM and 40 bytes of budget at 1 B/s.
+# [1, 2, 3, 5], shortest first: reads 12, 16, 22, 32 (all allowed); 1/12, 1/8, 3/22, 1/8: the
+# length-5 request lowers the rate (5 * 2 * 3 = 30 > 22), best 3 below the limit. Twenty of
+# length 1: reads 10 + 2B <= 40 allow 15, B / (10 + 2B) rises all the way: 15, 3/8, at the limit.
+ADMISSION = {"hbm_bytes": 40, "n_params": 10, "weight_bytes": 1, "layers": 1, "n_kv_heads": 1, "head_dim": 1,
+             "kv_bytes": 1, "hbm_bandwidth": 1, "latency_budget_s": Fraction(40),
+             "pools": [[5, 1, 3, 2], [1] * 20]}
+
+
+def test_admission_l5_hand_derived_key_and_branches():
+    family = family_of("scaling", "max_batch_for_kv_cache")
+    task = materialise(family.task("sc-edge", ADMISSION, 5), "scaling", scaling.PROFILE)
+    assert task.expected["rows"] == [{"requests": 3, "tokens_per_s": Fraction(3, 22)},
+                                     {"requests": 15, "tokens_per_s": Fraction(3, 8)}]
+    assert levels_admission.below_limit(task) and levels_admission.at_limit(task)
+
+
+def _largest_allowed(task) -> dict:
+    """Round 2's pattern: the most shortest-first requests the HBM and the budget allow."""
+    i = task.inputs
+    weights, per_position = i["n_params"] * i["weight_bytes"], 2 * i["layers"] * i["n_kv_heads"] * i[
+        "head_dim"] * i["kv_bytes"]
+    rows = []
+    for pool in i["pools"]:
+        read, count = weights, 0
+        for length in sorted(pool):
+            if read + per_position * length > min(i["hbm_bytes"], i["latency_budget_s"] * i["hbm_bandwidth"]):
+                break
+            read, count = read + per_position * length, count + 1
+        rows.append({"requests": count, "tokens_per_s": Fraction(count * i["hbm_bandwidth"], read)})
+    return {"rows": rows}
+
+
+def test_admission_l5_the_largest_allowed_batch_fails():
+    tasks = _instances("max_batch_for_kv_cache", 5)
+    assert not any(compare(t.expected, _largest_allowed(t), t.policy).ok for t in tasks)
+    assert sum(levels_admission.at_limit(t) for t in tasks) >= INSTANCES // 3  # the limits still bind
