@@ -171,10 +171,10 @@ Each pool in `pools` lists pending requests by their context lengths (cached pos
 cache does not grow during the step). From a pool the server chooses any set of its requests (each
 at most once, at least one) and runs one decode step over them: the step generates one token per
 chosen request, reads all weights once and every chosen request's cache once, and takes its bytes
-read / `hbm_bandwidth` seconds (count no compute time). The weights plus the chosen
-caches must fit in the HBM, and the step may take at most `latency_budget_s` seconds. For each pool,
-give the number of requests in the set with the most tokens per second (chosen requests / step
-time; on a tie, the fewest requests) and that throughput."""
+read / `hbm_bandwidth` seconds (count no compute time). The weights plus the chosen caches must fit
+in the HBM, and the step may take at most `latency_budget_s` seconds. For each pool, give the
+number of requests in the set with the most tokens per second (chosen requests / step time; on a
+tie, the fewest requests) and that throughput."""
 
 ADMISSION = Level(
     admitted_requests,

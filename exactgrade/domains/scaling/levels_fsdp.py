@@ -416,12 +416,12 @@ Hybrid sharded data parallelism on d devices, numbered in order and filling node
 `node_size` devices one after another (d <= node_size: all in one node): the devices form d / s
 groups of s consecutive devices (s must divide d, and must also either divide node_size or be a
 multiple of it, even when d <= node_size; across nodes a group thus lies within one node or spans
-whole nodes). Inside a group the training state of a
-model of `n_params` parameters is sharded evenly (`state_bytes_per_param` bytes per parameter in
-all); each step all-gathers the full bf16 weights (`param_bytes` bytes per parameter) within the
-group before the forward pass and again before the backward pass, and reduce-scatters the
-gradients (same size as the weights) within the group; then each device all-reduces its
-gradient shard with the devices holding the same shard in the other groups. All collectives are
+whole nodes). Inside a group the training state of a model of `n_params` parameters is sharded
+evenly (`state_bytes_per_param` bytes per parameter in all); each step all-gathers the full bf16
+weights (`param_bytes` bytes per parameter) within the group before the forward pass and again
+before the backward pass, and reduce-scatters the gradients (same size as the weights) within the
+group; then each device all-reduces its gradient shard with the devices holding the same shard in
+the other groups. All collectives are
 rings; a collective whose devices all lie in one node uses links of `intra_bandwidth` bytes/s per
 device, any other `inter_bandwidth`; nothing overlaps. Each device trains on `tokens_per_device`
 tokens per step (6 FLOPs per parameter per token, `peak_flops` FLOP/s, utilization `mfu`) and
