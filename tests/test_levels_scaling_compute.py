@@ -43,8 +43,8 @@ SHARED = {
     "time_to_train": (),
     "model_flops_utilization": (),
     "moe_training_flops": (),
-    "matmul_fraction_of_peak": ((1, 2),),
-    "weight_streaming_roofline": ((1, 2),),
+    "matmul_fraction_of_peak": (),
+    "weight_streaming_roofline": (),
 }
 
 

@@ -245,17 +245,29 @@ def _batch_step_edges(task: Task) -> str | None:
 
 
 def sample_hybrid(draw: Draw, level: int) -> dict:
-    """Device counts inside one node and across nodes, with many divisors; the HBM needs a group
-    of at least 2 to 48 devices (often not a power of two, so the smallest allowed divisor moves
-    with the device count; a count without one has no layout); the slow link is 4x to 40x
-    slower, so a group stays inside a node when memory allows."""
+    """Device counts inside one node and across nodes, with many divisors, in two regimes of
+    equal share. "across": the HBM needs a group larger than a node, not a multiple of it, and
+    some device count has a divisor at or above that need that is no multiple of node_size (so
+    ignoring the node rule picks it: NODE_RULE_BINDS). "in_node": the HBM needs at most half a
+    node, so across nodes the fastest group is a whole node, larger than the smallest that fits
+    (not_smallest). The slow link is 4x to 40x slower, so a group stays inside a node when
+    memory allows."""
     node = draw.choice((4, 8, 8, 16))
     within = [d for d in (2, 4, 6, 8, 12, 16) if d <= node]  # counts inside one node
     across = [node * k for k in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)]
-    counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
+    if draw.choice(("across", "in_node")) == "across":
+        need = draw.integer(node + 1, 3 * node // 2)  # 3 node / 2 divides node * k when 3 | k
+        # 3 node devices: the group 3 node / 2 is no multiple of the node, the allowed one 3 node;
+        # every other count with an even k takes 2 node (so the group size varies)
+        counts = sorted({draw.choice(within), 3 * node,
+                         *draw.sample([d for d in across if d != 3 * node], rows(level, 1) - 2)})
+        if not any(_rule_binds_at(d, need, node) for d in counts):
+            raise Reject("no device count where the node rule binds")
+    else:
+        need = draw.integer(2, node // 2)
+        counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
     n = n_params(draw, 3)
     state = draw.choice((16, 18))
-    need = draw.choice([g for g in (2, 3, 5, 6, 10, 12, 20, 24, 40, 48) if g <= counts[-1] // 2])
     tokens = 1024 * draw.integer(1, 16)
     acts = tokens * 1024 * draw.integer(16, 512)
     fast = 10**6 * draw.integer(100_000, 900_000)
@@ -275,6 +287,61 @@ def sample_hybrid(draw: Draw, level: int) -> dict:
         "intra_bandwidth": fast,
         "inter_bandwidth": fast // draw.integer(4, 40),
     }
+
+
+def _rule_binds_at(devices: int, need: int, node: int) -> bool:
+    """Whether a divisor of a multi-node device count at or above the need, no multiple of the
+    node, lies below the smallest allowed one (all-gathers over the slow link either way, whose
+    cost grows with the group: a solver ignoring the rule picks it)."""
+    divisors = [s for s in range(need, devices + 1) if devices % s == 0]
+    allowed = [s for s in divisors if s % node == 0]
+    return bool(divisors) and (not allowed or divisors[0] < allowed[0]) and divisors[0] % node != 0
+
+
+def _fits(i: dict, group: int) -> bool:
+    memory = Fraction(i["n_params"] * i["state_bytes_per_param"], group) + i["tokens_per_device"] * i[
+        "act_bytes_per_token"]
+    return memory <= i["hbm_bytes_per_device"]
+
+
+def _best_ignoring_rule(i: dict, devices: int, aligned: bool) -> int | None:
+    """The key's search over every divisor of the device count (the node rule dropped): a
+    group's all-gathers on the fast link when it has at most node_size devices, or (aligned)
+    only when each of its groups lies in one node."""
+    node = i["node_size"]
+    best = None
+    for group in range(1, devices + 1):
+        if devices % group or not _fits(i, group):
+            continue
+        inside = (node % group == 0 or devices <= node) if aligned else group <= node
+        step = _group_step(i, devices, group, inside)
+        if best is None or step < best[1]:
+            best = (group, step)
+    return None if best is None else best[0]
+
+
+def node_rule_binds(task: Task) -> bool:
+    """A row whose key differs from the group a solver ignoring the node rule picks (under
+    either reading of which link a group that is no divisor of a node uses)."""
+    i = task.inputs
+    return any(
+        row["group_size"] not in (_best_ignoring_rule(i, row["devices"], False),
+                                  _best_ignoring_rule(i, row["devices"], True))
+        for row in task.expected["rows"]
+    )
+
+
+def not_smallest(task: Task) -> bool:
+    """A row whose group is not the smallest allowed group that fits."""
+    i = task.inputs
+    node = i["node_size"]
+    for row in task.expected["rows"]:
+        d = row["devices"]
+        allowed = [s for s in range(1, d + 1)
+                   if d % s == 0 and (node % s == 0 or s % node == 0) and _fits(i, s)]
+        if allowed and row["group_size"] != allowed[0]:
+            return True
+    return False
 
 
 def _hybrid_rules(task: Task) -> str | None:
@@ -303,9 +370,12 @@ def _hybrid_rules(task: Task) -> str | None:
     return None
 
 
-def _group_step(i: dict, devices: int, group: int) -> Fraction:
+def _group_step(i: dict, devices: int, group: int, inside: bool | None = None) -> Fraction:
+    """The step time of a group size; ``inside``: whether its all-gathers use the fast link
+    (default: the key's rule, at most node_size devices)."""
     weights = i["n_params"] * i["param_bytes"]
-    link = i["intra_bandwidth"] if group <= i["node_size"] else i["inter_bandwidth"]
+    fast = group <= i["node_size"] if inside is None else inside
+    link = i["intra_bandwidth"] if fast else i["inter_bandwidth"]
     replicas = devices // group
     return (
         6 * i["n_params"] * i["tokens_per_device"] / (i["peak_flops"] * i["mfu"])
@@ -344,13 +414,14 @@ in seconds and whether a device's state shard plus activations fit in `hbm_bytes
 _L5 = """\
 Hybrid sharded data parallelism on d devices, numbered in order and filling nodes of
 `node_size` devices one after another (d <= node_size: all in one node): the devices form d / s
-groups of s consecutive devices (s must divide d, and either divide node_size or be a multiple of
-it, so a group lies within one node or spans whole nodes). Inside a group the training state of a
-model of `n_params` parameters is sharded evenly (`state_bytes_per_param` bytes per parameter in
-all); each step all-gathers the full bf16 weights (`param_bytes` bytes per parameter) within the
-group before the forward pass and again before the backward pass, and reduce-scatters the
-gradients (same size as the weights) within the group; then each device all-reduces its
-gradient shard with the devices holding the same shard in the other groups. All collectives are
+groups of s consecutive devices (s must divide d, and must also either divide node_size or be a
+multiple of it, even when d <= node_size; across nodes a group thus lies within one node or spans
+whole nodes). Inside a group the training state of a model of `n_params` parameters is sharded
+evenly (`state_bytes_per_param` bytes per parameter in all); each step all-gathers the full bf16
+weights (`param_bytes` bytes per parameter) within the group before the forward pass and again
+before the backward pass, and reduce-scatters the gradients (same size as the weights) within the
+group; then each device all-reduces its gradient shard with the devices holding the same shard in
+the other groups. All collectives are
 rings; a collective whose devices all lie in one node uses links of `intra_bandwidth` bytes/s per
 device, any other `inter_bandwidth`; nothing overlaps. Each device trains on `tokens_per_device`
 tokens per step (6 FLOPs per parameter per token, `peak_flops` FLOP/s, utilization `mfu`) and
@@ -389,4 +460,4 @@ def l2_level(reference, sample, answer_shape) -> Level:
     return Level(reference, _L2, answer_shape, fsdp_l2_float, "one_allgather", sample=sample)
 
 
-__all__ = ["LEVELS", "fsdp_batch_step", "hybrid_shard_group", "l2_level"]
+__all__ = ["LEVELS", "fsdp_batch_step", "hybrid_shard_group", "l2_level", "node_rule_binds", "not_smallest"]

@@ -6,8 +6,7 @@ different lengths (L3); a cache of global and sliding-window layers in pages und
 many more sequences fit (L5). adam_memory: training recipes of different precisions (L2; level 1's
 ratio was the same in every row); the per-chip memory under ZeRO-1 and whether it fits (L3); the
 ZeRO stage and chip count of the fewest chip-seconds per step (L5). max_batch_for_kv_cache:
-tensor-parallel degrees that split weights and KV heads (L3); the largest batch under HBM capacity
-and a per-step latency budget, and its throughput (L5: the binding limit changes with the length).
+tensor-parallel degrees that split weights and KV heads (L3); its L5 is in levels_admission.
 largest_model: bytes per parameter derived from formats (L2); the largest model per ZeRO stage (L3);
 the most layers a pipeline of chips holds, the first and last stages also holding the embeddings
 (L5).
@@ -21,10 +20,8 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
-    hbm_bandwidth,
     hbm_capacity,
     letters,
-    peak_flops,
     sample_kv_cache_size,
     sample_max_batch_for_kv_cache,
 )
@@ -748,137 +745,6 @@ def _tp_batch_edges(task: Task) -> str | None:
     return None
 
 
-def serving_batch(
-    hbm_bytes,
-    n_params,
-    weight_bytes,
-    layers,
-    n_kv_heads,
-    head_dim,
-    kv_bytes,
-    peak_flops,
-    hbm_bandwidth,
-    latency_budget_s,
-    seq_lens,
-):
-    """Per length: the largest batch under both the HBM capacity and the per-step latency budget,
-    and the decode throughput at it."""
-    import math
-    from fractions import Fraction
-
-    weights = n_params * weight_bytes
-    rows = []
-    for s in seq_lens:
-        kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * s
-        flops = 2 * n_params  # per sequence; attention FLOPs are not counted
-        by_capacity = (hbm_bytes - weights) // kv
-        by_memory_time = math.floor((latency_budget_s * hbm_bandwidth - weights) / kv)
-        by_compute_time = math.floor(latency_budget_s * peak_flops / flops)
-        batch = min(by_capacity, by_memory_time, by_compute_time)
-        if batch < 1:
-            rows.append({"seq_len": s, "max_batch": None, "tokens_per_s": None})
-            continue
-        step = max(Fraction(batch * flops, peak_flops), Fraction(weights + batch * kv, hbm_bandwidth))
-        rows.append({"seq_len": s, "max_batch": int(batch), "tokens_per_s": batch / step})
-    return {"rows": rows}
-
-
-def serving_batch_float(
-    hbm_bytes,
-    n_params,
-    weight_bytes,
-    layers,
-    n_kv_heads,
-    head_dim,
-    kv_bytes,
-    peak_flops,
-    hbm_bandwidth,
-    latency_budget_s,
-    seq_lens,
-    mistake=None,
-):
-    known_mistake(mistake, "capacity_only")
-    weights = float(n_params) * weight_bytes
-    rows = []
-    for s in seq_lens:
-        kv = 2.0 * kv_bytes * head_dim * n_kv_heads * layers * s
-
-        def ok(b, kv=kv):
-            fits = weights + b * kv <= hbm_bytes
-            if mistake == "capacity_only":
-                return fits
-            return (
-                fits
-                and max(2.0 * n_params * b / peak_flops, (weights + b * kv) / hbm_bandwidth)
-                <= latency_budget_s
-            )
-
-        if not ok(1):
-            rows.append({"seq_len": s, "max_batch": None, "tokens_per_s": None})
-            continue
-        low, high = 1, 2
-        while ok(high):
-            low, high = high, 2 * high
-        while high - low > 1:
-            middle = (low + high) // 2
-            low, high = (middle, high) if ok(middle) else (low, middle)
-        step = max(2.0 * n_params * low / peak_flops, (weights + low * kv) / hbm_bandwidth)
-        rows.append({"seq_len": s, "max_batch": low, "tokens_per_s": low / step})
-    return {"rows": rows}
-
-
-def sample_serving_batch(draw: Draw, level: int) -> dict:
-    """Lengths on both sides of the one where capacity and the latency budget bind equally."""
-    base = dict(sample_max_batch_for_kv_cache(draw, level))
-    base.pop("seq_lens")
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
-    weights = base["n_params"] * base["weight_bytes"]
-    free = base["hbm_bytes"] - weights
-    # the budget that lets the whole free HBM be read once more than the weights, scaled
-    budget = Fraction(weights + free * Fraction(draw.integer(20, 100), 100), bandwidth)
-    budget = Fraction(math.ceil(budget * 10**7), 10**7)
-    per_token = 2 * base["layers"] * base["n_kv_heads"] * base["head_dim"] * base["kv_bytes"]
-    # the length where the compute limit on the batch meets the tighter of the two memory limits
-    by_compute = budget * peak / (2 * base["n_params"])
-    memory_room = min(Fraction(free), budget * bandwidth - weights)
-    if by_compute < 2 or memory_room <= 0:
-        raise Reject("the budget leaves no batch")
-    edge = memory_room / (by_compute * per_token)
-    if not 64 <= edge <= 2**17:
-        raise Reject("the limits cross at a length out of range")
-    seq_lens = sorted(
-        {max(16, math.floor(edge * Fraction(draw.integer(10, 800), 100))) for _ in range(2 + level)}
-    )
-    return {
-        **base,
-        "peak_flops": peak,
-        "hbm_bandwidth": bandwidth,
-        "latency_budget_s": budget,
-        "seq_lens": seq_lens,
-    }
-
-
-def _serving_batch_rules(task: Task) -> str | None:
-    i = task.inputs
-    weights = i["n_params"] * i["weight_bytes"]
-    capacity_binds = latency_binds = False
-    for s in i["seq_lens"]:
-        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * s
-        by_capacity = Fraction(i["hbm_bytes"] - weights, kv)
-        by_memory = (i["latency_budget_s"] * i["hbm_bandwidth"] - weights) / kv
-        by_compute = i["latency_budget_s"] * i["peak_flops"] / (2 * i["n_params"])
-        for bound in (by_capacity, by_memory, by_compute):
-            if bound > 0 and near_integer(bound):
-                return f"length {s}: a batch limit sits on an integer"
-        if min(by_capacity, by_memory) < by_compute:
-            capacity_binds = True  # a memory limit (capacity, or reading the cache in time)
-        else:
-            latency_binds = True  # the compute time
-    if not (capacity_binds and latency_binds):
-        return "the same limit binds at every length"
-    return None
-
-
 _TP_L3 = """\
 A model of `n_params` parameters (`weight_bytes` bytes each) is served with tensor parallelism over
 tp chips of `hbm_bytes_per_chip` bytes of HBM each: every chip holds an equal 1/tp share of the
@@ -889,19 +755,6 @@ chip keeps a full copy of one KV head's cache (so a chip holds ceil(n_kv_heads /
 a chip has left after its weights holds KV cache. For each degree tp in `tp_degrees`, give the
 largest number of sequences of `seq_len` tokens whose cache fits on every chip, or None if not
 one fits."""
-
-_SERVING_L5 = """\
-A server with `hbm_bytes` bytes of HBM holds a model of `n_params` parameters at `weight_bytes`
-bytes each, and the KV cache of its batch: a key and a value of `head_dim` values for each of
-`layers` layers and `n_kv_heads` KV heads per position, `kv_bytes` bytes per value, for every
-position of every sequence (all sequences of a batch have the same length). A decode step
-generates one token per sequence; it costs 2 FLOPs per parameter per sequence (count no attention
-FLOPs), reads all weights once and every sequence's KV cache once, and takes its roofline time on
-a chip of `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s. A step may take at most
-`latency_budget_s` seconds. For each sequence length in `seq_lens`, give the largest batch that
-both fits in HBM and meets the latency budget, and the tokens per second it generates (batch /
-step time); None for both if not even one sequence does."""
-
 
 def grouped_max_batch(
     hbm_bytes, n_params, weight_bytes, layers, n_heads, query_heads_per_kv_head, head_dim, kv_bytes, seq_lens
@@ -1009,16 +862,6 @@ MAX_BATCH_LEVELS_R2 = {
         "kv_heads_split_fractionally",
         sample=sample_tp_batch,
         reject=_tp_batch_edges,
-    ),
-    5: Level(
-        serving_batch,
-        _SERVING_L5,
-        '{"rows": [{"seq_len": <int>, "max_batch": <int> | None, "tokens_per_s": <number> | None}, ...]}'
-        "  # one row per entry of `seq_lens`, in order",
-        serving_batch_float,
-        "capacity_only",
-        sample=sample_serving_batch,
-        reject=_serving_batch_rules,
     ),
 }
 MAX_BATCH_BRANCHES_R2 = (

@@ -303,15 +303,23 @@ def _activations_edges(task: Task) -> str | None:
 
 def sample_cheapest(draw: Draw, level: int) -> dict:
     """Global batches over a factor of 64: small batches fit the replicated or lightly sharded
-    stages on few devices, large ones need the activations spread and favour full sharding."""
+    stages on few devices, large ones need the activations spread. Two model sizes of equal
+    share: small enough that the replicated state fits one device (replicated, then zero1 or
+    zero2 win), or weights so large that zero2's room per device is under 2/3 (3/4 with fp32
+    gradients) of zero3's (zero3 wins the large batches: its extra all-gather costs less than
+    the devices it saves)."""
     hbm = hbm_capacity(draw, level)
-    n = draw.integer(hbm // 40, hbm // 6)  # the replicated state (16-18 B/param) fits on its own sometimes
+    grad = draw.choice((2, 4))
+    if draw.choice(("small", "large")) == "small":  # the replicated state fits on one device
+        n = draw.integer(hbm // 40, hbm // (15 + grad))
+    else:  # the weights take over a third (a quarter) of the HBM: zero3 wins large batches
+        n = draw.integer(hbm * 7 // 40, hbm * 6 // 25) if grad == 2 else draw.integer(hbm // 7, hbm * 4 // 25)
     exponents = sorted(draw.sample(range(10, 26), rows(level, 1)))
     if exponents[-1] - exponents[0] < 6:
         raise Reject("global batches too close together")
     return {
         "n_params": n,
-        "grad_bytes": draw.choice((2, 4)),
+        "grad_bytes": grad,
         "hbm_bytes_per_device": hbm,
         "act_bytes_per_token": 1024 * draw.integer(16, 4096),
         "max_devices": 4096,
@@ -372,6 +380,11 @@ def _stage_cost(i: dict, batch: int, stage: str) -> Fraction | None:
         Fraction(6 * n * batch) / (i["peak_flops"] * i["mfu"])
         + d * traffic * Fraction(d - 1, d) / i["link_bandwidth"]
     )
+
+
+def stage_wins(stage: str, task: Task) -> bool:
+    """Whether some global batch's best layout uses this stage (a Branch of L5, via partial)."""
+    return any(row["stage"] == stage for row in task.expected["rows"])
 
 
 # ---------------------------------------------------------------- levels
@@ -457,4 +470,4 @@ LEVELS = {
     ),
 }
 
-__all__ = ["LEVELS", "cheapest_zero_layout", "zero_memory_derived", "zero_with_activations"]
+__all__ = ["LEVELS", "cheapest_zero_layout", "stage_wins", "zero_memory_derived", "zero_with_activations"]

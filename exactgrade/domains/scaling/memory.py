@@ -9,7 +9,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_inverse, levels_inverse2, levels_memory, levels_memory5
+from exactgrade.domains.scaling import (
+    levels_admission,
+    levels_inverse,
+    levels_inverse2,
+    levels_memory,
+    levels_memory5,
+)
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
@@ -29,7 +35,7 @@ from exactgrade.domains.scaling._task import (
     scaling_family,
     with_tags,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 # ---------------------------------------------------------------- reference solutions
@@ -268,12 +274,16 @@ activations and fragmentation).""",
     "  # one row per entry of `seq_lens`, in order",
     max_batch_for_kv_cache_float, "ignore_weights",
     sample=sample_max_batch_for_kv_cache,
-    upper={**levels_memory5.MAX_BATCH_LEVELS_R2, 4: levels_inverse2.LONGEST},
-    branches=levels_memory5.MAX_BATCH_BRANCHES_R2,
+    upper={**levels_memory5.MAX_BATCH_LEVELS_R2, 4: levels_inverse2.LONGEST, 5: levels_admission.ADMISSION},
+    branches=(*levels_memory5.MAX_BATCH_BRANCHES_R2,
+              Branch("below the limits", levels_admission.below_limit, Fraction(1, 1), (5,)),
+              Branch("at a limit", levels_admission.at_limit, Fraction(2, 5), (5,))),
     levels="L2: the KV heads derived from the query-head grouping; L3: tensor-parallel degrees splitting the "
            "weights and the KV heads (copies past the head count; None); L4: the longest length per "
-           "batch (None); L5: the largest batch under HBM capacity and a per-step latency budget and "
-           "its throughput (compute binds at short lengths, memory at long ones)",
+           "batch (None); L5: which requests of a pool of mixed context lengths, too many to enumerate, "
+           "to decode together for the most tokens per second under the HBM and a step budget "
+           "(the shortest first, by an exchange argument; a long request lowers the throughput, so "
+           "the best count is often below the limits, and at them in others)",
     reject=_max_batch_edges,
 )
 

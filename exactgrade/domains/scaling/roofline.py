@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline
+from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline, levels_roofline2
 from exactgrade.domains.scaling._sample import (
     hbm_bandwidth,
     jitter,
@@ -416,10 +416,13 @@ matmul achieves (its FLOPs / time / peak_flops).""",
     "  # one row per shape, in order",
     matmul_fraction_of_peak_float, "uncapped_fraction",
     sample=sample_matmul_fraction_of_peak,
-    upper={**levels_compute5.FRACTION_LEVELS_R2, 4: levels_inverse2.FRACTION},
+    upper={2: levels_roofline2.fraction_level(sample_matmul_fraction_of_peak),
+           **levels_compute5.FRACTION_LEVELS_R2, 4: levels_inverse2.FRACTION},
     branches=(Branch("none", levels_compute5.some_none, Fraction(1, 8), (4,)),),
-    levels="L2 asks level 1's question at larger sizes; L3: one attention head's two matmuls (scores "
-           "written, probabilities read) and the pair's fraction of peak; L4: the smallest m reaching a "
+    levels="L2: the FLOPs (fused multiply-adds), the traffic and the roofline derived from the "
+           "described kernel: the intensity, the bound and the fraction of peak, no formula given; "
+           "L3: one attention head's two matmuls (scores written, probabilities read) and the "
+           "pair's fraction of peak; L4: the smallest m reaching a "
            "target fraction of peak per [k, n] (None); L5: per shape, the tile (padding computed, "
            "operands re-read per band of tiles, an SRAM limit) of the highest useful fraction of peak",
 )
@@ -515,9 +518,12 @@ intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',
     weight_streaming_roofline_float, "weights_only_traffic",
     sample=sample_weight_streaming_roofline,
-    upper={**levels_compute5.STREAMING_LEVELS_R2, 4: levels_inverse2.BANDWIDTH},
+    upper={2: levels_roofline2.streaming_level(sample_weight_streaming_roofline, _tier_not_tied),
+           **levels_compute5.STREAMING_LEVELS_R2, 4: levels_inverse2.BANDWIDTH},
     branches=levels_compute5.STREAMING_BRANCHES_R2,
-    levels="L2 asks level 1's question at larger sizes; L3: weights split between HBM and a concurrent "
+    levels="L2: the FLOPs (fused multiply-adds), the traffic and the roofline derived from the "
+           "described kernel: per tier the time, the bound and the FLOP/s sustained, no formula "
+           "given; L3: weights split between HBM and a concurrent "
            "host stream, and which of compute, HBM and host sets the time; L4: the least tier bandwidth "
            "at which the matmul is compute-bound, per batch; L5: per batch, how many layers to keep "
            "resident in HBM for the fastest pass (streams balanced, or tied at the compute time: the "

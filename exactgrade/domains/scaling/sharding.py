@@ -7,6 +7,7 @@ answer in floats in another order and can reproduce one named mistake (tests onl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 
@@ -366,7 +367,10 @@ the bytes each device sends per step and that communication time in seconds.""",
            "largest model under memory and a communication budget, and which limits it; L5: "
            "hybrid sharding, the group size of the fastest step per device count (memory forces "
            "the group up, the slow link pulls it into a node, the groups' all-reduce shrinks with "
-           "it)",
+           "it; in about half the instances the rule that a group divide a node or span whole nodes "
+           "decides a row, in the other half a whole node beats the smallest group that fits)",
+    branches=(Branch("node_rule_binds", levels_fsdp.node_rule_binds, Fraction(1, 3), (5,)),
+              Branch("not_smallest", levels_fsdp.not_smallest, Fraction(1, 3), (5,))),
 )
 
 
@@ -636,11 +640,16 @@ bytes, ignoring activations.""",
            "and ZeRO-3's gathered-layer buffer added, fits or not per stage; L4: the fewest devices "
            "per ZeRO stage (None); L5: the stage and device count of the fewest device-seconds "
            "per step for each global batch, each stage's memory and collective traffic derived "
-           "(the best stage changes with the batch)",
+           "(the best stage changes with the batch; each of the four stages is the best of some "
+           "batch in a declared share of the instances, ties to the stage listed first)",
     reject=_zero_fits_not_tied,
     varying=("rows[].fits",),
     upper={**levels_zero.LEVELS, 4: levels_inverse.ZERO},
-    branches=(Branch("none", levels_inverse._some_none, Fraction(1, 8), (4,)),),
+    branches=(Branch("none", levels_inverse._some_none, Fraction(1, 8), (4,)),
+              *(Branch(stage, functools.partial(levels_zero.stage_wins, stage), share, (5,))
+                for stage, share in (("replicated", Fraction(2, 5)), ("zero1_optimizer", Fraction(1, 4)),
+                                     ("zero2_gradients", Fraction(1, 2)),
+                                     ("zero3_parameters", Fraction(2, 5))))),
 )
 
 FAMILIES = (DATA_PARALLEL_STEP, FSDP_STEP_COMMUNICATION, TENSOR_PARALLEL_LAYER, PIPELINE_BUBBLE,
