@@ -19,6 +19,13 @@ answer") and the domain's ``check()``, and must not have the inputs of a canonic
 attempt draws afresh; after MAX_ATTEMPTS the family raises GenerationError naming family, seed,
 index and level. Accepted tasks are cached, so a host holding only an id rebuilds the key once.
 
+Only a degenerate draw is redrawn. A check() problem is ``Degenerate`` when the draw is sound but
+not worth posing (a tie, a key too close to a tolerance edge, a zero or constant field); any other
+problem (the independent recomputation disagrees with the key, the key breaks the prompt's
+promise) is a defect of the reference or of the check, and generation fails closed on it with a
+GenerationError instead of redrawing: a redraw would keep only the draws where the defect does
+not show, and so pose valid-looking tasks from a wrong reference.
+
 The level ladder (one meaning in all three domains; every family has all five levels). A level
 adds *reasoning*, never size alone and never vagueness: every convention and hardware number is
 stated at every level, and nothing must be recalled.
@@ -75,7 +82,22 @@ class Reject(Exception):
 
 
 class GenerationError(RuntimeError):
-    """A family found no valid instance within MAX_ATTEMPTS draws."""
+    """A family found no valid instance within MAX_ATTEMPTS draws, or a draw showed a defect."""
+
+
+class Degenerate(str):
+    """A domain check's problem that means the draw is degenerate, not that anything is wrong: a
+    tie, a key too close to a tolerance edge, a zero or constant field. Generation redraws it.
+    A problem that is a plain ``str`` is a defect (a disagreement with the independent
+    recomputation, a broken promise of the prompt): generation fails closed on it. Being a str,
+    it prints, joins and compares as its text, so verify reports both kinds alike."""
+
+    __slots__ = ()
+
+
+def defects(problems: Sequence[str]) -> list[str]:
+    """The problems that are not Degenerate: each one a defect that no redraw may hide."""
+    return [problem for problem in problems if not isinstance(problem, Degenerate)]
 
 
 class Draw:
@@ -340,6 +362,7 @@ def draw_key(domain: str, family: str, level: int, seed: int, index: int, attemp
 def build_instance(domain: str, fam: Family | str, level: int, seed: int, index: int, *,
                    checked: bool = True) -> Task:
     """Rejection-sample one instance of ``fam`` (a Family or the name of one of the domain's).
+    A check() problem that is not Degenerate raises GenerationError at once (module docstring).
     ``checked=False`` skips the domain's check() (only for measuring the cost of generation
     apart from the independent checks)."""
     module = domain_module(domain)
@@ -367,6 +390,13 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
             problem = fam.reject(task)
         if problem is None and checked:
             problems = module.check(task)
+            found = defects(problems)
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                raise GenerationError(f"family {family!r} of the {domain} domain, level {level}, seed "
+                                      f"{seed}, index {index} (attempt {attempt}): the domain check found a "
+                                      "defect, not a degenerate draw, so it is not redrawn: "
+                                      f"{_one_line(found[0])}{more}")
             problem = "; ".join(problems) if problems else None
         if problem is not None:
             rejections[problem[:120]] += 1
@@ -376,6 +406,15 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
     raise GenerationError(f"family {family!r} of the {domain} domain found no valid instance in "
                           f"{MAX_ATTEMPTS} attempts (seed {seed}, index {index}, level {level}); "
                           f"most common rejections: {common}")
+
+
+DEFECT_SHOWN = 600
+"""Characters of a defect a GenerationError quotes (a key printed whole can run to pages)."""
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= DEFECT_SHOWN else flat[:DEFECT_SHOWN] + "..."
 
 
 def _inputs_text(inputs: Mapping[str, Any]) -> str:

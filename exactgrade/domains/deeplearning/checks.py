@@ -7,6 +7,13 @@ mutual-information tasks are not identically zero; float outcomes agree with an 
 implementation and have a documented argument; rational linear-algebra results agree with
 Gauss-Jordan elimination; optimiser trajectories agree with a linear-map (SGD family) or an
 80-digit mpmath (Adam, schedule) recomputation; and no float hides anywhere in the expected answer.
+
+A problem of a sound but unposeable draw is ``Degenerate`` (generation redraws it): a log of a
+probability that is not a power of two, a zero mutual information, a symmetric KL pair, a named
+mistake that gives the key, a float outcome that is not robust, a near tie, a finite difference
+across a ReLU kink, an infimum that is not attained. Every other problem (a recomputation that
+disagrees with the key, missing or inconsistent meta, a float in the key) is a defect, on which
+generation fails closed (exactgrade.family).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 import sympy
 
 from exactgrade import rational
+from exactgrade.family import Degenerate
 from exactgrade.rational.information import joint_table
 from exactgrade.task import Task
 from exactgrade.verdict import render_path
@@ -106,7 +114,8 @@ def _distributions(task: Task) -> list[str]:
             continue
         bad = [x for x in q if x != 0 and not rational.is_dyadic(x)]
         if bad:
-            problems.append(f"distribution {n} {_show(q)} is not dyadic: {bad[0]} is not a power of two")
+            problems.append(Degenerate(f"distribution {n} {_show(q)} is not dyadic: {bad[0]} is not a power "
+                                       "of two"))
     return problems
 
 
@@ -124,7 +133,8 @@ def _label_probabilities(task: Task) -> list[str]:
             problems.append(f"prediction {n}: {error}")
             continue
         if not rational.is_dyadic(q[y]):
-            problems.append(f"prediction {n}: the true class's probability {q[y]} is not a power of two")
+            problems.append(Degenerate(f"prediction {n}: the true class's probability {q[y]} is not a power "
+                                       "of two"))
     return problems
 
 
@@ -133,13 +143,13 @@ def _joint(task: Task) -> list[str]:
     problems = []
     cells = [x for row in table for x in row if x != 0 and not rational.is_dyadic(x)]
     if cells:
-        problems.append(f"joint cell {cells[0]} is not a power of two")
+        problems.append(Degenerate(f"joint cell {cells[0]} is not a power of two"))
     pa, pb = rational.marginals(table)
     for name, marginal in (("A", pa), ("B", pb)):
         bad = [x for x in marginal if x != 0 and not rational.is_dyadic(x)]
         if bad:
-            problems.append(f"marginal of {name} {_show(marginal)} is not dyadic: {bad[0]} is used in a log "
-                            "but is not a power of two")
+            problems.append(Degenerate(f"marginal of {name} {_show(marginal)} is not dyadic: {bad[0]} is "
+                                       "used in a log but is not a power of two"))
     return problems
 
 
@@ -147,15 +157,16 @@ def _mutual_information(task: Task) -> list[str]:
     bits = rational.mutual_information_bits(task.meta["joint"])
     problems = []
     if bits == 0:
-        problems.append("I(A; B) is identically zero for this joint (A and B are independent): a "
-                        "mutual-information task must not be")
+        problems.append(Degenerate("I(A; B) is identically zero for this joint (A and B are independent): a "
+                                   "mutual-information task must not be"))
     for i, row in enumerate(_rows(task)):
         for key, value in row.items():
             if not key.startswith("I_"):
                 continue
             want = bits if key == "I_bits" else rational.bits_to_nats(bits)
             if value == 0:
-                problems.append(f"rows[{i}][{key!r}] is 0: the mutual information must not be zero")
+                problems.append(Degenerate(f"rows[{i}][{key!r}] is 0: the mutual information must not be "
+                                           "zero"))
             elif value != want:
                 problems.append(f"rows[{i}][{key!r}] is {value} but exactgrade.rational gives {want}")
     return problems
@@ -165,7 +176,7 @@ def _kl_asymmetry(task: Task) -> list[str]:
     p, q = task.meta["kl_asymmetry"]["p"], task.meta["kl_asymmetry"]["q"]
     forward, backward = rational.kl_bits(p, q), rational.kl_bits(q, p)
     if forward == backward:
-        return [f"the KL-asymmetry pair is symmetric: D(p || q) = D(q || p) = {forward} bits"]
+        return [Degenerate(f"the KL-asymmetry pair is symmetric: D(p || q) = D(q || p) = {forward} bits")]
     found = [row[key] for row in _rows(task) for key in row if key.startswith("KL_")]
     if len(set(found)) < 2:
         return [f"the expected KL values {_show(found)} do not differ"]
@@ -260,7 +271,7 @@ def _floored(task: Task) -> list[str]:
         if abs(got - want) > mpmath.mpf(10) ** -40:
             problems.append(f"forward_bits is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
                             f"{mpmath.nstr(want, 20)}")
-    problems += [f"the named mistake ({name}) gives the key" for name, wrong in
+    problems += [Degenerate(f"the named mistake ({name}) gives the key") for name, wrong in
                  floored_mistakes(data, floor).items() if wrong == q]
     return problems
 
@@ -281,7 +292,8 @@ def _info_question(task: Task) -> list[str]:
         from exactgrade.domains.deeplearning.information_levels import order_changes
 
         if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
-            return ["the named mistake (kinks where the probabilities change order) gives the key"]
+            return [Degenerate("the named mistake (kinks where the probabilities change order) gives the "
+                               "key")]
     elif question == "floored":
         return _floored(task)
     elif question == "two_stage":
@@ -411,7 +423,8 @@ def _gradients(task: Task) -> list[str]:
         try:
             exact = rational.finite_difference(meta["network"], meta["batch"], row["param"], meta["fd_step"])
         except rational.RationalError as error:
-            problems.append(f"rows[{i}] ({row['param']}): finite difference refused: {error}")
+            refused = f"rows[{i}] ({row['param']}): finite difference refused: {error}"
+            problems.append(Degenerate(refused) if isinstance(error, rational.KinkError) else refused)
             continue
         if row["grad"] != exact:
             problems.append(f"rows[{i}]['grad'] for {row['param']} is {row['grad']} but the exact symmetric "
@@ -476,8 +489,8 @@ def _free_bias(task: Task) -> list[str]:
     want = {"b": best, "loss": at(best), "active_examples": sum(1 for u in shift if u + best > 0)}
     row = task.expected["rows"][0]
     problems = [] if row == want else [f"the key {row} differs from the piecewise fit, which gives {want}"]
-    problems += [f"the named mistake ({m}) gives the key" for m, v in free_bias_mistakes(inputs).items()
-                 if v == row["b"]]
+    problems += [Degenerate(f"the named mistake ({m}) gives the key")
+                 for m, v in free_bias_mistakes(inputs).items() if v == row["b"]]
     return problems
 
 
@@ -557,10 +570,10 @@ def _float_cases(task: Task) -> list[str]:
             problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
                             f"{case['format']} arithmetic gives {recomputed!r}")
         if stable_outcome(case["expr"], case["format"]) != row["outcome"]:
-            problems.append(f"rows[{i}] ({case['name']}): the outcome is not robust: another correct IEEE "
-                            f"implementation (exp/log within {TRANSCENDENTAL_ULPS} ulps, literals rounded "
-                            "once) "
-                            "could give another category")
+            problems.append(Degenerate(f"rows[{i}] ({case['name']}): the outcome is not robust: another "
+                                       "correct IEEE implementation (exp/log within "
+                                       f"{TRANSCENDENTAL_ULPS} ulps, literals rounded once) could give "
+                                       "another category"))
         if not str(argument.get(case["name"], "")).strip():
             problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
     return problems
@@ -581,7 +594,7 @@ def _float_search(task: Task) -> list[str]:
                 return [f"meta['float_search'] lacks the case n = {n} of window {i}"]
             got = outcome(case["expr"], case["format"])
             if stable_outcome(case["expr"], case["format"]) != got:
-                problems.append(f"window {i}, n = {n}: the outcome is not robust")
+                problems.append(Degenerate(f"window {i}, n = {n}: the outcome is not robust"))
             bad[i, n] = got != "finite"
     windows = list(enumerate(inputs["windows"]))
     if inputs["question"] == "last_all_finite":
@@ -672,7 +685,7 @@ def _lasso_path(task: Task) -> list[str]:
         if any(ws[0][j] + ws[2][j] != 2 * ws[1][j] for j in range(len(ws[0]))):
             problems.append(f"below lambda = {lam} w is not affine in lambda (a change point is missing)")
     if lams == lasso_mistake(x, y)[:len(lams)]:
-        problems.append("the named mistake (orthogonal soft-thresholding) gives the key")
+        problems.append(Degenerate("the named mistake (orthogonal soft-thresholding) gives the key"))
     return problems
 
 
@@ -706,7 +719,7 @@ def _minimax_entry(task: Task) -> list[str]:
     limit = minimax_limit(inputs)
     problems = [f"t = {better[0]} gives a smaller largest entry than the key's t"] if better else []
     if limit is not None and limit <= here[0]:
-        problems.append("the infimum is not attained (the limit as t grows is no larger)")
+        problems.append(Degenerate("the infimum is not attained (the limit as t grows is no larger)"))
     return problems
 
 
@@ -889,7 +902,7 @@ def _linalg_question(task: Task) -> list[str]:
             problems = []
             for i, (v, c, row) in enumerate(zip(values, inputs["thresholds"], key["rows"], strict=True)):
                 if min(abs(v - float(c))) < 1e-6:
-                    problems.append(f"rows[{i}]: an eigenvalue is within 1e-6 of the threshold")
+                    problems.append(Degenerate(f"rows[{i}]: an eigenvalue is within 1e-6 of the threshold"))
                 elif int(sum(v < float(c))) != row["below"]:
                     problems.append(f"rows[{i}]: numpy counts {int(sum(v < float(c)))} eigenvalues below {c}")
             return problems
@@ -1197,7 +1210,7 @@ def _closed_schedule(task: Task) -> list[str]:
                 for mistake, (wrong, field) in mistakes.items():
                     if field == name and abs(mp(rational.from_sympy(wrong.subs(point))) - want) > 10**-30:
                         differs[mistake] = True
-    problems += [f"the named mistake ({m}) gives the key" for m, ok in differs.items() if not ok]
+    problems += [Degenerate(f"the named mistake ({m}) gives the key") for m, ok in differs.items() if not ok]
     return problems
 
 
@@ -1263,7 +1276,7 @@ def _sgd_closed_form(task: Task) -> list[str]:
     for name, wrong, right in mistakes:  # differing at one rational point proves another function
         if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
                rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
-            problems.append(f"the named mistake ({name}) gives the key")
+            problems.append(Degenerate(f"the named mistake ({name}) gives the key"))
     return problems
 
 
@@ -1289,12 +1302,12 @@ def _decay_modes(task: Task) -> list[str]:
         loss = sympy.Poly(sympy.expand(sum(terms) / 2), lr)
         best = sympy.solve(loss.diff(lr).as_expr(), lr)
         if len(best) != 1:
-            return [f"{name}: f(w1) is not a quadratic in lr with a positive vertex"]
+            return [Degenerate(f"{name}: f(w1) is not a quadratic in lr with a positive vertex")]
         want[f"{name}_lr"] = rational.from_sympy(best[0])
         want[f"{name}_loss"] = rational.from_sympy(loss.eval(best[0]))
     problems = [] if row == want else [f"the key {row} differs from sympy's general first step: {want}"]
     if (row["adam_lr"], row["adam_loss"]) == (row["adamw_lr"], row["adamw_loss"]):
-        problems.append("the named mistake (the two optimisers swapped) gives the key")
+        problems.append(Degenerate("the named mistake (the two optimisers swapped) gives the key"))
     return problems
 
 
@@ -1360,7 +1373,7 @@ def _schedule_question(task: Task) -> list[str]:
             want = {"step": next((s for s in range(warmup, warmup + decay + 1)
                                   if at_least(target, lr_at(s, decay))), None)}
         except ValueError as error:
-            return [f"the schedule search has {error} between a learning rate and the target"]
+            return [Degenerate(f"the schedule search has {error} between a learning rate and the target")]
     if task.expected != {"rows": [want]}:
         return [f"the key {task.expected} differs from 80-digit mpmath, which gives {want}"]
     return []

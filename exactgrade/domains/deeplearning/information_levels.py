@@ -124,6 +124,7 @@ def info_question_rows(question, **given):
                 return kinks(a, t, left, middle) + kinks(t, b, middle, right)
 
             found = kinks(Fraction(0), Fraction(1), line(huffman_lengths(p0)), line(huffman_lengths(p1)))
+            found = [t for t in found if 0 < t < 1]  # the codes at 0 and 1 may meet there: no kink inside
             points = [(t, best(t)) for t in [Fraction(0), *found, Fraction(1)]]
             top = max(v for _, v in points)
             return {"kinks": [[t, v] for t, v in points[1:-1]],

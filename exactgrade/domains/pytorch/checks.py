@@ -7,6 +7,14 @@ not an input passed through, the reference reruns cleanly (no exception, no warn
 and an independent recomputation without torch agrees with the key under the task's policy, with
 room to spare (HEADROOM; a symbolic key is decided exactly by compare). The exact wire round trip
 (dtype and shape included) is one of verify's generic checks, run for every domain.
+
+A key over HEADROOM, an empty, non-finite or passed-through output and a symbolic answer that came
+out constant are ``Degenerate`` draws (generation redraws them); an independent value outside the
+tolerance, a broken promise of the prompt, a reference that raises, warns or changes its answer
+are defects, on which generation fails closed (exactgrade.family). One disagreement is told apart:
+when the reference re-run on float64 inputs agrees with the independent value, the reference's
+logic is right and float32 rounding alone took the key outside the tolerance (a cancellation, a
+near tie that float32 flips): the draw is degenerate, not the reference wrong.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from exactgrade._real import is_sympy
 from exactgrade.compare import compare
 from exactgrade.domains.pytorch.common import PROFILE, ExprSpec, ScalarSpec, TensorSpec, require_torch
 from exactgrade.domains.pytorch.exact import DIGITS, ExactTensor, to_fraction
+from exactgrade.family import Degenerate
 from exactgrade.policy import AllClose
 from exactgrade.task import Task, run_program
 from exactgrade.values import TensorValue, dtype_family, typed_equal
@@ -107,7 +116,7 @@ def _expression_schema(value: Any, spec: ExprSpec, where: str) -> list[str]:
     if extra:
         return [f"{where} has free symbols {extra} beyond the declared {list(spec.symbols)}"]
     if not names:
-        return [f"{where} is a constant, but the prompt promises {spec.render()}"]
+        return [Degenerate(f"{where} is a constant, but the prompt promises {spec.render()}")]
     return []
 
 
@@ -126,9 +135,9 @@ def _finite_and_non_empty(expected: Mapping[str, Any]) -> list[str]:
             continue  # verify's generic checks refuse nan/oo/zoo inside an expression
         elements = value.data if type(value) is TensorValue else (value,)
         if not elements:
-            problems.append(f"{render_path(path)} is an empty tensor")
+            problems.append(Degenerate(f"{render_path(path)} is an empty tensor"))
         if any(type(x) is float and not math.isfinite(x) for x in elements):
-            problems.append(f"{render_path(path)} holds NaN or infinity")
+            problems.append(Degenerate(f"{render_path(path)} holds NaN or infinity"))
     return problems
 
 
@@ -139,7 +148,7 @@ def _not_an_input(expected: Mapping[str, Any], inputs: Mapping[str, Any]) -> lis
     for path, value in _leaves(expected):
         for name, original in tensors.items():
             if type(value) is TensorValue and (value.dtype, value.data) == (original.dtype, original.data):
-                problems.append(f"{render_path(path)} is the input `{name}` passed through")
+                problems.append(Degenerate(f"{render_path(path)} is the input `{name}` passed through"))
     return problems
 
 
@@ -219,7 +228,12 @@ def independent_check(task: Task) -> IndependentResult:
     reference = {"rows": [{key: _reference(value) for key, value in row.items()} for row in rows]}
     verdict = compare(reference, task.expected, task.policy)
     if not verdict.ok:
-        return IndependentResult([f"the independent computation disagrees with the key: {verdict.reason}"])
+        problem = f"the independent computation disagrees with the key: {verdict.reason}"
+        if _float64_agrees(task, reference):
+            return IndependentResult([Degenerate(f"{problem}; the reference run in float64 agrees with the "
+                                                 "independent computation: float32 rounding, not the "
+                                                 "reference, is off on this draw")])
+        return IndependentResult([problem])
     used, where = Fraction(0), ""
     for i, row in enumerate(rows):
         for key, value in row.items():
@@ -227,10 +241,30 @@ def independent_check(task: Task) -> IndependentResult:
             if share > used:
                 used, where = share, render_path(("rows", i, key))
     if used > HEADROOM:
-        return IndependentResult([f"the key uses {float(used):.0%} of the tolerance at {where} (at most "
-                                  f"{float(HEADROOM):.0%} allowed): a correct answer computed another way "
-                                  "could fail"], used, where)
+        return IndependentResult([Degenerate(f"the key uses {float(used):.0%} of the tolerance at {where} "
+                                             f"(at most {float(HEADROOM):.0%} allowed): a correct answer "
+                                             "computed another way could fail")], used, where)
     return IndependentResult([], used, where)
+
+
+def _as_float64(value: Any) -> Any:
+    if type(value) is TensorValue and value.dtype == "float32":
+        return TensorValue("float64", value.shape, value.data)
+    return value
+
+
+def _float64_agrees(task: Task, reference: Any) -> bool:
+    """The reference re-run with its float32 inputs as float64 agrees with the independent value
+    under the task's policy (False if it raises or no input is float32: nothing then tells the
+    disagreement from a wrong reference)."""
+    inputs = {name: _as_float64(value) for name, value in task.inputs.items()}
+    if inputs == dict(task.inputs):
+        return False
+    try:
+        again = run_program(task.program, inputs, PROFILE)
+    except Exception:
+        return False
+    return compare(reference, again, task.policy).ok
 
 
 def summary(tasks: list[Task]) -> list[str]:

@@ -5,6 +5,10 @@ a formula that cancelled), no non-finite float, every input named in the questio
 generated input listing does not count) or the api_description, and each headline tag's
 phenomenon visible in the task's own key. Per domain: every headline phenomenon of the issue is
 covered by a tagged task.
+
+An unexplained zero, a non-finite float and a headline the key does not show are ``Degenerate``
+(a generated draw where they happen is redrawn); the rest (policy, shape of the key, inputs the
+text never names, unknown tags) are defects of the family, on which generation fails closed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from exactgrade.domains.scaling._task import POLICY, SYMBOLIC_POLICY
 from exactgrade.domains.scaling._text import INPUT_LISTING
+from exactgrade.family import Degenerate
 from exactgrade.task import Task, TaskDef
 
 Rows = list[dict[str, Any]]
@@ -100,10 +105,10 @@ def task_problems(task: Task) -> list[str]:
         return problems
     for path, number in _numbers(expected, "result"):
         if number == 0 and task.zero_reason is None:
-            problems.append(f"{path} is exactly zero (a cancelled formula?) and the task gives "
-                            "no zero_reason")
+            problems.append(Degenerate(f"{path} is exactly zero (a cancelled formula?) and the task gives "
+                                       "no zero_reason"))
         if isinstance(number, float) and not math.isfinite(number):
-            problems.append(f"{path} is {number!r}, not finite")
+            problems.append(Degenerate(f"{path} is {number!r}, not finite"))
     question = task.prompt.split(INPUT_LISTING)[0]
     for name in _unexplained(question, task.api_description, tuple(task.inputs)):
         problems.append(f"input {name!r} is named neither in the question nor in the api_description")
@@ -112,7 +117,7 @@ def task_problems(task: Task) -> list[str]:
             if tag not in HEADLINES:
                 problems.append(f"unknown headline tag {tag!r}")
             elif not HEADLINES[tag][1](expected["rows"]):
-                problems.append(f"tagged {tag} but its key does not show it: {HEADLINES[tag][0]}")
+                problems.append(Degenerate(f"tagged {tag} but its key does not show it: {HEADLINES[tag][0]}"))
     return problems
 
 
