@@ -19,6 +19,58 @@ def test_no_shortcut_passes(family, level):
     assert rule_problems("deeplearning", family, level, instances(SUITE_DEFAULT)) == []
 
 
+def _ranks(task):
+    """1 + the number of classes more probable than the true class, per example (top_k's rank)."""
+    from fractions import Fraction as F
+
+    return [1 + sum(1 for x in q if F(x) > F(q[y]))
+            for q, y in zip(task.inputs["predictions"], task.inputs["labels"], strict=True)]
+
+
+def _columns_minus_rank(task):
+    from exactgrade import rational
+
+    return [{"essential": len(a[0]) - rational.rank(a)} for a in task.inputs["matrices"]]
+
+
+def _rank_of_each(task):
+    from exactgrade import rational
+
+    return [{"essential": rational.rank(a)} for a in task.inputs["matrices"]]
+
+
+SHORTCUT_INSTANCES = 12
+# (family, level, the shortcut, what it claims a part of the key is, the largest share of instances on
+# which that part may come free). A constant answer never passes; a part of the key that needs no
+# derivation may come free on at most a quarter of the instances (a stated rare branch).
+SHORTCUTS = [
+    ("rank", 5, "every count 0", lambda t: [{"essential": 0} for _ in t.inputs["matrices"]], 0),
+    ("rank", 5, "every count 1", lambda t: [{"essential": 1} for _ in t.inputs["matrices"]], 0),
+    ("rank", 5, "the rank", _rank_of_each, 0),
+    ("rank", 5, "the nullity", _columns_minus_rank, 0),
+    ("rank", 5, "every column", lambda t: [{"essential": len(a[0])} for a in t.inputs["matrices"]], 0),
+    ("classification_loss", 5, "k is the number of classes",
+     lambda t: [{"k": len(t.inputs["predictions"][0])}], 1 / 4),
+    ("classification_loss", 5, "k is the largest rank (the loss over every example)",
+     lambda t: [{"k": max(_ranks(t))}], 1 / 4),
+]
+
+
+@pytest.mark.parametrize(("family", "level", "name", "shortcut", "share"), SHORTCUTS,
+                         ids=[f"{f}-L{lv}-{n}" for f, lv, n, _, _ in SHORTCUTS])
+def test_no_part_of_an_answer_comes_free(family, level, name, shortcut, share):
+    """The shortcut gives the key's rows (on the fields it claims) on at most ``share`` of the
+    instances: seed 2027's blind solver found rank L5 all-zero and classification_loss L5's k the
+    number of classes (69 % of the instances before the fix)."""
+    free = 0
+    for index in range(SHORTCUT_INSTANCES):
+        task = exactgrade.generate("deeplearning", seed=2027, index=index, level=level, family=family)
+        claimed = shortcut(task)
+        rows = [{k: row[k] for k in claim} for row, claim in zip(task.expected["rows"], claimed, strict=True)]
+        free += rows == claimed
+    assert free <= share * SHORTCUT_INSTANCES, f"{name}: {free} of {SHORTCUT_INSTANCES} instances"
+
+
 @pytest.mark.parametrize(("family", "reason"), [
     ("mlp_gradient", "gradients are exactly zero"),
     ("mlp_forward", "the last layer's bias"),

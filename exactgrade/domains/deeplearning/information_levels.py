@@ -399,10 +399,8 @@ _QUESTIONS = {
         "is labels[i]. Example i is top-k correct when fewer than k classes have a probability strictly "
         "greater than that of its true class; its loss is -log2 of the probability of its true class. Give "
         "the smallest k for which at least the fraction `target` of the examples are top-k correct, and the "
-        "mean loss in bits over the examples that are top-k correct at that k (None for both if no k up to "
-        "the number of classes reaches the target).",
-        '{"k": int or None, "loss_bits": Fraction or None}', "k counts classes; the loss is in bits per "
-        "example"),
+        "mean loss in bits over the examples that are top-k correct at that k.",
+        '{"k": int, "loss_bits": Fraction}', "k counts classes; the loss is in bits per example"),
 }
 _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
           "sources": "list of dicts "
@@ -649,6 +647,9 @@ def _merges_stay_dyadic(joint, question) -> bool:
 def sample_classification(draw: Draw, level: int) -> dict:
     from exactgrade.domains.deeplearning.information import sample_classification as level_one
 
+    if level == 5:
+        base = sample_ranked(draw)
+        return {"question": "top_k", **base, "target": top_k_target(draw, base)}
     base = level_one(draw, 1)
     if level == 2:
         return base
@@ -656,12 +657,63 @@ def sample_classification(draw: Draw, level: int) -> dict:
     losses = sorted((-_log2(q[y]) for q, y in examples), reverse=True)
     if level == 3:
         return {"question": "accuracy_loss", **base}
-    if level == 4:
-        n = len(losses)
-        k = draw.integer(1, n - 1)
-        bound = F(sum(losses[k:]), n - k) if draw.chance(5, 6) else F(min(losses), 2)
-        return {"question": "drop_hardest", **base, "bound": bound}
-    return {"question": "top_k", **base, "target": F(draw.integer(1, len(losses)), len(losses))}
+    n = len(losses)  # level 4
+    k = draw.integer(1, n - 1)
+    bound = F(sum(losses[k:]), n - k) if draw.chance(5, 6) else F(min(losses), 2)
+    return {"question": "drop_hardest", **base, "bound": bound}
+
+
+def sample_ranked(draw: Draw) -> dict:
+    """6-12 examples over 4-8 classes, each true class at a drawn rank r (1 + the classes more
+    probable than it): its probability p = 2**-e (e from 1..10, as far as the rank allows) with r - 1
+    classes above p and the rest below, in units of 2**-(e + 5) (p is 32 units, the others at most
+    31 or at least 33: no ties). Level 1's sampler puts nearly every true class last, so only
+    confident examples (loss 1 or 2 bits) rank higher and a top-k answer comes free."""
+    classes = draw.integer(4, 8)
+    predictions, labels = [], []
+    for _ in range(draw.integer(6, 12)):
+        rank = draw.integer(1, classes)
+        below = classes - rank
+        e = draw.choice([e for e in range(1, 11) if _rank_fits(e, rank, classes)])
+        rest = 2 ** (e + 5) - 32  # 1 - p in units
+        if rank == 1:  # every other class below p, filling the rest exactly
+            parts, excess = [31] * (classes - 1), 31 * (classes - 1) - rest
+            while excess:
+                i = draw.choice([i for i, x in enumerate(parts) if x > 1])
+                cut = draw.integer(1, min(excess, parts[i] - 1))
+                parts[i], excess = parts[i] - cut, excess - cut
+        else:
+            parts = [draw.integer(1, 31) for _ in range(below)]
+            spare = rest - sum(parts) - 33 * (rank - 1)
+            cuts = sorted(draw.integer(0, spare) for _ in range(rank - 2))
+            parts += [33 + b - a for a, b in zip([0, *cuts], [*cuts, spare], strict=True)]
+        parts = [F(x, 2 ** (e + 5)) for x in draw.shuffled(parts)]
+        label = draw.below(classes)
+        predictions.append([*parts[:label], F(1, 2**e), *parts[label:]])
+        labels.append(label)
+    return {"predictions": predictions, "labels": labels}
+
+
+def _rank_fits(e: int, rank: int, classes: int) -> bool:
+    """Whether a true class of probability 2**-e can have this rank with no ties: the other classes
+    (1 - p in units of 2**-(e + 5)) all below p at rank 1, else rank - 1 above and the rest below."""
+    rest = 2 ** (e + 5) - 32
+    return rest <= 31 * (classes - 1) if rank == 1 else rest >= 31 * (classes - rank) + 33 * (rank - 1)
+
+
+def top_k_target(draw: Draw, base) -> F:
+    """A target met below the largest rank of a true class (so the smallest k is not the number
+    of classes and the loss is not over every example), except in one instance in twenty, where it
+    is only met there; the rank of example i is 1 + the number of classes more probable than its
+    true class."""
+    ranks = [1 + sum(1 for x in q if F(x) > F(q[y])) for q, y in zip(base["predictions"], base["labels"],
+                                                                      strict=True)]
+    n, below = len(ranks), sum(1 for r in ranks if r < max(ranks))
+    if below == 0:
+        raise Reject("every true class has the same rank")
+    if draw.chance(1, 20):
+        return F(draw.integer(below + 1, n), n)
+    return F(draw.integer(1, below), n)
 
 
 def _log2(p) -> int:
@@ -736,6 +788,15 @@ def _none_k(task):
     return answer_field(task, "k") is None
 
 
+def _every_example_counts(task):
+    """top_k's smallest k is the largest rank of a true class: the loss is over every example."""
+    if task.inputs.get("question") != "top_k":
+        return False
+    predictions, labels = task.inputs["predictions"], task.inputs["labels"]
+    return answer_field(task, "k") == max(1 + sum(1 for x in q if F(x) > F(q[y]))
+                                          for q, y in zip(predictions, labels, strict=True))
+
+
 ENTROPY = _info_family(
     "entropy", build_entropy, _base.sample_entropy,
     "L1: Shannon entropy with its formula stated, 2+level distributions. L2 (derive): the least expected "
@@ -785,9 +846,12 @@ CLASSIFICATION_LOSS = _info_family(
     "geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax, ties to the smallest "
     "class) and the mean loss of the correct examples. L4 (inverse): the fewest hardest examples to drop to "
     "reach a loss bound, None in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
-    "target, and the loss of the top-k correct examples.",
+    "target, and the loss of the top-k correct examples, over 4-8 classes with each true class at a drawn "
+    "rank; the target is met below the largest rank of a true class in 19 instances in 20 (k is not the "
+    "number of classes, the loss not over every example).",
     sample_classification, level_two=build_geometric,
-    branches=(Branch("no number of drops reaches the bound", _none_k, F(1, 20), (4,)),))
+    branches=(Branch("no number of drops reaches the bound", _none_k, F(1, 20), (4,)),
+              Branch("every example is top-k correct", _every_example_counts, F(1, 50), (5,))))
 
 FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)
 

@@ -429,7 +429,11 @@ def _renderer(name):
     return render
 
 
-_COUNTS = ("nullity", "essential_columns", "count_below")
+_ZERO_COUNT = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a threshold below "
+               "every eigenvalue has none below it): that count is the answer")
+_COUNTS = {"nullity": _ZERO_COUNT, "count_below": _ZERO_COUNT,
+           "essential_columns": "a count in the answer is exactly 0 (a matrix whose every column lies in the "
+                                "span of the others has no essential column): that count is the answer"}
 _RENDER = {name: _renderer(name) for name in _QUESTIONS}
 
 
@@ -447,9 +451,7 @@ def build(task_id, inputs):
     if name in _COUNTS:
         rows = linalg_question_rows(**inputs)["rows"]
         if any(v == 0 for row in rows for v in row.values()):
-            zero_reason = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a "
-                           "threshold "
-                           "below every eigenvalue has none below it): that count is the answer")
+            zero_reason = _COUNTS[name]
     if name == "lasso_path":
         zero_reason = ("the weights outside the support are exactly 0 (at the largest lambda every weight "
                        "is): the lasso's sparsity")
@@ -565,6 +567,7 @@ def sample_lasso(draw: Draw) -> dict:
 
 
 def sample_rank(draw: Draw, level: int) -> dict:
+    from exactgrade import rational
     from exactgrade.domains.deeplearning.linalg import rank_matrix
 
     def some(count, size):
@@ -583,7 +586,43 @@ def sample_rank(draw: Draw, level: int) -> dict:
             pairs.append({"A": rank_matrix(draw, m, k, draw.integer(1, min(m, k))),
                           "B": rank_matrix(draw, k, n, draw.integer(1, min(k, n)))})
         return {"question": "product_rank", "products": pairs}
-    return {"question": "spanning_prefix" if level == 4 else "essential_columns", "matrices": some(4, 5)}
+    if level == 4:
+        return {"question": "spanning_prefix", "matrices": some(4, 5)}
+    counts = [draw.integer(0, 3) for _ in range(4)]
+    if len(set(counts)) == 1:  # a constant answer must not pass: the last count differs
+        counts[-1] = draw.choice([c for c in range(4) if c != counts[0]])
+    matrices = [essential_matrix(draw, e) for e in counts]
+    if counts == [len(a[0]) - rational.rank(a) for a in matrices]:
+        raise Reject("the nullities are the counts")
+    return {"question": "essential_columns", "matrices": matrices}
+
+
+def essential_matrix(draw: Draw, essential: int) -> list[list]:
+    """A matrix with exactly ``essential`` essential columns (deleting one lowers the rank) among
+    2-4 that are not: G @ C, G (m x r) of full column rank, r = essential + s. Column j < essential
+    of C is the unit vector e_j plus a mix of the last s coordinates (outside the span of every
+    other column, yet not a plain basis vector); the other d >= s + 1 columns live in the last s
+    coordinates, every one in the span of the rest (no coloop). Columns shuffled; the count is
+    never the rank (r > essential) and often not the nullity (d - s)."""
+    from exactgrade import rational
+    from exactgrade.domains.deeplearning.linalg import _matmul, _plain, full_column_rank
+
+    s = draw.integer(1, 2) if essential else 2  # at least three columns
+    d = s + draw.integer(1, min(2, 6 - essential - s))
+    for _ in range(64):
+        block = [[draw.integer(-2, 2) for _ in range(d)] for _ in range(s)]
+        if rational.rank(block) == s and all(
+                rational.rank([row[:c] + row[c + 1:] for row in block]) == s for c in range(d)):
+            break
+    else:
+        raise Reject("no coefficient block without a coloop")
+    columns = [[int(i == j) for i in range(essential)] + [draw.integer(-1, 1) for _ in range(s)]
+               for j in range(essential)]
+    columns += [[0] * essential + [row[c] for row in block] for c in range(d)]
+    columns = draw.shuffled(columns)
+    r = essential + s
+    left = full_column_rank(draw, draw.integer(r, max(r, 5)), r)
+    return _plain(_matmul(left, rational.transpose(columns)))
 
 
 def sample_projection(draw: Draw, level: int) -> dict:
@@ -673,8 +712,12 @@ RANK = _linalg_family(
     "rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")), _base.sample_rank,
     "L1: ranks of B @ A matrices of drawn rank. L2 (derive): the dimensions of the null space and the left "
     "null space. L3 (compose): the rank of a product of two low-rank matrices. L4 (search): the shortest "
-    "prefix of columns spanning the column space. L5 (design): how many columns are essential (deleting one "
-    "lowers the rank).", sample_rank)
+    "prefix of columns spanning the column space. L5 (design): how many columns of each matrix are essential "
+    "(deleting one lowers the rank), the matrices built with a drawn number (0-3) of essential columns "
+    "among 2-4 dependent ones, so the count is neither the rank nor the nullity and differs between the "
+    "matrices of an instance. The counts of L2-L5 vary within an instance.", sample_rank,
+    varying_at={2: ("rows[].nullity", "rows[].left_nullity"), 3: ("rows[].rank",), 4: ("rows[].k",),
+                5: ("rows[].essential",)})
 PROJECTION = _linalg_family(
     "projection", _builder(projection_rows, _projection_prompt, "projection", ("projection",)),
     _base.sample_projection,
