@@ -11,7 +11,7 @@ Gauss-Jordan elimination; optimiser trajectories agree with a linear-map (SGD fa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -1123,7 +1123,7 @@ def _opt_question(task: Task) -> list[str]:
         if not below < 1 < above:
             return [f"numpy eigenvalues do not change stability at lr = {limit}"]
         return []
-    if question == "closed_form":
+    if question in ("closed_form", "closed_form_momentum"):
         return _sgd_closed_form(task)
     if question in ("final", "first_below"):
         losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
@@ -1208,23 +1208,29 @@ CLOSED_FORM_POINTS = ((Fraction(1, 7), Fraction(1, 3)), (Fraction(2, 5), Fractio
 
 def _sgd_closed_form(task: Task) -> list[str]:
     """The three closed forms re-derived another way, at rational points (eta, mu): the loss by
-    iterating each coordinate's linear state map in Fractions; the best first learning rate as
-    the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2; the limit as
-    the eta at which the stiffest coordinate's 2x2 map has the eigenvalue -1, with numpy's
-    spectral radius below 1 just under it and above 1 just over it (every coordinate). The
-    key must be a polynomial in eta and mu (loss) and rational functions of mu, and the named
-    mistakes (the other momentum's limit; the limit without weight decay; Nesterov's first step
-    taken as g) must give other functions."""
+    iterating each coordinate's linear state map in Fractions; Nesterov's best first learning rate
+    as the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2, and heavy
+    ball's best momentum as the vertex of f(w2), a quadratic in mu fitted through the map at
+    mu = 0, 1, 2; the limit as the eta at which the stiffest coordinate's 2x2 map has the
+    eigenvalue -1, with numpy's spectral radius below 1 just under it and above 1 just over it
+    (every coordinate). The key must be a polynomial in eta and mu (loss) and rational functions
+    of one symbol, and the named mistakes (the other momentum's limit; the limit without weight
+    decay; Nesterov's first step taken as g; heavy ball's second gradient taken at w0, or its
+    best momentum for f plus the weight-decay term) must give other functions."""
     inputs, row = task.inputs, task.expected["rows"][0]
     eta, mu = inputs["eta"], inputs["mu"]
     problems = []
-    loss, best, limit = (row[k] for k in ("loss_after_two_steps", "best_first_lr", "lr_limit"))
+    nesterov = inputs["nesterov"]
+    best_name, best_symbol = ("best_first_lr", mu) if nesterov else ("best_momentum", eta)
+    loss, best, limit = (row[k] for k in ("loss_after_two_steps", best_name, "lr_limit"))
     if not (isinstance(loss, sympy.Expr) and loss.is_polynomial(eta, mu) and loss.free_symbols <= {eta, mu}):
         return [f"the loss {loss} is not a polynomial in eta and mu"]
-    for name, value in (("best_first_lr", best), ("lr_limit", limit)):
-        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {mu}
-                and value.is_rational_function(mu)):
-            return [f"{name} {value} is not a rational function of mu"]
+    for name, value, symbol in ((best_name, best, best_symbol), ("lr_limit", limit, mu)):
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {symbol}
+                and value.is_rational_function(symbol)):
+            return [f"{name} {value} is not a rational function of {symbol}"]
+    if not nesterov:
+        problems += _best_momentum(inputs, best, eta)
     curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
     worst = curvature.index(max(curvature))
     polynomial = sympy.Poly(loss, eta, mu)
@@ -1239,11 +1245,11 @@ def _sgd_closed_form(task: Task) -> list[str]:
         if at_point != _map_losses(at, lr, 2)[-1]:
             problems.append(f"at eta = {lr}, mu = {m} the key's loss is {at_point} but the state map gives "
                             f"{_map_losses(at, lr, 2)[-1]}")
-        f0, f1, f2 = (_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2))
-        curve = f2 - 2 * f1 + f0  # f(w1) = f0 + b eta + (curve / 2) eta**2
-        vertex = -(f1 - f0 - curve / 2) / curve
-        if subs(best) != vertex:
-            problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is {vertex}")
+        if nesterov:
+            vertex = _vertex([_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2)])
+            if subs(best) != vertex:
+                problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is "
+                                f"{vertex}")
         edge = subs(limit)
         grid = _state_maps(at, edge)[worst]
         if (grid[0][0] + 1) * (grid[1][1] + 1) - grid[0][1] * grid[1][0] != 0:
@@ -1258,12 +1264,54 @@ def _sgd_closed_form(task: Task) -> list[str]:
     if wd != 0:
         mistakes.append(("the limit without weight decay", 2 * (1 + mu) / ((1 + 2 * mu) * lam)
                          if inputs["nesterov"] else 2 * (1 + mu) / lam, limit))
-    if inputs["nesterov"]:
+    if nesterov:
         mistakes.append(("Nesterov's first step taken as g", best * (1 + mu), best))
     for name, wrong, right in mistakes:  # differing at one rational point proves another function
         if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
                rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
             problems.append(f"the named mistake ({name}) gives the key")
+    return problems
+
+
+def _vertex(values: Sequence[Fraction]) -> Fraction:
+    """The minimiser x of the quadratic through (0, values[0]), (1, values[1]), (2, values[2])."""
+    f0, f1, f2 = values
+    curve = f2 - 2 * f1 + f0  # q(x) = f0 + b x + (curve / 2) x**2
+    return -(f1 - f0 - curve / 2) / curve
+
+
+def _best_momentum(inputs: Mapping[str, Any], best: Any, eta: Any) -> list[str]:
+    """heavy ball's best momentum at rational learning rates: the vertex of f(w2) through the
+    state map at mu = 0, 1, 2 (the key, a function of eta, must agree), and the named mistakes
+    (the second gradient taken at w0; the weight-decay term added to f) must give other values."""
+    wd = rational.as_fraction(inputs["weight_decay"])
+    a, c, w0 = ([rational.as_fraction(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+    g0 = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w0, c, strict=True)]
+    problems, stale, decayed = [], True, wd != 0
+    for lr, _ in CLOSED_FORM_POINTS:
+        key = rational.from_sympy(best.subs(eta, rational.to_sympy(lr)))
+        vertex = _vertex([_map_losses({**inputs, "momentum": Fraction(m)}, lr, 2)[-1] for m in (0, 1, 2)])
+        if key != vertex:
+            problems.append(f"at eta = {lr} best_momentum is {key} but the vertex of f(w2) in mu is {vertex}")
+        # w2 = w0 - lr * (g0 + g1) - mu * lr * g0, so f(w2) (plus wd/2 ||w2||**2) is quadratic in mu
+        g1 = [gi - lr * (ai + wd) * gi for ai, gi in zip(a, g0, strict=True)]
+        plain = [wi - lr * (x + y) for wi, x, y in zip(w0, g0, g1, strict=True)]
+        at_w0 = [wi - 2 * lr * x for wi, x in zip(w0, g0, strict=True)]
+
+        def minimiser(u: list[Fraction], decay: Fraction, lr: Fraction = lr) -> Fraction:
+            terms = zip(a, u, c, g0, strict=True)
+            top = sum(((ai * (ui - ci) + decay * ui) * gi for ai, ui, ci, gi in terms), Fraction(0))
+            bottom = sum(((ai + decay) * gi * gi for ai, gi in zip(a, g0, strict=True)), Fraction(0))
+            return top / (lr * bottom)
+
+        stale = stale and minimiser(at_w0, Fraction(0)) == key
+        decayed = decayed and minimiser(plain, wd) == key
+        if minimiser(plain, Fraction(0)) != vertex:
+            problems.append(f"at eta = {lr} the vertex of f(w2) in mu is {vertex} but the direct form gives "
+                            f"{minimiser(plain, Fraction(0))}")
+    problems += [f"the named mistake ({name}) gives the key" for name, hit in
+                 (("the second gradient taken at w0", stale), ("the weight-decay term added to f", decayed))
+                 if hit]
     return problems
 
 
