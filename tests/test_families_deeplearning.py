@@ -242,6 +242,49 @@ def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
         KL_ASYMMETRY.task("dl-x", {"pairs": [{"p": p, "q": p[::-1]}, {"p": p[::-1], "q": p}], "unit": "bits"})
 
 
+DIVERGENCE_L5 = range(12)
+
+
+@pytest.mark.parametrize("index", DIVERGENCE_L5)
+def test_divergence_l5_directions_need_their_own_derivations(index):
+    """Round 2's floored model was the same in both KL directions, so half the key came free: now
+    the two optimal models differ on every instance (means against geometric means of the pooled
+    blocks), and the two divergences are different numbers."""
+    task = exactgrade.generate("deeplearning", seed=0, index=index, level=5, family="divergence")
+    row = task.expected["rows"][0]
+    assert row["q_forward"] != row["q_reverse"]
+    assert sympy.N(row["forward_bits"] - row["reverse_bits"], 30) != 0
+
+
+def test_divergence_l5_pools_apart_in_a_share_of_instances():
+    from exactgrade.domains.deeplearning.information_levels import monotone_blocks
+
+    tasks = [exactgrade.generate("deeplearning", seed=0, index=i, level=5, family="divergence")
+             for i in DIVERGENCE_L5]
+    apart = [monotone_blocks(t.inputs["data"]) for t in tasks]
+    assert 6 <= sum(forward != reverse for forward, reverse in apart) <= 11  # about three quarters apart
+
+
+@pytest.mark.parametrize(("name", "change", "reason"), [
+    ("means in both directions", lambda row: {"q_reverse": row["q_forward"]},
+     "the named mistake (means in both directions) gives q_reverse"),
+    ("the data sorted", lambda row: {"q_forward": None},
+     "the named mistake (the data sorted) gives q_forward"),
+    ("the reverse minimum as the forward one", lambda row: {"reverse_bits": row["forward_bits"]},
+     "reverse_bits is"),
+    ("an increasing model", lambda row: {"q_forward": row["q_forward"][::-1]}, "not a non-increasing"),
+])
+def test_the_divergence_l5_check_refuses_a_broken_key(name, change, reason):
+    task = exactgrade.generate("deeplearning", seed=0, index=0, level=5, family="divergence")
+    row = dict(task.expected["rows"][0])
+    changed = change(row)
+    if changed.get("q_forward", 0) is None:
+        changed["q_forward"] = sorted(task.inputs["data"], reverse=True)
+    broken = dataclasses.replace(task, expected={"rows": [{**row, **changed}]})
+    assert check(task) == []
+    assert any(reason in problem for problem in check(broken)), check(broken)
+
+
 # ------------------------------------------------------------------ the fast paths agree with the slow ones
 
 

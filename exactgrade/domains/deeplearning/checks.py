@@ -222,46 +222,62 @@ def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
             "max_bits": top}
 
 
-def _floored(task: Task) -> list[str]:
-    """divergence L5 another way: every subset S of outcomes put on the floor, the rest scaled by
-    one factor to sum to 1, kept when it satisfies the optimality conditions (floored outcomes
-    would fall below the floor, the others stay above it); exactly one subset must qualify for
-    each direction, and it must be the key's. The divergence agrees with 50-digit mpmath, and the
-    named mistakes give other models."""
-    from itertools import combinations
+def _monotone(task: Task) -> list[str]:
+    """divergence L5 another way: each outcome's value by the min-max formula of isotonic
+    regression (q_i = max over t >= i of min over s <= i of the block statistic of s..t), with
+    means forward and geometric means in reverse (compared exactly as P1**m2 against P2**m1,
+    then rooted and renormalised), instead of pooling violators; the model must be a
+    non-increasing distribution, both divergences agree with 50-digit mpmath (the reverse one
+    summed term by term, not from the normaliser), and the named mistakes give other models."""
+    import math
+    from functools import cmp_to_key
 
     import mpmath
 
-    from exactgrade.domains.deeplearning.information_levels import floored_mistakes
+    from exactgrade.domains.deeplearning.information_levels import monotone_mistakes
 
     data = [Fraction(x) for x in task.inputs["data"]]
-    floor = Fraction(task.inputs["floor"])
-    n = len(data)
-    found = []
-    for k in range(n):
-        for low in combinations(range(n), k):
-            rest = [i for i in range(n) if i not in low]
-            scale = (1 - k * floor) / (1 - sum((data[i] for i in low), Fraction(0)))
-            if all(scale * data[i] >= floor for i in rest) and all(scale * data[i] <= floor for i in low):
-                found.append([floor if i in low else scale * data[i] for i in range(n)])
-    distinct = {tuple(q) for q in found}
-    row = task.expected["rows"][0]
-    if len(distinct) != 1:
-        return [f"{len(distinct)} floored models satisfy the optimality conditions, not one"]
-    q = list(distinct.pop())
-    problems = [f"{name} is {row[name]} but the optimality conditions give {q}"
-                for name in ("q_forward", "q_reverse") if row[name] != q]
+    n, row = len(data), task.expected["rows"][0]
+
+    Block = tuple[Fraction, int]
+
+    def minmax(statistic: Callable[[list[Fraction]], Block],
+               compare: Callable[[Block, Block], int]) -> list[Block]:
+        order = cmp_to_key(compare)
+        return [max((min((statistic(data[s:t + 1]) for s in range(i + 1)), key=order) for t in range(i, n)),
+                    key=order) for i in range(n)]
+
+    def sign(x: Fraction) -> int:
+        return (x > 0) - (x < 0)
+
+    means = minmax(lambda xs: (sum(xs, Fraction(0)), len(xs)), lambda a, b: sign(a[0] * b[1] - b[0] * a[1]))
+    forward = [total / m for total, m in means]
+    products = minmax(lambda xs: (math.prod(xs, start=Fraction(1)), len(xs)),
+                      lambda a, b: sign(a[0] ** b[1] - b[0] ** a[1]))
+    roots = []
+    for product, m in products:
+        top, bottom = (sympy.integer_nthroot(x, m) for x in (product.numerator, product.denominator))
+        if not (top[1] and bottom[1]):
+            return [f"the reverse model's block product {product} has no rational {m}-th root"]
+        roots.append(Fraction(int(top[0]), int(bottom[0])))
+    reverse = [g / sum(roots, Fraction(0)) for g in roots]
+    problems = [f"{name} is {row[name]} but the min-max formula gives {want}"
+                for name, want in (("q_forward", forward), ("q_reverse", reverse)) if row[name] != want]
+    problems += [f"{name} is not a non-increasing distribution" for name in ("q_forward", "q_reverse")
+                 if sum(row[name], Fraction(0)) != 1 or row[name] != sorted(row[name], reverse=True)]
     with mpmath.workdps(50):
         def mp(x: Fraction) -> Any:
             return mpmath.mpf(x.numerator) / x.denominator
 
-        want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(data, q, strict=True))
-        got = mpmath.mpf(sympy.N(_as_sympy(row["forward_bits"]), 50))
-        if abs(got - want) > mpmath.mpf(10) ** -40:
-            problems.append(f"forward_bits is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
-                            f"{mpmath.nstr(want, 20)}")
-    problems += [f"the named mistake ({name}) gives the key" for name, wrong in
-                 floored_mistakes(data, floor).items() if wrong == q]
+        for name, weights, other in (("forward_bits", data, forward), ("reverse_bits", reverse, data)):
+            want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(weights, other, strict=True))
+            got = mpmath.mpf(sympy.N(_as_sympy(row[name]), 50))
+            if abs(got - want) > mpmath.mpf(10) ** -40:
+                problems.append(f"{name} is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
+                                f"{mpmath.nstr(want, 20)}")
+    for name, (fields, wrong) in monotone_mistakes(data).items():
+        problems += [f"the named mistake ({name}) gives {field}" for field in fields
+                     if [rational.to_sympy(x) for x in row[field]] == wrong]
     return problems
 
 
@@ -282,8 +298,8 @@ def _info_question(task: Task) -> list[str]:
 
         if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
             return ["the named mistake (kinks where the probabilities change order) gives the key"]
-    elif question == "floored":
-        return _floored(task)
+    elif question == "monotone":
+        return _monotone(task)
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
                                                                zip(s["groups"], s["within"], strict=True)),
