@@ -19,6 +19,7 @@ import exactgrade
 from exactgrade import wire
 from exactgrade.domains import deeplearning
 from exactgrade.domains.deeplearning import check
+from exactgrade.domains.deeplearning.backprop import own_unit_range
 from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
 from exactgrade.family import LEVELS, family_of
 from exactgrade.task import materialise
@@ -282,6 +283,36 @@ def test_the_divergence_l5_check_refuses_a_broken_key(name, change, reason):
         changed["q_forward"] = sorted(task.inputs["data"], reverse=True)
     broken = dataclasses.replace(task, expected={"rows": [{**row, **changed}]})
     assert check(task) == []
+    assert any(reason in problem for problem in check(broken)), check(broken)
+
+
+def _mlp_gradient_l5(deeper: bool):
+    """The first mlp_gradient L5 instance of seed 0 whose exact range a deeper unit ends (or the
+    parameter's own unit)."""
+    for index in range(12):
+        task = exactgrade.generate("deeplearning", seed=0, index=index, level=5, family="mlp_gradient")
+        row = task.expected["rows"][0]
+        if (row["layer"] > int(task.inputs["param"][1:].split("[")[0])) is deeper:
+            return task
+    raise AssertionError("no such instance in the first 12")
+
+
+@pytest.mark.parametrize(("deeper", "change", "reason"), [
+    (True, lambda t, row: {"H": row["H"] / 2}, "stays exact just past"),
+    (True, lambda t, row: {"H": row["H"] * 2}, "is not at 0"),
+    (True, lambda t, row: {"H": own_unit_range(t.inputs)}, "the symmetric difference at h ="),
+    (False, lambda t, row: {"side": "-" if row["side"] == "+" else "+"}, "is not at 0"),
+    (False, lambda t, row: {"example": (row["example"] + 1) % len(t.inputs["batch"])}, "is not at 0"),
+    (False, lambda t, row: {"grad": row["grad"] + F(1, 1024)}, "exactgrade.rational's backprop gives"),
+])
+def test_the_mlp_gradient_l5_check_refuses_a_broken_key(deeper, change, reason):
+    """Round 1's L5 asked which of the steps 2**-k is exact (a brute force over a stated grid); the
+    range is now continuous, so H is a rational at a piece boundary, which a later layer's unit
+    sets in about half the instances (there the parameter's own unit gives a wrong, larger H)."""
+    task = _mlp_gradient_l5(deeper)
+    row = dict(task.expected["rows"][0])
+    assert check(task) == []
+    broken = dataclasses.replace(task, expected={"rows": [{**row, **change(task, row)}]})
     assert any(reason in problem for problem in check(broken)), check(broken)
 
 

@@ -497,6 +497,47 @@ def _free_bias(task: Task) -> list[str]:
     return problems
 
 
+EXACT_INSIDE = (Fraction(1), Fraction(3, 4), Fraction(1, 2), Fraction(3, 8), Fraction(1, 4), Fraction(1, 8),
+                Fraction(1, 1024))
+"""Steps, as fractions of H, at which mlp_gradient L5's symmetric difference must be exact."""
+INEXACT_BEYOND = tuple(1 + Fraction(1, 2**k) for k in range(2, 13))
+"""Steps just past H, as multiples of it, at least one of which must make it inexact."""
+
+
+def _exact_range(task: Task, exact: Fraction, nudged: Callable[[str, Fraction], Any]) -> list[str]:
+    """mlp_gradient L5 another way, with exactgrade.rational instead of the key's traced pieces:
+    the gradient by backprop; the symmetric difference exact at 7 steps in (0, H] and inexact
+    at one of 11 steps just past H; exactly one hidden pre-activation at 0 at p + H or p - H, the
+    key's unit on the key's side and example; and the named mistake (the parameter's own unit
+    only) not giving H where a deeper unit ends the range."""
+    from exactgrade.domains.deeplearning.backprop import exact_range_problems, own_unit_range
+    from exactgrade.rational.piecewise import forward, layers, loss
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    batch, param, H = inputs["batch"], inputs["param"], row["H"]
+    if row["grad"] != exact:
+        return [f"grad is {row['grad']} but exactgrade.rational's backprop gives {exact}"]
+    if not isinstance(H, Fraction) or H <= 0:
+        return [f"H is {H!r}, not a positive Fraction"]
+
+    def estimate(h: Fraction) -> Fraction:
+        return (loss(nudged(param, h), batch) - loss(nudged(param, -h), batch)) / (2 * h)
+
+    problems = [f"the symmetric difference at h = {H * k} is {estimate(H * k)}, not dL/dp = {exact}"
+                for k in EXACT_INSIDE if estimate(H * k) != exact][:1]
+    if all(estimate(H * k) == exact for k in INEXACT_BEYOND):
+        problems.append(f"the symmetric difference stays exact just past H = {H}")
+    moved = layers(nudged(param, H if row["side"] == "+" else -H))
+    pre = forward(moved, [Fraction(v) for v in batch[row["example"]]["x"]]).pre
+    if not 1 <= row["layer"] < len(pre) or pre[row["layer"] - 1][row["unit"]] != 0:
+        problems.append(f"unit {row['unit']} of layer {row['layer']} is not at 0 on example {row['example']} "
+                        f"at p {row['side']} H")
+    problems += exact_range_problems(inputs, row)
+    if row["layer"] > int(param[1:].split("[", 1)[0]) and own_unit_range(inputs) == H:
+        problems.append("the named mistake (the parameter's own unit only) gives H")
+    return problems
+
+
 def _mlp_question(task: Task) -> list[str]:
     """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
     gradients; a gradient-check step by exact losses on both sides)."""
@@ -545,13 +586,7 @@ def _mlp_question(task: Task) -> list[str]:
         first = next(n for n in inputs["wrt"] if abs(g[n]) == top)
         want = {"param": first, "grad": g[first]}
     else:
-        want = {"h": None}
-        for k in range(inputs["steps"] + 1):
-            h = Fraction(1, 2**k)
-            up, down = nudged(inputs["param"], h), nudged(inputs["param"], -h)
-            if (loss(up, batch) - loss(down, batch)) / (2 * h) == g[inputs["param"]]:
-                want = {"h": h}
-                break
+        return _exact_range(task, g[inputs["param"]], nudged)
     want = want if list(want) == ["rows"] else {"rows": [want]}
     if task.expected != want:
         return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
