@@ -470,9 +470,9 @@ _QUESTIONS = {
                     "Give the exact derivative dL/dp at the current weights; the largest H such that "
                     "S(h) equals dL/dp exactly for every step h with 0 < h <= H; and the hidden unit whose "
                     "pre-activation is exactly 0 at the end of that range: the side ('+' if at p + H, '-' if "
-                    "at p - H), its layer (counted from 1) and unit index, and the index of the example of "
-                    "`batch` (from 0) on which it is 0 (in these tasks exactly one hidden pre-activation of "
-                    "one example is 0 at p + H or p - H).",
+                    "at p - H), its layer (counted from 1) and unit index (from 0), and the index of the "
+                    "example of `batch` (from 0) on which it is 0 (in these tasks exactly one hidden "
+                    "pre-activation of one example is 0 at p + H or p - H).",
                     '{"grad": Fraction, "H": Fraction, "side": "+" or "-", "layer": int, "unit": int, '
                     '"example": int}'),
 }
