@@ -557,7 +557,7 @@ def sample_free_bias(draw: Draw) -> dict:
 
 
 def sample_gradient_question(draw: Draw, level: int) -> dict:
-    base = sample_gradient(draw, level)
+    base = sample_gradient(draw, min(level, 4))  # L5 on L4's two hidden layers: exact Fractions stay small
     if any(name.startswith("x[") for name in base["wrt"]):
         base["wrt"] = _all_names(base["network"])[:4 + 2 * level]
     question = {2: "directional", 3: "step_grad", 4: "largest", 5: "exact_range"}[level]
@@ -571,7 +571,7 @@ def sample_gradient_question(draw: Draw, level: int) -> dict:
     if question == "largest":
         return {**base, "question": question}
     network, batch = base["network"], base["batch"]
-    param = draw.choice([n for n in names if not n[1:].startswith(f"{len(network['layers'])}[")])
+    param = draw.choice([n for n in names if n[1:].startswith("1[")])  # a first-layer one: units behind it
     inputs = {"network": network, "batch": batch, "question": question, "param": param}
     key = mlp_question_rows(**inputs)["rows"][0]
     if key["H"] is None:
@@ -808,9 +808,10 @@ MLP_GRADIENT = dl_family(
     "difference is exact for every step up to H (a continuous range, not a grid of steps: the loss along "
     "the parameter is piecewise quadratic, so H is where p + H or p - H first reaches a piece of another "
     "quadratic, a rational found by tracing every pre-activation along the parameter, not by search), and "
-    "which hidden unit, side and example reach 0 there; in about half the instances a unit of a later "
-    "layer (whose pre-activation is only piecewise linear in the parameter) ends the range before the "
-    "parameter's own unit, so the own unit's kinks never give the key there. Fewer than half of the asked "
+    "which hidden unit, side and example reach 0 there, for a first-layer parameter of a network with two "
+    "hidden layers; in about half the instances a second-layer unit (whose pre-activation is only "
+    "piecewise linear in the parameter) ends the range before the parameter's own unit, so the own unit's "
+    "kinks never give the key there. Fewer than half of the asked "
     "gradients are ever exactly zero.",
     reject=_too_many_zero_gradients, upper=_UPPER,
     branches=(Branch("a deeper unit ends the exact range", _deeper_unit_ends, F(1, 3), (5,)),
