@@ -4,6 +4,8 @@ fails, with a reason. Host-side compare only (the sandbox read-back of symbols h
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sympy
 
@@ -43,9 +45,19 @@ EQUAL = {
         "lr_limit": sympy.expand(sympy.numer(sympy.together(row["lr_limit"]))) /
         sympy.expand(sympy.denom(sympy.together(row["lr_limit"])))},
     "limit as partial fractions": lambda row, eta, mu, lam: {"lr_limit": sympy.apart(row["lr_limit"], mu)},
-    "best rate times (mu + 1) / (mu + 1)": lambda row, eta, mu, lam: {
-        "best_first_lr": sympy.Mul(row["best_first_lr"], mu + 1, evaluate=False) / (mu + 1)},
+    "best rate or momentum times (s + 1) / (s + 1)": lambda row, eta, mu, lam: {
+        _best(row): sympy.Mul(row[_best(row)], _symbol(row, eta, mu) + 1, evaluate=False) /
+        (_symbol(row, eta, mu) + 1)},
 }
+
+
+def _best(row):
+    """The field of the best rate (Nesterov, in mu) or of the best momentum (heavy ball, in eta)."""
+    return "best_first_lr" if "best_first_lr" in row else "best_momentum"
+
+
+def _symbol(row, eta, mu):
+    return mu if _best(row) == "best_first_lr" else eta
 
 WRONG = {
     "the heavy-ball limit for Nesterov": (lambda row, eta, mu, lam: {"lr_limit": 2 * (1 + mu) / lam}, True),
@@ -57,6 +69,11 @@ WRONG = {
         "loss_after_two_steps": row["loss_after_two_steps"] + eta * mu / 1000}, True),
     "the limit in the wrong symbol": (lambda row, eta, mu, lam: {"lr_limit": row["lr_limit"].subs(mu, eta)},
                                       True),
+    "heavy ball's best momentum in the wrong symbol": (
+        lambda row, eta, mu, lam: {"best_momentum": row["best_momentum"].subs(eta, mu)}, False),
+    "heavy ball's best momentum without its eta**2 term (the second gradient taken at w0)": (
+        lambda row, eta, mu, lam: {"best_momentum": sympy.expand(row["best_momentum"] * eta).subs(
+            eta**2, 0) / eta}, False),
 }
 
 
@@ -132,3 +149,47 @@ def test_schedule_mistakes_fail(name):
     verdict = compare(task.expected, _answer(task, **changed), Exact())
     assert not verdict.ok
     assert next(iter(changed)) in verdict.reason, verdict.reason
+
+
+PROMISED = re.compile(r'"(\w+)": <expression in ([\w, ]+)>')
+"""A closed-form field of an answer shape and the symbols the prompt says it is a function of."""
+SYMBOLIC_L5 = [("sgd", index) for index in range(8)] + [("warmup_cosine", index) for index in range(2)]
+
+
+@pytest.mark.parametrize(("family", "index"), SYMBOLIC_L5)
+def test_every_closed_form_depends_on_the_symbols_it_is_asked_in(family, index):
+    """"As a function of mu" must mean what it says: a field whose key lacks a promised symbol is
+    free of it (round 2's sgd L5 asked heavy ball's best first rate "as a function of mu", and it
+    never depends on mu); the first 8 sgd instances reach both momentum kinds."""
+    task = exactgrade.generate("deeplearning", seed=0, index=index, level=5, family=family)
+    promised = {field: {s.strip() for s in symbols.split(",")}
+                for field, symbols in PROMISED.findall(task.prompt)}
+    row = task.expected["rows"][0]
+    assert promised and set(promised) <= set(row)
+    for field, symbols in promised.items():
+        assert {s.name for s in row[field].free_symbols} == symbols, (field, row[field])
+
+
+def test_the_first_sgd_instances_reach_both_momentum_kinds():
+    kinds = {exactgrade.generate("deeplearning", seed=0, index=i, level=5, family="sgd").inputs["nesterov"]
+             for family, i in SYMBOLIC_L5 if family == "sgd"}
+    assert kinds == {True, False}
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda best, eta: sympy.expand(best * eta).subs(eta**2, 0) / eta, "but the vertex of f(w2) in mu is"),
+    (lambda best, eta: best + 1, "but the vertex of f(w2) in mu is"),
+    (lambda best, eta: best.subs(eta, sympy.Symbol("mu", positive=True)),
+     "is not a rational function of eta"),
+])
+def test_the_check_refuses_a_wrong_best_momentum(change, reason):
+    import dataclasses
+
+    from exactgrade.domains.deeplearning import check
+
+    task = _sgd_task(False, decay=True)
+    assert check(task) == []
+    row = task.expected["rows"][0]
+    broken = dataclasses.replace(task, expected={"rows": [{**row, "best_momentum": change(
+        row["best_momentum"], task.inputs["eta"])}]})
+    assert any(reason in problem for problem in check(broken)), check(broken)

@@ -19,6 +19,7 @@ import exactgrade
 from exactgrade import wire
 from exactgrade.domains import deeplearning
 from exactgrade.domains.deeplearning import check
+from exactgrade.domains.deeplearning.backprop import own_unit_range
 from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
 from exactgrade.family import LEVELS, family_of
 from exactgrade.task import materialise
@@ -240,6 +241,79 @@ def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
     p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
     with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):
         KL_ASYMMETRY.task("dl-x", {"pairs": [{"p": p, "q": p[::-1]}, {"p": p[::-1], "q": p}], "unit": "bits"})
+
+
+DIVERGENCE_L5 = range(12)
+
+
+@pytest.mark.parametrize("index", DIVERGENCE_L5)
+def test_divergence_l5_directions_need_their_own_derivations(index):
+    """Round 2's floored model was the same in both KL directions, so half the key came free: now
+    the two optimal models differ on every instance (means against geometric means of the pooled
+    blocks), and the two divergences are different numbers."""
+    task = exactgrade.generate("deeplearning", seed=0, index=index, level=5, family="divergence")
+    row = task.expected["rows"][0]
+    assert row["q_forward"] != row["q_reverse"]
+    assert sympy.N(row["forward_bits"] - row["reverse_bits"], 30) != 0
+
+
+def test_divergence_l5_pools_apart_in_a_share_of_instances():
+    from exactgrade.domains.deeplearning.information_levels import monotone_blocks
+
+    tasks = [exactgrade.generate("deeplearning", seed=0, index=i, level=5, family="divergence")
+             for i in DIVERGENCE_L5]
+    apart = [monotone_blocks(t.inputs["data"]) for t in tasks]
+    assert 6 <= sum(forward != reverse for forward, reverse in apart) <= 11  # about three quarters apart
+
+
+@pytest.mark.parametrize(("name", "change", "reason"), [
+    ("means in both directions", lambda row: {"q_reverse": row["q_forward"]},
+     "the named mistake (means in both directions) gives q_reverse"),
+    ("the data sorted", lambda row: {"q_forward": None},
+     "the named mistake (the data sorted) gives q_forward"),
+    ("the reverse minimum as the forward one", lambda row: {"reverse_bits": row["forward_bits"]},
+     "reverse_bits is"),
+    ("an increasing model", lambda row: {"q_forward": row["q_forward"][::-1]}, "not a non-increasing"),
+])
+def test_the_divergence_l5_check_refuses_a_broken_key(name, change, reason):
+    task = exactgrade.generate("deeplearning", seed=0, index=0, level=5, family="divergence")
+    row = dict(task.expected["rows"][0])
+    changed = change(row)
+    if changed.get("q_forward", 0) is None:
+        changed["q_forward"] = sorted(task.inputs["data"], reverse=True)
+    broken = dataclasses.replace(task, expected={"rows": [{**row, **changed}]})
+    assert check(task) == []
+    assert any(reason in problem for problem in check(broken)), check(broken)
+
+
+def _mlp_gradient_l5(deeper: bool):
+    """The first mlp_gradient L5 instance of seed 0 whose exact range a deeper unit ends (or the
+    parameter's own unit)."""
+    for index in range(12):
+        task = exactgrade.generate("deeplearning", seed=0, index=index, level=5, family="mlp_gradient")
+        row = task.expected["rows"][0]
+        if (row["layer"] > int(task.inputs["param"][1:].split("[")[0])) is deeper:
+            return task
+    raise AssertionError("no such instance in the first 12")
+
+
+@pytest.mark.parametrize(("deeper", "change", "reason"), [
+    (True, lambda t, row: {"H": row["H"] / 2}, "stays exact just past"),
+    (True, lambda t, row: {"H": row["H"] * 2}, "is not at 0"),
+    (True, lambda t, row: {"H": own_unit_range(t.inputs)}, "the symmetric difference at h ="),
+    (False, lambda t, row: {"side": "-" if row["side"] == "+" else "+"}, "is not at 0"),
+    (False, lambda t, row: {"example": (row["example"] + 1) % len(t.inputs["batch"])}, "is not at 0"),
+    (False, lambda t, row: {"grad": row["grad"] + F(1, 1024)}, "exactgrade.rational's backprop gives"),
+])
+def test_the_mlp_gradient_l5_check_refuses_a_broken_key(deeper, change, reason):
+    """Round 1's L5 asked which of the steps 2**-k is exact (a brute force over a stated grid); the
+    range is now continuous, so H is a rational at a piece boundary, which a later layer's unit
+    sets in about half the instances (there the parameter's own unit gives a wrong, larger H)."""
+    task = _mlp_gradient_l5(deeper)
+    row = dict(task.expected["rows"][0])
+    assert check(task) == []
+    broken = dataclasses.replace(task, expected={"rows": [{**row, **change(task, row)}]})
+    assert any(reason in problem for problem in check(broken)), check(broken)
 
 
 # ------------------------------------------------------------------ the fast paths agree with the slow ones

@@ -92,7 +92,7 @@ def mlp_question_rows(network, batch, question, **given):
         from fractions import Fraction
 
         lr, candidates, wrt = given.get("lr"), given.get("candidates"), given.get("wrt")
-        direction, param, steps = given.get("direction"), given.get("param"), given.get("steps")
+        direction, param = given.get("direction"), given.get("param")
 
         def forward(layers, x):
             a, pre, acts = [Fraction(v) for v in x], [], []
@@ -209,12 +209,74 @@ def mlp_question_rows(network, batch, question, **given):
         if question == "largest":
             best = max(wrt, key=lambda name: (abs(g[name]), -wrt.index(name)))
             return {"param": best, "grad": g[best]}
-        # "fd_step": the largest h = 2**-k (k = 0..steps) whose symmetric difference is exact
-        for k in range(steps + 1):
-            h = Fraction(1, 2**k)
-            if (loss(shifted(layers, param, h)) - loss(shifted(layers, param, -h))) / (2 * h) == g[param]:
-                return {"h": h}
-        return {"h": None}
+        # "exact_range": the loss along p + s is piecewise quadratic in s; S(h) is exact while p - h and
+        # p + h stay on pieces of the quadratic of p's own piece
+        kind, (head, tail) = param[0], param[1:].split("[", 1)
+        at_k, at = int(head), [int(i) for i in tail.rstrip("]").split("][")]
+
+        def along(e, s, sign):
+            """(value, one-sided slope in s) of every pre-activation at p + sign * s."""
+            a = [(Fraction(v), Fraction(0)) for v in e["x"]]
+            out = []
+            for k, layer in enumerate(layers, start=1):
+                z = []
+                for i, (row, b) in enumerate(zip(layer["W"], layer["b"], strict=True)):
+                    value, slope = Fraction(b), Fraction(0)
+                    if kind == "b" and (k, i) == (at_k, at[0]):
+                        value, slope = value + sign * s, slope + sign
+                    for j, (w, (v, dv)) in enumerate(zip(row, a, strict=True)):
+                        w = Fraction(w)
+                        if kind == "W" and (k, i, j) == (at_k, at[0], at[1]):
+                            w += sign * s
+                            slope += sign * v
+                        value, slope = value + w * v, slope + w * dv
+                    z.append((value, slope))
+                out.append(z)
+                if layer["activation"] == "relu":  # relu of (value, slope): on when rising through 0
+                    a = [(v, dv) if v > 0 or (v == 0 and dv > 0) else (Fraction(0), Fraction(0))
+                         for v, dv in z]
+                else:
+                    a = z
+            return out
+
+        def switches(sign):
+            """The s > 0 at which some hidden pre-activation along p + sign * s reaches 0, in order."""
+            s = Fraction(0)
+            for _ in range(256):  # a pre-activation piecewise linear in s crosses 0 finitely often
+                roots = [s - v / dv for e in batch for z in along(e, s, sign)[:-1] for v, dv in z
+                         if v != 0 and dv != 0 and (v > 0) != (dv > 0)]
+                if not roots:
+                    return
+                s = min(roots)
+                yield s
+
+        exact = g[param]
+
+        def gap(h):
+            return loss(shifted(layers, param, h)) - loss(shifted(layers, param, -h)) - 2 * h * exact
+
+        from heapq import merge
+        from itertools import chain
+
+        top, low = None, Fraction(0)
+        for high in chain(merge(switches(1), switches(-1)), [None]):  # h-intervals between the ends
+            if high == low:
+                continue
+            inside = [low + k for k in (1, 2, 3)] if high is None else [low + (high - low) * k / 4
+                                                                        for k in (1, 2, 3)]
+            if any(gap(h) != 0 for h in inside):
+                top = low
+                break
+            low = high
+        if top is None:
+            return {"grad": exact, "H": None, "side": None, "layer": None, "unit": None, "example": None}
+        for side, sign in (("+", 1), ("-", -1)):
+            for n, e in enumerate(batch):
+                pre = forward(shifted(layers, param, sign * top), e["x"])[0]
+                for k, i in ((m, i) for m in range(1, len(layers)) for i in range(len(pre[m - 1]))):
+                    if pre[k - 1][i] == 0:
+                        return {"grad": exact, "H": top, "side": side, "layer": k, "unit": i, "example": n}
+        raise ValueError("no pre-activation is 0 at the end of the exact range")
 
     out = answer(network, batch, question, **given)
     return out if list(out) == ["rows"] else {"rows": [out]}
@@ -402,17 +464,22 @@ _QUESTIONS = {
     "largest": ("Of the parameters named in `wrt`, which has the gradient of largest absolute value (the "
                 "gradient of the batch-mean loss at the current weights)? On a tie, the one listed first. "
                 "Give its name and its gradient.", '{"param": name, "grad": Fraction}'),
-    "fd_step": ("A gradient check estimates dL/dp for the parameter `param` by the symmetric difference "
-                "(L(p + h) - L(p - h)) / (2 h), every other parameter fixed, L the batch-mean loss. Of the "
-                "steps h = 2**-k for k = 0, 1, ..., `steps`, give the largest h for which this estimate "
-                "equals "
-                "the exact derivative dL/dp at the current weights exactly, or None if none does.",
-                '{"h": Fraction or None}'),
+    "exact_range": ("A gradient check estimates dL/dp for the parameter `param` by the symmetric "
+                    "difference S(h) = (L(p + h) - L(p - h)) / (2 h), every other parameter fixed, L the "
+                    "batch-mean loss (a pre-activation at p + h or p - h may be exactly 0; relu(0) = 0). "
+                    "Give the exact derivative dL/dp at the current weights; the largest H such that "
+                    "S(h) equals dL/dp exactly for every step h with 0 < h <= H; and the hidden unit whose "
+                    "pre-activation is exactly 0 at the end of that range: the side ('+' if at p + H, '-' if "
+                    "at p - H), its layer (counted from 1) and unit index (from 0), and the index of the "
+                    "example of `batch` (from 0) on which it is 0 (in these tasks exactly one hidden "
+                    "pre-activation of one example is 0 at p + H or p - H).",
+                    '{"grad": Fraction, "H": Fraction, "side": "+" or "-", "layer": int, "unit": int, '
+                    '"example": int}'),
 }
 _GIVEN = {"lr": "learning rate", "candidates": "list of candidate learning rates",
           "wrt": "list of names 'W<k>[i][j]' or "
                  "'b<k>[i]'", "direction": "dict from parameter name to Fraction",
-          "param": "the parameter name", "steps": "the largest k tried"}
+          "param": "the parameter name"}
 
 
 def _question_prompt(inputs):
@@ -490,10 +557,10 @@ def sample_free_bias(draw: Draw) -> dict:
 
 
 def sample_gradient_question(draw: Draw, level: int) -> dict:
-    base = sample_gradient(draw, level)
+    base = sample_gradient(draw, min(level, 4))  # L5 on L4's two hidden layers: exact Fractions stay small
     if any(name.startswith("x[") for name in base["wrt"]):
         base["wrt"] = _all_names(base["network"])[:4 + 2 * level]
-    question = {2: "directional", 3: "step_grad", 4: "largest", 5: "fd_step"}[level]
+    question = {2: "directional", 3: "step_grad", 4: "largest", 5: "exact_range"}[level]
     names = _all_names(base["network"])
     if question == "directional":
         chosen = draw.sample(names, min(len(names), draw.integer(3, 6)))
@@ -504,18 +571,66 @@ def sample_gradient_question(draw: Draw, level: int) -> dict:
     if question == "largest":
         return {**base, "question": question}
     network, batch = base["network"], base["batch"]
-    param = draw.choice([n for n in names if not n[1:].startswith(f"{len(network['layers'])}[")])
-    if _exact_at_unit_step(network, batch, param) and draw.chance(2, 3):
-        raise Reject("the largest step is exact (kept in a third of the draws, so it stays a minority)")
-    return {"network": network, "batch": batch, "question": question, "param": param,
-            "steps": draw.integer(2, 8)}
+    param = draw.choice([n for n in names if n[1:].startswith("1[")])  # a first-layer one: units behind it
+    inputs = {"network": network, "batch": batch, "question": question, "param": param}
+    key = mlp_question_rows(**inputs)["rows"][0]
+    if key["H"] is None:
+        raise Reject("the symmetric difference is exact for every step")
+    problems = exact_range_problems(inputs, key)
+    if problems:
+        raise Reject(problems[0])
+    return inputs  # a deeper unit ends the range in about half of them, the parameter's own in the rest
 
 
-def _exact_at_unit_step(network, batch, param):
-    up = rational.piecewise.perturb(network, batch, param, F(1))[0]
-    down = rational.piecewise.perturb(network, batch, param, F(-1))[0]
-    exact = rational.gradients(network, batch)[param]
-    return (rational.loss(up, batch) - rational.loss(down, batch)) / 2 == exact
+def _layer_of(name):
+    return _unit_of(name)[0]
+
+
+def _unit_of(name):
+    """(layer, unit, input index or None for a bias) of a parameter name."""
+    k, rest = name[1:].split("[", 1)
+    indices = [int(i) for i in rest.rstrip("]").split("][")]
+    return int(k), indices[0], indices[1] if name[0] == "W" else None
+
+
+def own_unit_range(inputs) -> F | None:
+    """mlp_gradient L5's named mistake: the range ends where the parameter's own unit first reaches 0
+    on some example (its pre-activation moves linearly with p; deeper units ignored)."""
+    network, batch = inputs["network"], inputs["batch"]
+    k, unit, j = _unit_of(inputs["param"])
+    net = rational.piecewise.layers(network)
+    ends = []
+    for e in batch:
+        trace = rational.forward(net, [F(v) for v in e["x"]])
+        reads = F(1) if j is None else (trace.post[k - 2] if k > 1 else trace.x)[j]
+        if reads != 0:
+            ends.append(abs(trace.pre[k - 1][unit] / reads))
+    return min(ends, default=None)
+
+
+def _power_of_two(x: F) -> bool:
+    return x > 0 and (x.numerator == 1 or x.denominator == 1) and \
+        x.numerator & (x.numerator - 1) == 0 and x.denominator & (x.denominator - 1) == 0
+
+
+def exact_range_problems(inputs, key) -> list[str]:
+    """Why an exact_range key cannot be posed: not exactly one hidden pre-activation at 0 at p + H
+    and p - H (the asked unit would be ambiguous), or H a power of two (round 1's grid of steps
+    2**-k would find it)."""
+    network, batch, param = inputs["network"], inputs["batch"], inputs["param"]
+    H = F(key["H"])
+    zeros = 0
+    for sign in (1, -1):
+        moved = rational.piecewise.layers(rational.piecewise.perturb(network, batch, param, sign * H)[0])
+        for e in batch:
+            trace = rational.forward(moved, [F(v) for v in e["x"]])
+            zeros += sum(1 for z in trace.pre[:-1] for v in z if v == 0)
+    problems = []
+    if zeros != 1:
+        problems.append(f"{zeros} hidden pre-activations are 0 at p + H or p - H, not one")
+    if _power_of_two(H):
+        problems.append("H is a power of two (round 1's grid of steps 2**-k finds it)")
+    return problems
 
 
 def _question_builder(task_id, inputs):
@@ -557,12 +672,19 @@ def _bias_on_kink(task):
                for e in task.inputs["batch"])
 
 
-def _fd_edges(task):
-    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") is None
+def _deeper_unit_ends(task):
+    """mlp_gradient L5: a unit of a later layer than the parameter's ends the exact range."""
+    return task.inputs.get("question") == "exact_range" and answer_field(task, "layer") > _layer_of(
+        task.inputs["param"])
 
 
-def _fd_first(task):
-    return task.inputs.get("question") == "fd_step" and answer_field(task, "h") == 1
+def _ends_below(task):
+    return task.inputs.get("question") == "exact_range" and answer_field(task, "side") == "-"
+
+
+def _own_unit_ends(task):
+    return task.inputs.get("question") == "exact_range" and answer_field(task, "layer") == _layer_of(
+        task.inputs["param"])
 
 
 # ---------------------------------------------------------------------------- builders
@@ -682,12 +804,20 @@ MLP_GRADIENT = dl_family(
     "units). L2: the directional derivative of the loss along a stated direction. L3 (compose): the "
     "gradients "
     "after one gradient-descent step. L4 (search): the parameter of largest |gradient|, ties to the first "
-    "listed. L5 (design a gradient check): the largest step 2**-k whose symmetric difference is exact (the "
-    "loss is piecewise quadratic: a step across a ReLU kink is not). Fewer than half of the asked gradients "
-    "are ever exactly zero.",
+    "listed. L5 (regimes of a gradient check): the exact gradient, the largest H for which the symmetric "
+    "difference is exact for every step up to H (a continuous range, not a grid of steps: the loss along "
+    "the parameter is piecewise quadratic, so H is where p + H or p - H first reaches a piece of another "
+    "quadratic: a rational at a piece boundary, derived by tracing every pre-activation along the "
+    "parameter, which no grid of steps hits), and "
+    "which hidden unit, side and example reach 0 there, for a first-layer parameter of a network with two "
+    "hidden layers; in about half the instances a second-layer unit (whose pre-activation is only "
+    "piecewise linear in the parameter) ends the range before the parameter's own unit, so the own unit's "
+    "kinks never give the key there. Fewer than half of the asked "
+    "gradients are ever exactly zero.",
     reject=_too_many_zero_gradients, upper=_UPPER,
-    branches=(Branch("no gradient-check step is exact", _fd_edges, F(1, 20), (5,)),
-              Branch("the largest step is exact", _fd_first, F(1, 20), (5,))))
+    branches=(Branch("a deeper unit ends the exact range", _deeper_unit_ends, F(1, 3), (5,)),
+              Branch("the parameter's own unit ends the exact range", _own_unit_ends, F(1, 5), (5,)),
+              Branch("the exact range ends below p", _ends_below, F(1, 5), (5,))))
 
 FAMILIES = (MLP_FORWARD, MLP_GRADIENT)
 

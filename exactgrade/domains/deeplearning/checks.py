@@ -18,7 +18,7 @@ generation fails closed (exactgrade.family).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -233,46 +233,62 @@ def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
             "max_bits": top}
 
 
-def _floored(task: Task) -> list[str]:
-    """divergence L5 another way: every subset S of outcomes put on the floor, the rest scaled by
-    one factor to sum to 1, kept when it satisfies the optimality conditions (floored outcomes
-    would fall below the floor, the others stay above it); exactly one subset must qualify for
-    each direction, and it must be the key's. The divergence agrees with 50-digit mpmath, and the
-    named mistakes give other models."""
-    from itertools import combinations
+def _monotone(task: Task) -> list[str]:
+    """divergence L5 another way: each outcome's value by the min-max formula of isotonic
+    regression (q_i = max over t >= i of min over s <= i of the block statistic of s..t), with
+    means forward and geometric means in reverse (compared exactly as P1**m2 against P2**m1,
+    then rooted and renormalised), instead of pooling violators; the model must be a
+    non-increasing distribution, both divergences agree with 50-digit mpmath (the reverse one
+    summed term by term, not from the normaliser), and the named mistakes give other models."""
+    import math
+    from functools import cmp_to_key
 
     import mpmath
 
-    from exactgrade.domains.deeplearning.information_levels import floored_mistakes
+    from exactgrade.domains.deeplearning.information_levels import monotone_mistakes
 
     data = [Fraction(x) for x in task.inputs["data"]]
-    floor = Fraction(task.inputs["floor"])
-    n = len(data)
-    found = []
-    for k in range(n):
-        for low in combinations(range(n), k):
-            rest = [i for i in range(n) if i not in low]
-            scale = (1 - k * floor) / (1 - sum((data[i] for i in low), Fraction(0)))
-            if all(scale * data[i] >= floor for i in rest) and all(scale * data[i] <= floor for i in low):
-                found.append([floor if i in low else scale * data[i] for i in range(n)])
-    distinct = {tuple(q) for q in found}
-    row = task.expected["rows"][0]
-    if len(distinct) != 1:
-        return [f"{len(distinct)} floored models satisfy the optimality conditions, not one"]
-    q = list(distinct.pop())
-    problems = [f"{name} is {row[name]} but the optimality conditions give {q}"
-                for name in ("q_forward", "q_reverse") if row[name] != q]
+    n, row = len(data), task.expected["rows"][0]
+
+    Block = tuple[Fraction, int]
+
+    def minmax(statistic: Callable[[list[Fraction]], Block],
+               compare: Callable[[Block, Block], int]) -> list[Block]:
+        order = cmp_to_key(compare)
+        return [max((min((statistic(data[s:t + 1]) for s in range(i + 1)), key=order) for t in range(i, n)),
+                    key=order) for i in range(n)]
+
+    def sign(x: Fraction) -> int:
+        return (x > 0) - (x < 0)
+
+    means = minmax(lambda xs: (sum(xs, Fraction(0)), len(xs)), lambda a, b: sign(a[0] * b[1] - b[0] * a[1]))
+    forward = [total / m for total, m in means]
+    products = minmax(lambda xs: (math.prod(xs, start=Fraction(1)), len(xs)),
+                      lambda a, b: sign(a[0] ** b[1] - b[0] ** a[1]))
+    roots = []
+    for product, m in products:
+        top, bottom = (sympy.integer_nthroot(x, m) for x in (product.numerator, product.denominator))
+        if not (top[1] and bottom[1]):
+            return [f"the reverse model's block product {product} has no rational {m}-th root"]
+        roots.append(Fraction(int(top[0]), int(bottom[0])))
+    reverse = [g / sum(roots, Fraction(0)) for g in roots]
+    problems = [f"{name} is {row[name]} but the min-max formula gives {want}"
+                for name, want in (("q_forward", forward), ("q_reverse", reverse)) if row[name] != want]
+    problems += [f"{name} is not a non-increasing distribution" for name in ("q_forward", "q_reverse")
+                 if sum(row[name], Fraction(0)) != 1 or row[name] != sorted(row[name], reverse=True)]
     with mpmath.workdps(50):
         def mp(x: Fraction) -> Any:
             return mpmath.mpf(x.numerator) / x.denominator
 
-        want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(data, q, strict=True))
-        got = mpmath.mpf(sympy.N(_as_sympy(row["forward_bits"]), 50))
-        if abs(got - want) > mpmath.mpf(10) ** -40:
-            problems.append(f"forward_bits is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
-                            f"{mpmath.nstr(want, 20)}")
-    problems += [Degenerate(f"the named mistake ({name}) gives the key") for name, wrong in
-                 floored_mistakes(data, floor).items() if wrong == q]
+        for name, weights, other in (("forward_bits", data, forward), ("reverse_bits", reverse, data)):
+            want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(weights, other, strict=True))
+            got = mpmath.mpf(sympy.N(_as_sympy(row[name]), 50))
+            if abs(got - want) > mpmath.mpf(10) ** -40:
+                problems.append(f"{name} is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
+                                f"{mpmath.nstr(want, 20)}")
+    for name, (fields, wrong) in monotone_mistakes(data).items():
+        problems += [Degenerate(f"the named mistake ({name}) gives {field}") for field in fields
+                     if [rational.to_sympy(x) for x in row[field]] == wrong]
     return problems
 
 
@@ -294,8 +310,8 @@ def _info_question(task: Task) -> list[str]:
         if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
             return [Degenerate("the named mistake (kinks where the probabilities change order) gives the "
                                "key")]
-    elif question == "floored":
-        return _floored(task)
+    elif question == "monotone":
+        return _monotone(task)
     elif question == "two_stage":
         want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
                                                                zip(s["groups"], s["within"], strict=True)),
@@ -494,6 +510,47 @@ def _free_bias(task: Task) -> list[str]:
     return problems
 
 
+EXACT_INSIDE = (Fraction(1), Fraction(3, 4), Fraction(1, 2), Fraction(3, 8), Fraction(1, 4), Fraction(1, 8),
+                Fraction(1, 1024))
+"""Steps, as fractions of H, at which mlp_gradient L5's symmetric difference must be exact."""
+INEXACT_BEYOND = tuple(1 + Fraction(1, 2**k) for k in range(2, 13))
+"""Steps just past H, as multiples of it, at least one of which must make it inexact."""
+
+
+def _exact_range(task: Task, exact: Fraction, nudged: Callable[[str, Fraction], Any]) -> list[str]:
+    """mlp_gradient L5 another way, with exactgrade.rational instead of the key's traced pieces:
+    the gradient by backprop; the symmetric difference exact at 7 steps in (0, H] and inexact
+    at one of 11 steps just past H; exactly one hidden pre-activation at 0 at p + H or p - H, the
+    key's unit on the key's side and example; and the named mistake (the parameter's own unit
+    only) not giving H where a deeper unit ends the range."""
+    from exactgrade.domains.deeplearning.backprop import exact_range_problems, own_unit_range
+    from exactgrade.rational.piecewise import forward, layers, loss
+
+    inputs, row = task.inputs, task.expected["rows"][0]
+    batch, param, H = inputs["batch"], inputs["param"], row["H"]
+    if row["grad"] != exact:
+        return [f"grad is {row['grad']} but exactgrade.rational's backprop gives {exact}"]
+    if not isinstance(H, Fraction) or H <= 0:
+        return [f"H is {H!r}, not a positive Fraction"]
+
+    def estimate(h: Fraction) -> Fraction:
+        return (loss(nudged(param, h), batch) - loss(nudged(param, -h), batch)) / (2 * h)
+
+    problems = [f"the symmetric difference at h = {H * k} is {estimate(H * k)}, not dL/dp = {exact}"
+                for k in EXACT_INSIDE if estimate(H * k) != exact][:1]
+    if all(estimate(H * k) == exact for k in INEXACT_BEYOND):
+        problems.append(f"the symmetric difference stays exact just past H = {H}")
+    moved = layers(nudged(param, H if row["side"] == "+" else -H))
+    pre = forward(moved, [Fraction(v) for v in batch[row["example"]]["x"]]).pre
+    if not 1 <= row["layer"] < len(pre) or pre[row["layer"] - 1][row["unit"]] != 0:
+        problems.append(f"unit {row['unit']} of layer {row['layer']} is not at 0 on example {row['example']} "
+                        f"at p {row['side']} H")
+    problems += exact_range_problems(inputs, row)
+    if row["layer"] > int(param[1:].split("[", 1)[0]) and own_unit_range(inputs) == H:
+        problems.append(Degenerate("the named mistake (the parameter's own unit only) gives H"))
+    return problems
+
+
 def _mlp_question(task: Task) -> list[str]:
     """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
     gradients; a gradient-check step by exact losses on both sides)."""
@@ -542,13 +599,7 @@ def _mlp_question(task: Task) -> list[str]:
         first = next(n for n in inputs["wrt"] if abs(g[n]) == top)
         want = {"param": first, "grad": g[first]}
     else:
-        want = {"h": None}
-        for k in range(inputs["steps"] + 1):
-            h = Fraction(1, 2**k)
-            up, down = nudged(inputs["param"], h), nudged(inputs["param"], -h)
-            if (loss(up, batch) - loss(down, batch)) / (2 * h) == g[inputs["param"]]:
-                want = {"h": h}
-                break
+        return _exact_range(task, g[inputs["param"]], nudged)
     want = want if list(want) == ["rows"] else {"rows": [want]}
     if task.expected != want:
         return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
@@ -1136,7 +1187,7 @@ def _opt_question(task: Task) -> list[str]:
         if not below < 1 < above:
             return [f"numpy eigenvalues do not change stability at lr = {limit}"]
         return []
-    if question == "closed_form":
+    if question in ("closed_form", "closed_form_momentum"):
         return _sgd_closed_form(task)
     if question in ("final", "first_below"):
         losses = _map_losses(inputs, inputs["lr"], inputs["steps"])
@@ -1221,23 +1272,29 @@ CLOSED_FORM_POINTS = ((Fraction(1, 7), Fraction(1, 3)), (Fraction(2, 5), Fractio
 
 def _sgd_closed_form(task: Task) -> list[str]:
     """The three closed forms re-derived another way, at rational points (eta, mu): the loss by
-    iterating each coordinate's linear state map in Fractions; the best first learning rate as
-    the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2; the limit as
-    the eta at which the stiffest coordinate's 2x2 map has the eigenvalue -1, with numpy's
-    spectral radius below 1 just under it and above 1 just over it (every coordinate). The
-    key must be a polynomial in eta and mu (loss) and rational functions of mu, and the named
-    mistakes (the other momentum's limit; the limit without weight decay; Nesterov's first step
-    taken as g) must give other functions."""
+    iterating each coordinate's linear state map in Fractions; Nesterov's best first learning rate
+    as the vertex of f(w1), a quadratic in eta fitted through the map at eta = 0, 1, 2, and heavy
+    ball's best momentum as the vertex of f(w2), a quadratic in mu fitted through the map at
+    mu = 0, 1, 2; the limit as the eta at which the stiffest coordinate's 2x2 map has the
+    eigenvalue -1, with numpy's spectral radius below 1 just under it and above 1 just over it
+    (every coordinate). The key must be a polynomial in eta and mu (loss) and rational functions
+    of one symbol, and the named mistakes (the other momentum's limit; the limit without weight
+    decay; Nesterov's first step taken as g; heavy ball's second gradient taken at w0, or its
+    best momentum for f plus the weight-decay term) must give other functions."""
     inputs, row = task.inputs, task.expected["rows"][0]
     eta, mu = inputs["eta"], inputs["mu"]
     problems = []
-    loss, best, limit = (row[k] for k in ("loss_after_two_steps", "best_first_lr", "lr_limit"))
+    nesterov = inputs["nesterov"]
+    best_name, best_symbol = ("best_first_lr", mu) if nesterov else ("best_momentum", eta)
+    loss, best, limit = (row[k] for k in ("loss_after_two_steps", best_name, "lr_limit"))
     if not (isinstance(loss, sympy.Expr) and loss.is_polynomial(eta, mu) and loss.free_symbols <= {eta, mu}):
         return [f"the loss {loss} is not a polynomial in eta and mu"]
-    for name, value in (("best_first_lr", best), ("lr_limit", limit)):
-        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {mu}
-                and value.is_rational_function(mu)):
-            return [f"{name} {value} is not a rational function of mu"]
+    for name, value, symbol in ((best_name, best, best_symbol), ("lr_limit", limit, mu)):
+        if not (isinstance(value, sympy.Expr) and value.free_symbols <= {symbol}
+                and value.is_rational_function(symbol)):
+            return [f"{name} {value} is not a rational function of {symbol}"]
+    if not nesterov:
+        problems += _best_momentum(inputs, best, eta)
     curvature = [rational.as_fraction(a) for a in inputs["curvature"]]
     worst = curvature.index(max(curvature))
     polynomial = sympy.Poly(loss, eta, mu)
@@ -1252,11 +1309,11 @@ def _sgd_closed_form(task: Task) -> list[str]:
         if at_point != _map_losses(at, lr, 2)[-1]:
             problems.append(f"at eta = {lr}, mu = {m} the key's loss is {at_point} but the state map gives "
                             f"{_map_losses(at, lr, 2)[-1]}")
-        f0, f1, f2 = (_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2))
-        curve = f2 - 2 * f1 + f0  # f(w1) = f0 + b eta + (curve / 2) eta**2
-        vertex = -(f1 - f0 - curve / 2) / curve
-        if subs(best) != vertex:
-            problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is {vertex}")
+        if nesterov:
+            vertex = _vertex([_map_losses(at, Fraction(x), 1)[0] for x in (0, 1, 2)])
+            if subs(best) != vertex:
+                problems.append(f"at mu = {m} best_first_lr is {subs(best)} but the vertex of f(w1) is "
+                                f"{vertex}")
         edge = subs(limit)
         grid = _state_maps(at, edge)[worst]
         if (grid[0][0] + 1) * (grid[1][1] + 1) - grid[0][1] * grid[1][0] != 0:
@@ -1271,12 +1328,54 @@ def _sgd_closed_form(task: Task) -> list[str]:
     if wd != 0:
         mistakes.append(("the limit without weight decay", 2 * (1 + mu) / ((1 + 2 * mu) * lam)
                          if inputs["nesterov"] else 2 * (1 + mu) / lam, limit))
-    if inputs["nesterov"]:
+    if nesterov:
         mistakes.append(("Nesterov's first step taken as g", best * (1 + mu), best))
     for name, wrong, right in mistakes:  # differing at one rational point proves another function
         if all(rational.from_sympy(wrong.subs(mu, rational.to_sympy(m))) ==
                rational.from_sympy(right.subs(mu, rational.to_sympy(m))) for _, m in CLOSED_FORM_POINTS):
             problems.append(Degenerate(f"the named mistake ({name}) gives the key"))
+    return problems
+
+
+def _vertex(values: Sequence[Fraction]) -> Fraction:
+    """The minimiser x of the quadratic through (0, values[0]), (1, values[1]), (2, values[2])."""
+    f0, f1, f2 = values
+    curve = f2 - 2 * f1 + f0  # q(x) = f0 + b x + (curve / 2) x**2
+    return -(f1 - f0 - curve / 2) / curve
+
+
+def _best_momentum(inputs: Mapping[str, Any], best: Any, eta: Any) -> list[str]:
+    """heavy ball's best momentum at rational learning rates: the vertex of f(w2) through the
+    state map at mu = 0, 1, 2 (the key, a function of eta, must agree), and the named mistakes
+    (the second gradient taken at w0; the weight-decay term added to f) must give other values."""
+    wd = rational.as_fraction(inputs["weight_decay"])
+    a, c, w0 = ([rational.as_fraction(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+    g0 = [ai * (wi - ci) + wd * wi for ai, wi, ci in zip(a, w0, c, strict=True)]
+    problems, stale, decayed = [], True, wd != 0
+    for lr, _ in CLOSED_FORM_POINTS:
+        key = rational.from_sympy(best.subs(eta, rational.to_sympy(lr)))
+        vertex = _vertex([_map_losses({**inputs, "momentum": Fraction(m)}, lr, 2)[-1] for m in (0, 1, 2)])
+        if key != vertex:
+            problems.append(f"at eta = {lr} best_momentum is {key} but the vertex of f(w2) in mu is {vertex}")
+        # w2 = w0 - lr * (g0 + g1) - mu * lr * g0, so f(w2) (plus wd/2 ||w2||**2) is quadratic in mu
+        g1 = [gi - lr * (ai + wd) * gi for ai, gi in zip(a, g0, strict=True)]
+        plain = [wi - lr * (x + y) for wi, x, y in zip(w0, g0, g1, strict=True)]
+        at_w0 = [wi - 2 * lr * x for wi, x in zip(w0, g0, strict=True)]
+
+        def minimiser(u: list[Fraction], decay: Fraction, lr: Fraction = lr) -> Fraction:
+            terms = zip(a, u, c, g0, strict=True)
+            top = sum(((ai * (ui - ci) + decay * ui) * gi for ai, ui, ci, gi in terms), Fraction(0))
+            bottom = sum(((ai + decay) * gi * gi for ai, gi in zip(a, g0, strict=True)), Fraction(0))
+            return top / (lr * bottom)
+
+        stale = stale and minimiser(at_w0, Fraction(0)) == key
+        decayed = decayed and minimiser(plain, wd) == key
+        if minimiser(plain, Fraction(0)) != vertex:
+            problems.append(f"at eta = {lr} the vertex of f(w2) in mu is {vertex} but the direct form gives "
+                            f"{minimiser(plain, Fraction(0))}")
+    problems += [Degenerate(f"the named mistake ({name}) gives the key") for name, hit in
+                 (("the second gradient taken at w0", stale), ("the weight-decay term added to f", decayed))
+                 if hit]
     return problems
 
 

@@ -129,23 +129,44 @@ def info_question_rows(question, **given):
             top = max(v for _, v in points)
             return {"kinks": [[t, v] for t, v in points[1:-1]],
                     "max_t": min(t for t, v in points if v == top), "max_bits": top}
-        if question == "floored":
+        if question == "monotone":
             import sympy
 
-            data, floor = [Fraction(x) for x in given["data"]], Fraction(given["floor"])
-            order = sorted(range(len(data)), key=lambda i: data[i])
-            for k in range(1, len(data)):  # the k least likely outcomes sit on the floor
-                low, rest = order[:k], order[k:]
-                scale = (1 - k * floor) / (1 - sum(data[i] for i in low))
-                if scale * data[rest[0]] >= floor and all(scale * data[i] <= floor for i in low):
-                    break
-            q = [floor if i in low else scale * data[i] for i in range(len(data))]
+            data = [Fraction(x) for x in given["data"]]
+
+            def pooled(less, merge):
+                """Pool adjacent violators: blocks (statistic, count), merged while a block's value is
+                below the next one's (the model must not increase)."""
+                blocks = []
+                for x in data:
+                    blocks.append((x, 1))
+                    while len(blocks) > 1 and less(blocks[-2], blocks[-1]):
+                        (b, k), (a, m) = blocks.pop(), blocks[-1]
+                        blocks[-1] = (merge(a, b), m + k)
+                return blocks
+
+            def root(x, m):
+                top, exact_top = sympy.integer_nthroot(x.numerator, m)
+                bottom, exact_bottom = sympy.integer_nthroot(x.denominator, m)
+                if not (exact_top and exact_bottom):
+                    raise ValueError(f"{x} has no rational {m}-th root")
+                return Fraction(int(top), int(bottom))
 
             def exact(x):
                 return sympy.Rational(x.numerator, x.denominator)
 
-            bits = sympy.Add(*[exact(x) * sympy.log(exact(x / y)) for x, y in zip(data, q, strict=True)])
-            return {"q_forward": q, "q_reverse": q, "forward_bits": bits / sympy.log(2)}
+            # D(data || q) = const - sum data_i log q_i: a pooled block's best constant is its mean;
+            # D(q || data) = sum q_i log(q_i / data_i): it is proportional to the block's geometric mean
+            forward = pooled(lambda x, y: x[0] * y[1] < y[0] * x[1], lambda a, b: a + b)
+            reverse = pooled(lambda x, y: x[0] ** y[1] < y[0] ** x[1], lambda a, b: a * b)
+            q_forward = [total / m for total, m in forward for _ in range(m)]
+            means = [(root(product, m), m) for product, m in reverse]
+            z = sum((g * m for g, m in means), Fraction(0))
+            q_reverse = [g / z for g, m in means for _ in range(m)]
+            terms = zip(data, q_forward, strict=True)
+            bits = sympy.Add(*[exact(x) * sympy.log(exact(x / y)) for x, y in terms])
+            return {"q_forward": q_forward, "q_reverse": q_reverse, "forward_bits": bits / sympy.log(2),
+                    "reverse_bits": sympy.log(exact(1 / z)) / sympy.log(2)}
         if question == "code_length":
             return {"rows": [{"bits": huffman(p)} for p in given["distributions"]]}
         if question == "two_stage":
@@ -290,15 +311,17 @@ _QUESTIONS = {
         "which L(t) is largest, with that largest value.",
         '{"kinks": [[t, L(t)], ...], "max_t": Fraction, "max_bits": Fraction}',
         "t is a plain number; L in bits per outcome"),
-    "floored": (
-        "A model q of the data distribution `data` (over the outcomes 0, 1, ..., n - 1) must give every "
-        "outcome a probability of at least `floor`: q is any distribution with q_i >= floor for every i. "
-        "Give the q that minimises the KL divergence D(data || q) (weighted by the data), the q that "
-        "minimises D(q || data) (weighted by the model), both under that constraint, and the minimum of "
-        "D(data || q) in bits. These probabilities are not powers of two: give the divergence as an exact "
-        "sympy expression (built with sympy.log and sympy.Rational; any exact form of the number passes).",
-        '{"q_forward": [Fraction, ...], "q_reverse": [Fraction, ...], "forward_bits": exact sympy value}',
-        "probabilities; the divergence in bits"),
+    "monotone": (
+        "A model q of the data distribution `data` (over the outcomes 0, 1, ..., n - 1, in that order) must "
+        "be non-increasing: q is any distribution with q_0 >= q_1 >= ... >= q_(n-1) (equal neighbours "
+        "allowed). Give the q that minimises the KL divergence D(data || q) (weighted by the data) and the "
+        "q that minimises D(q || data) (weighted by the model), both under that constraint, and the two "
+        "minima in bits: D(data || q) at the first q and D(q || data) at the second. These probabilities "
+        "are not powers of two: give each divergence as an exact sympy expression (built with sympy.log "
+        "and sympy.Rational; any exact form of the number passes).",
+        '{"q_forward": [Fraction, ...], "q_reverse": [Fraction, ...], "forward_bits": exact sympy value, '
+        '"reverse_bits": exact sympy value}',
+        "probabilities; the divergences in bits"),
     "two_stage": (
         "Each source in `sources` draws an outcome in two stages: first a group g with probability "
         "groups[g], then a member m of that group with probability within[g][m]. The outcome is the pair "
@@ -412,7 +435,6 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
           "budget": "the largest divergence allowed, in bits", "joint": "rows indexed by a, columns by b",
           "groups": "list of lists of B's values (a partition of 0..len(joint[0]) - 1)",
           "data": "the data distribution (list of Fraction, not powers of two)",
-          "floor": "the least probability the model may give an outcome",
           "p0": "the distribution at t = 0 (list of Fraction)",
           "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
@@ -530,45 +552,90 @@ def sample_divergence(draw: Draw, level: int) -> dict:
         values = sorted(kl_bits(p, q) for q in candidates)
         budget = values[0] / 2 if draw.chance(1, 6) else values[draw.below(len(values))]
         return {"question": "closest", "p": p, "candidates": candidates, "budget": budget}
-    return sample_floored(draw)
+    return sample_monotone(draw)
 
 
-def floored_sets(data, floor) -> tuple[set[int], set[int]]:
-    """(the outcomes the optimal floored model puts on the floor, the outcomes below the floor in the
-    data): the first is larger when scaling the others down pushes more of them onto the floor."""
-    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
-    return ({i for i, x in enumerate(q) if x == F(floor)}, {i for i, x in enumerate(data) if F(x) < F(floor)})
+MONOTONE_RATIOS = (F(6, 5), F(5, 4), F(4, 3), F(3, 2), F(5, 3), F(2), F(5, 2), F(3))
+"""How far apart the values of a pooled block of divergence L5 are drawn (around its geometric mean)."""
 
 
-def floored_mistakes(data, floor) -> dict[str, list[F]]:
-    """divergence L5's named mistakes: clip to the floor and renormalise; floor only the outcomes
-    below it in the data and rescale the others."""
-    data, floor = [F(x) for x in data], F(floor)
-    clipped = [max(x, floor) for x in data]
-    total = sum(clipped)
-    below = [i for i, x in enumerate(data) if x < floor]
-    scale = (1 - len(below) * floor) / (1 - sum(data[i] for i in below))
-    return {"clip and renormalise": [x / total for x in clipped],
-            "floor only the outcomes below it": [floor if i in below else scale * x
-                                                 for i, x in enumerate(data)]}
+def monotone_blocks(data) -> tuple[list[int], list[int]]:
+    """The sizes of the pooled blocks of divergence L5's two optimal models (forward, reverse)."""
+    row = info_question_rows("monotone", data=data)["rows"][0]
+
+    def sizes(q):
+        out = [1]
+        for a, b in zip(q, q[1:], strict=False):
+            out[-1:] = [out[-1] + 1] if a == b else [out[-1], 1]
+        return out
+
+    return sizes(row["q_forward"]), sizes(row["q_reverse"])
 
 
-def sample_floored(draw: Draw) -> dict:
-    """A non-dyadic distribution and a floor above its smallest probability; in half the instances the
-    rescaling pushes another outcome onto the floor (a cascade), so every named mistake fails."""
-    n = draw.integer(4, 6)
-    data = _rational(draw, n)
-    cascade = draw.chance(1, 2)
-    floors = sorted({F(k, d) for d in (20, 24, 30, 36, 40, 48, 60) for k in range(1, d // n)
-                     if min(data) < F(k, d) and F(k, d) * n < 1})
-    floors = [f for f in floors if (len(floored_sets(data, f)[0]) > len(floored_sets(data, f)[1])) is cascade]
-    if not floors:
-        raise Reject("no floor of the wanted kind (cascade or not)")
-    floor = draw.choice(floors)
-    q = info_question_rows("floored", data=data, floor=floor)["rows"][0]["q_forward"]
-    if any(wrong == q for wrong in floored_mistakes(data, floor).values()):
-        raise Reject("a named mistake gives the optimal model")
-    return {"question": "floored", "data": data, "floor": floor}
+def monotone_mistakes(data) -> dict[str, tuple[tuple[str, ...], list]]:
+    """divergence L5's named mistakes, each (the fields it would answer, its model, in sympy): means
+    in both directions (the forward model as the reverse one); the renormalised geometric means of
+    the forward's blocks; the reverse's geometric means not renormalised; the data sorted (where
+    the two directions pool the same outcomes, the geometric means of the forward's blocks are the
+    reverse model: no mistake there)."""
+    import sympy
+
+    row = info_question_rows("monotone", data=data)["rows"][0]
+    forward, reverse = monotone_blocks(data)
+    data = [sympy.Rational(F(x).numerator, F(x).denominator) for x in data]
+
+    def geometric(sizes):  # each outcome's block geometric mean (irrational where it has no exact root)
+        out, start = [], 0
+        for m in sizes:
+            out += [sympy.prod(data[start:start + m]) ** sympy.Rational(1, m)] * m
+            start += m
+        return out
+
+    on_forward = geometric(forward)
+    found = {"means in both directions": (("q_reverse",), [sympy.Rational(x) for x in row["q_forward"]]),
+             "geometric means not renormalised": (("q_reverse",), geometric(reverse)),
+             "the data sorted": (("q_forward", "q_reverse"), sorted(data, reverse=True))}
+    if forward != reverse:  # else it is the right method, the pooling being the same
+        found["geometric means over the forward's blocks"] = (("q_reverse",),
+                                                             [g / sum(on_forward) for g in on_forward])
+    return found
+
+
+def sample_monotone(draw: Draw) -> dict:
+    """Data built from the reverse model's pooled blocks: a block of m outcomes around a geometric
+    mean g (values g / r, g * r or g / r, g / s, g * r * s, whose prefixes lie below g), the g
+    strictly decreasing, so the reverse model is rational and pools exactly those blocks; the
+    forward model pools by means (at least the geometric ones), in half the instances other
+    outcomes than the reverse in about three quarters of the instances (a block's mean rises past its
+    left neighbour's, so the forward pools more: about a quarter of the draws, kept nine times as
+    often as the others)."""
+    n = draw.integer(5, 7)
+    sizes: list[int] = []
+    while sum(sizes) < n:
+        sizes.append(draw.choice((1, 2, 2, 3)))
+    if sum(sizes) != n or len(sizes) < 2 or max(sizes) < 2:
+        raise Reject("no block structure of the wanted kind")
+    values: list[F] = []
+    for g, m in zip(sorted(draw.sample(range(6, 61), len(sizes)), reverse=True), sizes, strict=True):
+        r = draw.choice(MONOTONE_RATIOS)
+        if m == 1:
+            values.append(F(g))
+        elif m == 2:
+            values += [g / r, g * r]
+        else:
+            s = draw.choice((*MONOTONE_RATIOS, *(1 / x for x in MONOTONE_RATIOS)))
+            if r * s <= 1:
+                raise Reject("the middle value rises above the block's geometric mean")
+            values += [g / r, g / s, g * r * s]
+    data = [v / sum(values) for v in values]
+    forward, reverse = monotone_blocks(data)
+    if reverse != sizes:
+        raise ValueError(f"divergence L5 sampler: built blocks {sizes}, the reference pools {reverse}")
+    if len(forward) == 1:
+        raise Reject("the forward model is uniform")
+    if (forward != reverse) is not draw.chance(9, 10):
+        raise Reject("the forward model pools the wrong kind of blocks (same or other than the reverse)")
+    return {"question": "monotone", "data": data}
 
 
 def sample_kl_asymmetry(draw: Draw, level: int) -> dict:
@@ -773,11 +840,12 @@ def _arrangement_tied(task):
     return scores.count(max(scores)) > 1
 
 
-def _cascade(task):
+def _pooled_apart(task):
+    """divergence L5: the two directions' optimal models pool different outcomes."""
     if task.level != 5:
         return False
-    floored, below = floored_sets(task.inputs["data"], task.inputs["floor"])
-    return len(floored) > len(below)
+    forward, reverse = monotone_blocks(task.inputs["data"])
+    return forward != reverse
 
 
 def _none_best(task):
@@ -813,13 +881,19 @@ DIVERGENCE = _info_family(
     "L1: H(p), H(p, q), D(p || q) with formulas stated. L2 (derive): the expected length of q's optimal code "
     "under p and its excess over p's own (cross-entropy and KL, not named). L3 (compose): KL of products of "
     "independent coordinates. L4 (search): the model closest to p under a KL budget, ties to the smallest "
-    "index, None in about a sixth. L5 (design under a constraint): the model closest to a non-dyadic data "
-    "distribution in D(data || q) and in D(q || data) when every probability must be at least a floor "
-    "(the conditions of optimality give q_i = max(floor, c * data_i) for both directions; in half the "
-    "instances rescaling pushes another outcome onto the floor), and the divergence as an exact log "
-    "expression; clip-and-renormalise and flooring only the outcomes below the floor never give the key.",
+    "index, None in about a sixth. L5 (design under a constraint, each direction its own derivation): the "
+    "non-increasing model closest to a non-dyadic data distribution in D(data || q) and in D(q || data), "
+    "and both minima as exact log expressions (the conditions of optimality pool adjacent violators, at "
+    "their mean forward and at their renormalised geometric mean in reverse, where the minimum is "
+    "-log2 of the normaliser; in about three quarters of the instances the two directions pool "
+    "different outcomes); means "
+    "in both directions, the geometric means of the forward's blocks, unnormalised geometric means and "
+    "the sorted data never give the key.",
     sample_divergence, branches=(Branch("no candidate within the budget", _none_best, F(1, 20), (4,)),
-                                 Branch("a cascade onto the floor", _cascade, F(1, 4), (5,))))
+                                 Branch("the directions pool different outcomes", _pooled_apart, F(1, 2),
+                                        (5,)),
+                                 Branch("the directions pool the same outcomes",
+                                        lambda t: t.level == 5 and not _pooled_apart(t), F(1, 10), (5,))))
 KL_ASYMMETRY = _info_family(
     "kl_asymmetry", build_kl_asymmetry, _base.sample_kl_asymmetry,
     "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "

@@ -103,7 +103,7 @@ def opt_question_rows(question, **given):
 
         if question == "stability":
             return {"lr_limit": stability()}
-        if question == "closed_form":
+        if question in ("closed_form", "closed_form_momentum"):
             eta, mu = given["eta"], given["mu"]
             a, c, w = ([exact(x) for x in given[k]] for k in ("curvature", "center", "w0"))
             wd, nesterov = exact(given["weight_decay"]), given["nesterov"]
@@ -121,7 +121,11 @@ def opt_question_rows(question, **given):
                        sympy.Poly(0, eta, mu)).as_expr() / 2
             lam = max(a) + wd
             limit = 2 * (1 + mu) / ((1 + 2 * mu) * lam) if nesterov else 2 * (1 + mu) / lam
-            return {"loss_after_two_steps": loss, "best_first_lr": sympy.factor(best),
+            if nesterov:
+                return {"loss_after_two_steps": loss, "best_first_lr": sympy.factor(best),
+                        "lr_limit": sympy.factor(limit)}
+            low, high = sympy.Poly(loss, mu).all_coeffs()[::-1][1:3]  # heavy ball: f(w2) is quadratic in mu
+            return {"loss_after_two_steps": loss, "best_momentum": sympy.factor(-low / (2 * high)),
                     "lr_limit": sympy.factor(limit)}
         if question == "final":
             return {"final_loss": sgd(given["lr"], given["steps"])[-1],
@@ -215,6 +219,21 @@ _QUESTIONS = {
         '"lr_limit": <expression in mu>}',
         "loss in the units of f; learning rates in parameter units per gradient unit",
         QUADRATIC + SGD_RULE),
+    "closed_form_momentum": (
+        "SGD as in the conventions, with momentum (the nesterov flag is `nesterov`) and the weight decay "
+        "`weight_decay`, runs on f from w0. The learning rate lr and the momentum mu are left free: they "
+        "are the symbols `eta` and `mu`, preloaded as sympy Symbols (positive; sympy.symbols('eta mu', "
+        "positive=True) makes the same ones), and mu is understood to lie in 0 < mu < 1 except where said. "
+        "Give, as exact sympy expressions: f(w) after the second step, as a function of eta and mu; for "
+        "each learning rate eta > 0, the momentum that makes f(w) after the second step smallest, the "
+        "minimiser over all real numbers mu (for this part mu may lie outside 0 < mu < 1), as a function "
+        "of eta; and the supremum of the learning rates for which the iterates converge from every starting "
+        "point (to the minimiser of f(w) + weight_decay/2 * ||w||**2), as a function of mu. Any "
+        "algebraically equal form passes; no floats, and no Abs, Min, Max, floor or Piecewise.",
+        '{"loss_after_two_steps": <expression in eta, mu>, "best_momentum": <expression in eta>, '
+        '"lr_limit": <expression in mu>}',
+        "loss in the units of f; momentum a plain number; learning rates in parameter units per gradient "
+        "unit", QUADRATIC + SGD_RULE),
     "final": (
         "Run `steps` steps of SGD as in the conventions from w0 with the learning rate `lr`. Give f(w) after "
         "the last step, and whether these iterates, continued forever, would grow without bound (True) "
@@ -345,7 +364,10 @@ def sample_sgd(draw: Draw, level: int) -> dict:
 def sample_sgd_closed_form(draw: Draw) -> dict:
     """Two coordinates, heavy-ball or Nesterov half each, weight decay in half; the curvatures
     differ (so the stiffest one binds the limit), and the first step's descent along the
-    gradient is positive (so the best first learning rate is positive)."""
+    gradient is positive (so Nesterov's best first learning rate is positive). Heavy ball's first
+    step is plain gradient descent, so its best first rate would not depend on mu: heavy-ball
+    instances ask instead for the momentum that minimises f after the second step (a quadratic
+    in mu), as a function of eta."""
     import sympy
 
     from exactgrade.domains.deeplearning.optimisation import _bowl
@@ -361,8 +383,9 @@ def sample_sgd_closed_form(draw: Draw) -> dict:
     if descent <= 0 or 0 in gradient:
         raise Reject("the first step does not descend f (or a gradient coordinate is 0)")
     eta, mu = sympy.symbols("eta mu", positive=True)
-    return {"question": "closed_form", **bowl, "nesterov": draw.chance(1, 2), "weight_decay": weight_decay,
-            "eta": eta, "mu": mu}
+    nesterov = draw.chance(1, 2)
+    return {"question": "closed_form" if nesterov else "closed_form_momentum", **bowl, "nesterov": nesterov,
+            "weight_decay": weight_decay, "eta": eta, "mu": mu}
 
 
 def _losses(inputs, lr):
@@ -490,9 +513,11 @@ SGD = _opt_family(
     "loss "
     "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
     "target, None in about a sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
-    "heavy-ball or Nesterov steps (a polynomial), the best first learning rate (Nesterov's first step is "
-    "(1 + mu) g) and the supremum of stable learning rates (derived from each coordinate's two-term "
-    "recurrence; the stiffest coordinate plus weight decay binds), weight decay in half.", sample_sgd,
+    "heavy-ball or Nesterov steps (a polynomial), the supremum of stable learning rates in mu (derived from "
+    "each coordinate's two-term recurrence; the stiffest coordinate plus weight decay binds), and for "
+    "Nesterov the best first learning rate in mu (its first step is (1 + mu) g), for heavy ball (whose first "
+    "step does not see mu) the momentum minimising f after two steps, in eta; weight decay in half.",
+    sample_sgd,
     branches=(Branch("heavy-ball momentum", lambda t: t.level == 5 and not t.inputs["nesterov"], F(1, 4),
                      (5,)),
               Branch("Nesterov momentum", lambda t: t.level == 5 and t.inputs["nesterov"], F(1, 4), (5,)),
