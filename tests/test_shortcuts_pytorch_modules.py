@@ -114,3 +114,40 @@ def test_the_domain_check_refuses_a_malformed_symbolic_key(lr_task, leaf, proble
                    "float": 0.5}[leaf]
     broken = dataclasses.replace(lr_task, expected={"rows": [row]})
     assert any(problem in line for line in check(broken)), check(broken)
+
+
+# Round 3: a scalar key field with one value on most instances answers itself (sgd_schedule_clipping
+# L5 asked `clipped_at_half`, 1 on most instances; it now asks the loss that run ends at).
+@pytest.mark.parametrize(("name", "level", "field"), [
+    ("sgd_schedule_clipping", 5, "binding_step"),
+    ("sgd_schedule_clipping", 5, "loss_at_half"),
+])
+def test_no_scalar_key_field_takes_one_value_on_most_instances(name, level, field):
+    from collections import Counter
+
+    from shortcut_rules import RULE_SEED
+
+    from exactgrade.family import generate
+
+    tasks = [generate("pytorch", seed=RULE_SEED, index=index, level=level, family=name)
+             for index in range(instances(2 * SUITE_DEFAULT))]
+    keys = [task.expected["rows"][0][field] for task in tasks]
+    value, most = Counter(keys).most_common(1)[0]
+    assert 2 * most <= len(keys), f"{field} is {value} on {most} of {len(keys)} instances"
+
+
+@pytest.mark.parametrize(("mistake", "fields"), [
+    ("the half-threshold run left unclipped", {"loss_at_half": "final_loss"}),
+    ("the first gradient's norm taken as the threshold", {"binding_step": 0}),
+])
+def test_a_named_mistake_of_the_clip_boundary_fails(mistake, fields):
+    from exactgrade.compare import compare
+    from exactgrade.family import generate
+
+    task = generate("pytorch", seed=2, index=0, level=5, family="sgd_schedule_clipping")
+    row = dict(task.expected["rows"][0])
+    for field, source in fields.items():
+        row[field] = row[source] if isinstance(source, str) else source
+    verdict = compare(task.expected, {"rows": [row]}, task.policy)
+    assert verdict.ok is False, mistake
+    assert verdict.path == ("rows", 0, next(iter(fields)))

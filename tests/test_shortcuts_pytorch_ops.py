@@ -218,3 +218,27 @@ def test_closed_form_levels_agree_with_torch_on_the_whole_object_when_it_is_smal
         for name, want in expected.items():  # float32 keys: within 1e-6 of the float64 brute force
             for got in (_plain(key[name]), _plain(other[name])):
                 assert got == pytest.approx(want, rel=1e-6, abs=1e-9), (reference.__name__, inputs, name)
+
+
+# Round 3: clamp_and_select L5 left only 2 of 15 elements nonzero on a panel instance; its reject
+# refuses a shrunk tensor that is mostly zeros, and its sampler builds a third or more survivors.
+_SHRINK_ROWS = [[4.0, 3.75, 0.5, -0.25, 1.0], [0.75, -1.0, 0.5, 0.25, 1.25], [-0.5, 1.0, 0.25, 0.75, 1.0]]
+_SHRINK_MANY = [[4.0, 3.75, -3.5, 0.25, 3.0], [0.75, -3.25, 0.5, 3.5, 1.25], [-0.5, 3.0, 0.25, 4.25, 1.0]]
+
+
+@pytest.mark.parametrize(("rows", "budget", "nonzero", "reason"), [
+    (_SHRINK_ROWS, 3.75, 2, "only 2 of 15 elements stay nonzero: the shrunk tensor is mostly zeros"),
+    (_SHRINK_MANY, 8.25, 8, None),
+], ids=["two of fifteen", "eight of fifteen"])
+def test_a_shrinkage_level_that_leaves_few_survivors_is_rejected(rows, budget, nonzero, reason):
+    import dataclasses
+
+    from exactgrade.family import family_of
+    from exactgrade.task import materialise
+
+    fam = family_of("pytorch", "clamp_and_select")
+    definition = dataclasses.replace(fam.task("pt-test", {"x": tensor("float32", rows), "budget": budget}, 5),
+                                     level=5)
+    task = materialise(definition, "pytorch", "torch")
+    assert task.expected["rows"][0]["nonzero"] == nonzero
+    assert fam.reject(task) == reason

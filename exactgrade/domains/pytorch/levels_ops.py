@@ -371,12 +371,18 @@ def _shrink_to_budget(x, budget):
 
 
 def _sample_budget(draw: Draw, level: int) -> dict:
+    """x with a gap of at least 1/2 between its k-th and (k+1)-th magnitudes by construction, k (the
+    elements left nonzero) drawn from a third of x up to all but two: the shrunk tensor is never a few
+    survivors among zeros, and how many survive varies across instances (the family's branches)."""
     rows, cols = draw.integer(3, 5), draw.integer(3, 5)
-    x = dyadic_tensor(draw, (rows, cols), -4, 4.5, 2, nonzero=True)
-    flat = sorted((abs(e) for row in values(x) for e in row), reverse=True)
-    k = draw.integer(2, len(flat) - 2)
-    if flat[k - 1] - flat[k] < Fraction(1, 2):
-        raise Reject("the k-th and (k+1)-th magnitudes are too close for a clear level")
+    n = rows * cols
+    k = draw.integer(-(-n // 3), n - 2)
+    split = draw.dyadic(Fraction(3, 4), Fraction(11, 4), 2)  # the n - k small magnitudes lie in [1/4, split]
+    magnitudes = ([draw.dyadic(Fraction(1, 4), split, 2) for _ in range(n - k)]
+                  + [draw.dyadic(split + Fraction(1, 2), split + 3, 2) for _ in range(k)])
+    signed = [float(m) * draw.choice((-1, 1)) for m in draw.shuffled(magnitudes)]
+    x = tensor("float32", [signed[r * cols:(r + 1) * cols] for r in range(rows)])
+    flat = sorted(magnitudes, reverse=True)
     # a level strictly inside the gap, not on the 1/4 grid: the budget it leaves
     level = flat[k] + (flat[k - 1] - flat[k]) * Fraction(draw.integer(2, 5), 7)
     budget = sum(flat[:k]) - k * level
@@ -404,6 +410,15 @@ def _budget_mistaken(task) -> str | None:
     return None
 
 
+def _budget_rules(task) -> str | None:
+    """A third of x or more stays nonzero (the non-trivial part of `shrunk` is a substantial share of
+    it), and no named mistake gives the level."""
+    row, count = task.expected["rows"][0], math.prod(task.inputs["x"].shape)
+    if 3 * row["nonzero"] < count:
+        return f"only {row['nonzero']} of {count} elements stay nonzero: the shrunk tensor is mostly zeros"
+    return _budget_mistaken(task)
+
+
 SHRINK_TO_BUDGET = _family(
     "clamp_and_select", "tensor_ops", shrink_to_budget, _shrink_to_budget,
     lambda i: """Shrinking `x` by a level L >= 0 moves every element toward zero by L and sets it to zero
@@ -412,7 +427,7 @@ SHRINK_TO_BUDGET = _family(
         up to exactly `budget`; `shrunk`, x shrunk by that level; and `nonzero`, the number of elements of
         the shrunk tensor that are not zero.""",
     lambda i: ({"level": PY_FLOAT, "shrunk": f32(*i["x"].shape), "nonzero": PY_INT},), _sample_budget,
-    refuse=_budget_level_clear, reject=_budget_mistaken)
+    refuse=_budget_level_clear, reject=_budget_rules)
 
 
 # casts_and_wraparound L5: a 32-bit wrapping recurrence run 10^11..10^12 steps ---------------------

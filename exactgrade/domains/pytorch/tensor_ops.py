@@ -1279,6 +1279,10 @@ SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
    branches=(Branch("no prefix passes the bound", _spread_none, Fraction(1, 10), (4,)),))
 
 
+def _few_survive(task) -> bool:
+    return 2 * task.expected["rows"][0]["nonzero"] <= math.prod(task.inputs["x"].shape)
+
+
 # clamp_and_select L3: clip, leak, then per-row means and the number clipped -----------------------
 def clip_leak_summary(x):
     import torch
@@ -1347,7 +1351,11 @@ CLAMP_AND_SELECT = leveled(CLAMP_AND_SELECT, {
           "elementwise; L3 clip then leak, reduced to row means and a count; L4 the tightest symmetric "
           "bound that clips at most k elements; L5 the inverse of soft "
           "thresholding: the level that leaves a given total magnitude (which elements stay nonzero "
-          "decides the formula; exact rational level)")
+          "decides the formula; exact rational level; from a third of the elements to all but two stay "
+          "nonzero)",
+   branches=(Branch("at most half of x stays nonzero", _few_survive, Fraction(1, 4), (5,)),
+             Branch("more than half of x stays nonzero", lambda task: not _few_survive(task), Fraction(1, 4),
+                    (5,))))
 
 # integer_division L3: Euclidean division (remainder never negative) -------------------------------
 def euclidean_division(a, b):
