@@ -145,6 +145,14 @@ def test_l2_asks_its_own_question(name, reference, inputs, rows, level1_formula)
     assert "fused multiply-add" in two.prompt
 
 
+def test_matmul_l2_puts_two_shapes_or_more_on_each_side_of_the_ridge():
+    """L1's shapes are compute-bound 4 times in 5, where the fraction of peak is always 1: 89 of 100
+    L2 instances had one memory-bound row (round 3's second panel)."""
+    for task in _instances("matmul_fraction_of_peak", 2):
+        bounds = [row["bound"] for row in task.expected["rows"]]
+        assert min(bounds.count("memory"), bounds.count("compute")) >= 2, (task.id, bounds)
+
+
 # ---------------------------------------------------------------- max_batch_for_kv_cache L5
 
 # 10 weight bytes, 2 bytes per cached position, 40 bytes of HBM and 40 bytes of budget at 1 B/s.
