@@ -449,7 +449,7 @@ def parse_families(domain: str, text: str | None) -> tuple[str, ...]:
     for name in names:
         family_of(domain, name)
     if not names:
-        raise ValueError("--env.taskset.families names no family")
+        raise ValueError(f"{text!r} names no family: give a comma-separated list of {domain} families")
     return names
 
 
