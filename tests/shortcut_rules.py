@@ -12,9 +12,14 @@ import math
 import os
 from collections import Counter
 
+from exactgrade import wire
 from exactgrade.family import LEVELS, constant_fields, family_of, generate
 
 RULE_SEED = 19
+COMMONEST_KEY_SHARE = 1 / 4
+"""Guessing a level's commonest key may pass at most this share of its instances."""
+COMMONEST_KEY_FROM = 12
+"""Instances from which the commonest key's share is checked (fewer say little about a share)."""
 
 
 def instances(suite_default: int) -> int:
@@ -28,12 +33,16 @@ def rule_problems(domain: str, family: str, level: int, count: int, seed: int = 
     family's rules: a varying field constant within an instance, an instance its own reject test
     refuses, a branch reached by fewer than its stated share, counted in whole instances
     (floor(share * count): a branch of share 1/50 is first checked at 50 instances, so the suite
-    default checks the common branches and EXACTGRADE_RULE_INSTANCES=200 all of them)."""
+    default checks the common branches and EXACTGRADE_RULE_INSTANCES=200 all of them), or one
+    whole key shared by more than COMMONEST_KEY_SHARE of the instances (a constant answer, a None
+    answer, a search whose answer space is a handful of values: from COMMONEST_KEY_FROM instances)."""
     fam = family_of(domain, family)
     reached: Counter[str] = Counter()
+    keys: Counter[str] = Counter()
     problems = []
     for index in range(count):
         task = generate(domain, seed=seed, index=index, level=level, family=family)
+        keys[wire.encode(task.expected)] += 1
         for problem in (constant_fields(task.expected, fam.varying),
                         fam.reject(task) if fam.reject is not None else None):
             if problem is not None:
@@ -45,7 +54,11 @@ def rule_problems(domain: str, family: str, level: int, count: int, seed: int = 
         if level in branch.levels and reached[branch.name] < math.floor(branch.share * count):
             problems.append(f"{family} L{level}: branch {branch.name!r} reached by {reached[branch.name]} "
                             f"of {count} instances, below its share {branch.share}")
+    key, most = keys.most_common(1)[0]
+    if count >= COMMONEST_KEY_FROM and most > COMMONEST_KEY_SHARE * count:
+        problems.append(f"{family} L{level}: one key is the answer of {most} of {count} instances, so "
+                        f"guessing it passes them: {key[:160]}")
     return problems
 
 
-__all__ = ["LEVELS", "RULE_SEED", "instances", "rule_problems"]
+__all__ = ["COMMONEST_KEY_FROM", "LEVELS", "RULE_SEED", "instances", "rule_problems"]

@@ -10,7 +10,7 @@ from shortcut_rules import instances, rule_problems
 import exactgrade
 from exactgrade.family import LEVELS
 
-SUITE_DEFAULT = 10
+SUITE_DEFAULT = 24
 TABLE = [(family, level) for family in exactgrade.families("deeplearning") for level in LEVELS]
 
 

@@ -345,32 +345,38 @@ def _tied(task: Task) -> bool:
 
 def sample_design(draw: Draw, level: int) -> dict:
     """One instance in ten fits no layout (the None branch: a whole answer of None, so it is kept
-    rare); in the rest the memory limit lies between the smallest and largest stage memory of
-    the candidates."""
+    rare); in the rest the memory limit lies below the stage memory of the fastest layout, so the
+    limit decides the answer (above it, ignoring the activations gives the key), and at or above
+    the smallest stage memory of the candidates."""
     layers = draw.choice((12, 16, 24, 32, 40, 48))
     batch = 2 ** draw.integer(2, 5) * draw.choice((1, 3))
     inputs = {
         "layers": layers,
         "global_batch": batch,
         "layer_work_s": Fraction(draw.integer(1, 2000), 1000),
-        "slot_overhead_s": Fraction(draw.integer(1, 100), 10_000),
         "weight_bytes_per_layer": 10**6 * draw.integer(100, 4000),
         "act_bytes_per_seq_layer": 10**6 * draw.integer(10, 2000),
     }
-    memories = []
+    # The overhead of a slot against a layer's work per sequence: large enough that the fastest
+    # layout is not simply the most stages and microbatches (which also hold the least memory).
+    inputs["slot_overhead_s"] = inputs["layer_work_s"] / batch * Fraction(draw.integer(20, 800), 100)
+    layouts = []  # (step, stages, microbatches, memory): sorted, the first is the fastest by the tie rule
     for p in _divisors(layers):
         for m in _divisors(batch):
             held = min(m, p) * Fraction(batch, m)
-            memories.append(
-                Fraction(layers, p)
-                * (inputs["weight_bytes_per_layer"] + held * inputs["act_bytes_per_seq_layer"])
-            )
-    low, high = min(memories), max(memories)
+            memory = Fraction(layers, p) * (inputs["weight_bytes_per_layer"]
+                                            + held * inputs["act_bytes_per_seq_layer"])
+            work = Fraction(layers, p) * inputs["layer_work_s"]
+            layouts.append((_step(p, m, work, inputs["slot_overhead_s"]), p, m, memory))
+    layouts.sort()
+    low, fastest = min(layout[3] for layout in layouts), layouts[0][3]
     weights = min(Fraction(layers, p) * inputs["weight_bytes_per_layer"] for p in _divisors(layers))
+    if fastest == low:  # refused on both branches, so the None branch keeps its share of 1 in 10
+        raise Reject("the fastest layout also holds the least memory: the limit cannot bind")
     if draw.chance(1, 10):  # the weights alone would fit: only the activations rule every layout out
         inputs["hbm_bytes"] = int(weights + (low - weights) * Fraction(draw.integer(5, 95), 100))
     else:
-        inputs["hbm_bytes"] = int(low + (high - low) * Fraction(draw.integer(1, 60), 100))
+        inputs["hbm_bytes"] = int(low + (fastest - low) * Fraction(draw.integer(5, 95), 100))
     return inputs
 
 

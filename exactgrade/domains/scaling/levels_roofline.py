@@ -400,11 +400,21 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
         chip["dollars_per_hour"] = Fraction(draw.integer(50, 1500), 100)
     d, f = inputs["d_model"], inputs["d_ff"]
     weight_read = min(Fraction(inputs["weight_bytes"] * d * f, c["hbm_bandwidth"]) for c in chips)
+    # Just above the fastest weight read: the regime where the memory traffic limits the batch (at
+    # budgets a few times the weight read, every chip's largest batch is compute-bound).
+    budget = Fraction(math.ceil(weight_read * Fraction(1000 + draw.integer(2, 150), 1000) * 10**7), 10**7)
+    drawn = {**inputs, "chips": chips, "latency_budget_s": budget}
+    winner = cheapest_chip(**drawn)["rows"][0]
+    chip = next(c for c in chips if c["name"] == winner["chip"])
+    if Fraction(2 * winner["batch"] * d * f, chip["peak_flops"]) >= Fraction(
+            inputs["activation_bytes"] * winner["batch"] * (d + f) + inputs["weight_bytes"] * d * f,
+            chip["hbm_bandwidth"]):
+        # Compute-bound at its largest batch: ignoring the memory traffic would give the key. Refused
+        # before the None branch is drawn, so that branch keeps its share of 1 in 8.
+        raise Reject("the cheapest chip is compute-bound at its largest batch")
     if draw.chance(1, 8):
-        budget = weight_read * Fraction(draw.integer(50, 99), 100)
-    else:
-        budget = weight_read * Fraction(draw.integer(110, 2000), 100)
-    return {**inputs, "chips": chips, "latency_budget_s": Fraction(math.ceil(budget * 10**7), 10**7)}
+        budget = Fraction(math.ceil(weight_read * Fraction(draw.integer(50, 99), 100) * 10**7), 10**7)
+    return {**drawn, "latency_budget_s": budget}
 
 
 def _cheapest_rules(task: Task) -> str | None:
@@ -523,7 +533,8 @@ take `weight_bytes` bytes per value and activations `activation_bytes`. You may 
 chip in `chips` (peak FLOP/s, HBM bytes/s and dollars per hour of each given) at any batch size
 whose roofline time is at most `latency_budget_s`. Give the chip and batch that compute rows of y
 at the fewest dollars per million rows (dollars per hour * time / 3600 / batch * 10**6), with that
-cost; on a tie, the earlier chip. None for all three if no chip meets the budget even at batch 1."""
+cost; on a tie, the earlier chip, then the larger batch (a chip that is compute-bound costs the same
+per row at every compute-bound batch). None for all three if no chip meets the budget even at batch 1."""
 
 _FUSION_L2 = """\
 A chain of elementwise ops runs on tensors of n elements, `bytes_per_value` bytes per value. The i-th
