@@ -403,11 +403,12 @@ def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
         return {"accuracy": Fraction(len(right), len(labels)),
                 "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
     if question == "drop_hardest":
-        for k in range(len(losses)):
-            kept = sorted(losses)[:len(losses) - k]
-            if Fraction(sum(kept), len(kept)) <= Fraction(inputs["bound"]):
-                return {"k": k}
-        return {"k": None}
+        rows = []
+        for bound in inputs["bounds"]:
+            kept = [sorted(losses)[:len(losses) - k] for k in range(len(losses))]
+            rows.append({"k": next((k for k, part in enumerate(kept)
+                                    if Fraction(sum(part), len(part)) <= Fraction(bound)), None)})
+        return {"rows": rows}
     for k in range(1, max(map(len, predictions)) + 1):
         hit = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
                if sorted((Fraction(x) for x in q), reverse=True).index(Fraction(q[y])) < k]
