@@ -5,9 +5,10 @@ shares). EXACTGRADE_RULE_INSTANCES=200 is the full check; the suite default keep
 from __future__ import annotations
 
 import pytest
-from shortcut_rules import instances, rule_problems
+from shortcut_rules import RULE_SEED, instances, rule_problems
 
 import exactgrade
+from exactgrade import wire
 from exactgrade.family import LEVELS
 
 SUITE_DEFAULT = 24
@@ -94,3 +95,17 @@ def test_degenerate_backprop_instances_are_refused(family, reason):
     inputs = {**task.inputs, "network": network}
     dead = materialise(dataclasses.replace(fam.task(task.id, inputs, 1), level=1), "deeplearning", "python")
     assert reason in (fam.reject(dead) or "")
+
+
+SEARCH_LEVELS = [("classification_loss", 4, 3), ("sgd", 4, 2), ("warmup_cosine", 4, 3)]
+"""(family, level, fewest rows): searches that once asked one count or step (7, 7 and 27 keys in 200
+instances, the commonest on 46, 43 and 36); each now asks it of several settings, one row each."""
+
+
+@pytest.mark.parametrize(("family", "level", "fewest"), SEARCH_LEVELS)
+def test_a_search_asks_several_settings(family, level, fewest):
+    """The key is a tuple of answers, so no handful of values covers the instances."""
+    tasks = [exactgrade.generate("deeplearning", seed=RULE_SEED, index=i, level=level, family=family)
+             for i in range(SHORTCUT_INSTANCES)]
+    assert all(len(task.expected["rows"]) >= fewest for task in tasks)
+    assert len({wire.encode(task.expected) for task in tasks}) >= SHORTCUT_INSTANCES - 2
