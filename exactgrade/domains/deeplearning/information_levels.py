@@ -441,7 +441,7 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
           "p0": "the distribution at t = 0 (list of Fraction)",
           "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
-          "bounds": "list of the largest mean losses allowed, in bits (each its own question)",
+          "bounds": "list of the largest mean losses allowed, in bits, each asked on its own",
           "target": "the fraction of examples to reach"}
 
 

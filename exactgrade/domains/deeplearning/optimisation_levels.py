@@ -308,7 +308,7 @@ _GIVEN = {
     "nesterov": "bool: True for Nesterov momentum", "weight_decay":
     "the weight decay coefficient wd (how it enters: see the conventions or the question)",
     "steps": "number of steps (for a schedule: the steps to report)",
-    "targets": "the target values (each its own question)",
+    "targets": "the target values, each asked on its own",
     "candidates": "the candidate values", "beta1": "first-moment decay", "beta2": "second-moment decay",
     "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
     "min_lr": "final learning rate", "warmup_steps": "warmup length in steps",
