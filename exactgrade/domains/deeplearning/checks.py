@@ -403,11 +403,12 @@ def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
         return {"accuracy": Fraction(len(right), len(labels)),
                 "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
     if question == "drop_hardest":
-        for k in range(len(losses)):
-            kept = sorted(losses)[:len(losses) - k]
-            if Fraction(sum(kept), len(kept)) <= Fraction(inputs["bound"]):
-                return {"k": k}
-        return {"k": None}
+        rows = []
+        for bound in inputs["bounds"]:
+            kept = [sorted(losses)[:len(losses) - k] for k in range(len(losses))]
+            rows.append({"k": next((k for k, part in enumerate(kept)
+                                    if Fraction(sum(part), len(part)) <= Fraction(bound)), None)})
+        return {"rows": rows}
     for k in range(1, max(map(len, predictions)) + 1):
         hit = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
                if sorted((Fraction(x) for x in q), reverse=True).index(Fraction(q[y])) < k]
@@ -1195,7 +1196,8 @@ def _opt_question(task: Task) -> list[str]:
             radius = _spectral_radius(inputs, rational.as_fraction(inputs["lr"]))
             want = {"final_loss": losses[-1], "diverges": radius > 1}
         else:
-            want = {"step": next((t for t, v in enumerate(losses, 1) if v <= inputs["target"]), None)}
+            want = {"rows": [{"step": next((t for t, v in enumerate(losses, 1) if v <= target), None)}
+                             for target in inputs["targets"]]}
     elif question == "first_step":
         moves = _adam_first_moves(inputs, inputs["lr"], inputs["eps"])
         want = {"rows": [{"move": m, "furthest": i == moves.index(max(moves))} for i, m in enumerate(moves)]}
@@ -1465,15 +1467,15 @@ def _schedule_question(task: Task) -> list[str]:
                 got = mpmath.mpf(sympy.N(_as_sympy(task.expected["rows"][0]["total"]), 70))
                 return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
                     f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
-            target = mp(inputs["target"])
             if question != "first_at_most":
                 return [f"unknown schedule question {question!r}"]
             warmup, decay = inputs["warmup_steps"], inputs["decay_steps"]
-            want = {"step": next((s for s in range(warmup, warmup + decay + 1)
-                                  if at_least(target, lr_at(s, decay))), None)}
+            want = {"rows": [{"step": next((s for s in range(warmup, warmup + decay + 1)
+                                            if at_least(mp(target), lr_at(s, decay))), None)}
+                             for target in inputs["targets"]]}
         except ValueError as error:
             return [Degenerate(f"the schedule search has {error} between a learning rate and the target")]
-    if task.expected != {"rows": [want]}:
+    if task.expected != want:
         return [f"the key {task.expected} differs from 80-digit mpmath, which gives {want}"]
     return []
 

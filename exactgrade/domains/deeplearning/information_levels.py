@@ -278,10 +278,12 @@ def info_question_rows(question, **given):
                         "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
             if question == "drop_hardest":
                 ordered = sorted(losses, reverse=True)
-                for k in range(len(ordered)):
-                    if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(given["bound"]):
-                        return {"k": k}
-                return {"k": None}
+                rows = []
+                for bound in given["bounds"]:
+                    fits = [k for k in range(len(ordered))
+                            if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(bound)]
+                    rows.append({"k": fits[0] if fits else None})
+                return {"rows": rows}
             for k in range(1, max(len(q) for q in predictions) + 1):
                 hit = [loss for loss, r in zip(losses, ranks, strict=True) if r <= k]
                 if Fraction(len(hit), len(labels)) >= Fraction(given["target"]):
@@ -412,11 +414,12 @@ _QUESTIONS = {
         "accuracy is a fraction of examples; the loss is in bits per example"),
     "drop_hardest": (
         "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
-        "is labels[i]; an example's loss is -log2 of the probability given to its true class. What is the "
-        "smallest number k (0 <= k <= N - 1, for N examples) of examples to remove, always removing the k "
-        "of largest loss, so that the mean loss of the remaining examples is at most `bound` bits? None if "
-        "no such k exists.",
-        '{"k": int or None}', "k counts examples"),
+        "is labels[i]; an example's loss is -log2 of the probability given to its true class. For each "
+        "bound in `bounds`, what is the smallest number k (0 <= k <= N - 1, for N examples) of examples to "
+        "remove, always removing the k of largest loss, so that the mean loss of the remaining examples is "
+        "at most that bound, in bits? None for a bound that no such k reaches.",
+        '{"rows": [{"k": int or None}, ...]}  (one row per bound, in the order of `bounds`)',
+        "k counts examples"),
     "top_k": (
         "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
         "is labels[i]. Example i is top-k correct when fewer than k classes have a probability strictly "
@@ -438,7 +441,8 @@ _GIVEN = {"distributions": "list of distributions (lists of Fraction)",
           "p0": "the distribution at t = 0 (list of Fraction)",
           "p1": "the distribution at t = 1 (list of Fraction)",
           "predictions": "list of distributions over classes", "labels": "list of int class indices",
-          "bound": "the largest mean loss allowed, in bits", "target": "the fraction of examples to reach"}
+          "bounds": "list of the largest mean losses allowed, in bits, each asked on its own",
+          "target": "the fraction of examples to reach"}
 
 
 def _prompt(inputs):
@@ -717,29 +721,71 @@ def sample_classification(draw: Draw, level: int) -> dict:
     if level == 5:
         base = sample_ranked(draw)
         return {"question": "top_k", **base, "target": top_k_target(draw, base)}
+    if level == 3:
+        return {"question": "accuracy_loss", **sample_argmax(draw)}
     base = level_one(draw, 1)
     if level == 2:
         return base
     examples = zip(base["predictions"], base["labels"], strict=True)
     losses = sorted((-_log2(q[y]) for q, y in examples), reverse=True)
-    if level == 3:
-        return {"question": "accuracy_loss", **base}
-    n = len(losses)  # level 4
-    k = draw.integer(1, n - 1)
-    bound = F(sum(losses[k:]), n - k) if draw.chance(5, 6) else F(min(losses), 2)
-    return {"question": "drop_hardest", **base, "bound": bound}
+    if len(losses) < 5:  # three bounds from four or more drop counts (not every count of the N - 1)
+        raise Reject("fewer than five examples")
+    return {"question": "drop_hardest", **base, "bounds": drop_bounds(draw, losses)}
 
 
-def sample_ranked(draw: Draw) -> dict:
-    """6-12 examples over 4-8 classes, each true class at a drawn rank r (1 + the classes more
-    probable than it): its probability p = 2**-e (e from 1..10, as far as the rank allows) with r - 1
-    classes above p and the rest below, in units of 2**-(e + 5) (p is 32 units, the others at most
-    31 or at least 33: no ties). Level 1's sampler puts nearly every true class last, so only
-    confident examples (loss 1 or 2 bits) rank higher and a top-k answer comes free."""
-    classes = draw.integer(4, 8)
+def drop_bounds(draw: Draw, losses: list[int]) -> list[F]:
+    """Level 4's bounds, one question each (so the key is a tuple of answers, not one of a handful
+    of counts): three of them, each the mean loss left after dropping a distinct drawn
+    number of the hardest examples (that number, or fewer where losses tie, is the answer), in
+    random order; in a sixth of the instances (decided first, never redrawn) one of them is below
+    every loss, so that row is None."""
+    n = len(losses)  # sorted, largest first
+    unreachable = draw.chance(1, 6)
+    drops = draw.sample(range(1, n), 3)
+    bounds = [F(sum(losses[k:]), n - k) for k in drops]
+    if unreachable:
+        bounds[draw.below(len(bounds))] = F(min(losses), 2)
+    return bounds
+
+
+def sample_argmax(draw: Draw) -> dict:
+    """Level 3: sample_ranked over 4-16 classes with the true class ranked first in about half the
+    examples (so a correct example's loss is 1, 2 or 3 bits: more classes allow a less confident
+    winner), and in about a third of those another class tied with it at the top: moved from two
+    parts a + b (33..63 units) to 32 and a + b - 32, so the sum stays 1 and the stated tie rule
+    (the smallest class index) decides whether the example is predicted right."""
+    base = sample_ranked(draw, classes_range=(4, 16), first_share=(1, 2))
+    predictions = []
+    for q, y in zip(base["predictions"], base["labels"], strict=True):
+        q = list(q)
+        others = [c for c in range(len(q)) if c != y]
+        top = F(q[y])
+        if all(F(q[c]) < top for c in others) and draw.chance(1, 3):
+            unit = top / 32
+            pairs = [(a, b) for a in others for b in others if a < b and 33 <= (q[a] + q[b]) / unit <= 63]
+            if pairs:
+                a, b = draw.choice(pairs)
+                tied, rest = (a, b) if draw.chance(1, 2) else (b, a)
+                q[rest], q[tied] = q[a] + q[b] - top, top
+        predictions.append(q)
+    return {"predictions": predictions, "labels": base["labels"]}
+
+
+def sample_ranked(draw: Draw, classes_range: tuple[int, int] = (4, 8),
+                  first_share: tuple[int, int] | None = None) -> dict:
+    """6-12 examples over 4-8 classes (``classes_range``), each true class at a drawn rank r (1 +
+    the classes more probable than it; uniform, or 1 with the chance ``first_share`` and else
+    uniform over the others): its probability p = 2**-e (e from 1..10, as far as the rank allows)
+    with r - 1 classes above p and the rest below, in units of 2**-(e + 5) (p is 32 units, the
+    others at most 31 or at least 33: no ties). Level 1's sampler puts nearly every true class
+    last, so only confident examples (loss 1 or 2 bits) rank higher and a top-k answer comes free."""
+    classes = draw.integer(*classes_range)
     predictions, labels = [], []
     for _ in range(draw.integer(6, 12)):
-        rank = draw.integer(1, classes)
+        if first_share is None:
+            rank = draw.integer(1, classes)
+        else:
+            rank = 1 if draw.chance(*first_share) else draw.integer(2, classes)
         below = classes - rank
         e = draw.choice([e for e in range(1, 11) if _rank_fits(e, rank, classes)])
         rest = 2 ** (e + 5) - 32  # 1 - p in units
@@ -853,7 +899,17 @@ def _none_best(task):
 
 
 def _none_k(task):
-    return answer_field(task, "k") is None
+    """A row of the key whose k is None (drop_hardest: a bound no number of drops reaches)."""
+    return any(row.get("k", 0) is None for row in task.expected["rows"])
+
+
+def _top_tie(task):
+    """accuracy_loss: an example whose true class ties another for the largest probability (the
+    stated tie rule, not the probabilities, decides whether it is predicted right)."""
+    if task.inputs.get("question") != "accuracy_loss":
+        return False
+    return any(sum(1 for x in q if F(x) == max(map(F, q))) > 1 and F(q[y]) == max(map(F, q))
+               for q, y in zip(task.inputs["predictions"], task.inputs["labels"], strict=True))
 
 
 def _every_example_counts(task):
@@ -918,13 +974,16 @@ CLASSIFICATION_LOSS = _info_family(
     "L1: mean log loss and perplexity with formulas stated. L2 (derive): the same two numbers described as "
     "the "
     "geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax, ties to the smallest "
-    "class) and the mean loss of the correct examples. L4 (inverse): the fewest hardest examples to drop to "
-    "reach a loss bound, None in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
+    "class) and the mean loss of the correct examples, over 4-16 classes with the true class on top in "
+    "about half the examples (a correct loss of 1-3 bits) and tied there in a third of those. L4 "
+    "(inverse): for each of three loss bounds, the fewest hardest examples to drop to reach it, "
+    "a None row in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
     "target, and the loss of the top-k correct examples, over 4-8 classes with each true class at a drawn "
     "rank; the target is met below the largest rank of a true class in 19 instances in 20 (k is not the "
     "number of classes, the loss not over every example).",
     sample_classification, level_two=build_geometric,
-    branches=(Branch("no number of drops reaches the bound", _none_k, F(1, 20), (4,)),
+    branches=(Branch("no number of drops reaches a bound", _none_k, F(1, 20), (4,)),
+              Branch("a tie for the top probability", _top_tie, F(1, 2), (3,)),
               Branch("every example is top-k correct", _every_example_counts, F(1, 50), (5,))))
 
 FAMILIES = (ENTROPY, DIVERGENCE, KL_ASYMMETRY, MUTUAL_INFORMATION, CLASSIFICATION_LOSS)

@@ -132,8 +132,11 @@ def opt_question_rows(question, **given):
                     "diverges": Fraction(given["lr"]) > stability()}
         if question == "first_below":
             losses = sgd(given["lr"], given["steps"])
-            hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(given["target"])]
-            return {"step": hit[0] if hit else None}
+            rows = []
+            for target in given["targets"]:
+                hit = [t for t, loss in enumerate(losses, start=1) if loss <= Fraction(target)]
+                rows.append({"step": hit[0] if hit else None})
+            return {"rows": rows}
         if question == "first_step":
             moves = [abs(m) for m in adam_first(given["lr"], given["eps"])]
             furthest = moves.index(max(moves))
@@ -185,11 +188,12 @@ def opt_question_rows(question, **given):
             rates = [lr_at(s, *args, given["decay_steps"]) for s in range(1, given["last"] + 1)]
             return {"total": sympy.Add(*rates)}
         if question == "first_at_most":
-            target = exact(given["target"])
-            for s in range(1, given["warmup_steps"] + given["decay_steps"] + 1):
-                if s >= given["warmup_steps"] and at_least(target, lr_at(s, *args, given["decay_steps"])):
-                    return {"step": s}
-            return {"step": None}
+            rows = []
+            for target in given["targets"]:
+                steps = range(given["warmup_steps"], given["warmup_steps"] + given["decay_steps"] + 1)
+                hit = [s for s in steps if at_least(exact(target), lr_at(s, *args, given["decay_steps"]))]
+                rows.append({"step": hit[0] if hit else None})
+            return {"rows": rows}
         raise ValueError(f"unknown question {question!r}")
 
     out = answer(question, **given)
@@ -240,9 +244,11 @@ _QUESTIONS = {
         "rather than converge (False).",
         '{"final_loss": Fraction, "diverges": bool}', "loss in the units of f", QUADRATIC + SGD_RULE),
     "first_below": (
-        "Run SGD as in the conventions from w0 with the learning rate `lr`, for at most `steps` steps. Give "
-        "the first step t after which f(w) <= `target`, or None if no step up to `steps` reaches it.",
-        '{"step": int or None}', "steps", QUADRATIC + SGD_RULE),
+        "Run SGD as in the conventions from w0 with the learning rate `lr`, for at most `steps` steps. For "
+        "each target in `targets`, give the first step t after which f(w) <= that target, or None if no "
+        "step up to `steps` reaches it.",
+        '{"rows": [{"step": int or None}, ...]}  (one row per target, in the order of `targets`)', "steps",
+        QUADRATIC + SGD_RULE),
     "first_step": (
         "Adam as in the conventions takes its first step from w0 with the learning rate `lr` and the given "
         "eps (beta1 and beta2 are not given: the answer does not need them). Give, for each coordinate, how "
@@ -290,16 +296,19 @@ _QUESTIONS = {
         "rates of those steps, exactly.",
         '{"total": exact sympy value}', "learning rate summed over steps", SCHEDULE_WORDS),
     "first_at_most": (
-        "With the schedule in the conventions, give the first step s >= warmup_steps at which the learning "
-        "rate is at most `target`, or None if no step up to warmup_steps + decay_steps has one.",
-        '{"step": int or None}', "steps", SCHEDULE_WORDS),
+        "With the schedule in the conventions, for each target in `targets`, give the first step s >= "
+        "warmup_steps at which the learning rate is at most that target, or None if no step up to "
+        "warmup_steps + decay_steps has one.",
+        '{"rows": [{"step": int or None}, ...]}  (one row per target, in the order of `targets`)', "steps",
+        SCHEDULE_WORDS),
 }
 _GIVEN = {
     "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
     "w0": "starting point", "lr": "learning rate", "momentum": "momentum mu (0 = none)",
     "nesterov": "bool: True for Nesterov momentum", "weight_decay":
     "the weight decay coefficient wd (how it enters: see the conventions or the question)",
-    "steps": "number of steps (for a schedule: the steps to report)", "target": "the target value",
+    "steps": "number of steps (for a schedule: the steps to report)",
+    "targets": "the target values, each asked on its own",
     "candidates": "the candidate values", "beta1": "first-moment decay", "beta2": "second-moment decay",
     "eps": "epsilon added to sqrt(v_hat)", "cap": "the largest move allowed", "peak_lr": "peak learning rate",
     "min_lr": "final learning rate", "warmup_steps": "warmup length in steps",
@@ -351,14 +360,26 @@ def sample_sgd(draw: Draw, level: int) -> dict:
     if level == 5:
         return sample_sgd_closed_form(draw)
     losses = _losses(base, base["lr"])
-    if level == 4:  # the target is a new low of the trajectory (the answer is that step), mostly a later one
-        records = [k for k, loss in enumerate(losses) if all(loss < earlier for earlier in losses[:k])]
-        if len(records) == 1 and draw.chance(3, 4):
-            raise Reject("the first loss is the lowest")
-        k = draw.choice(records[1:]) if len(records) > 1 and draw.chance(4, 5) else records[0]
-        target = losses[k] if draw.chance(5, 6) else min(losses) / 2
-        return {"question": "first_below", **base, "target": target}
+    if level == 4:
+        return {"question": "first_below", **base, "targets": record_targets(draw, losses)}
     raise ValueError(f"sgd has no level {level}")
+
+
+def record_targets(draw: Draw, losses: list[F]) -> list[F]:
+    """sgd L4's targets, one question each (so the key is a tuple of steps, not one of a handful):
+    the losses at two or three distinct new lows of the trajectory after the first step (a new
+    low's step is that target's answer; the first loss would answer step 1 for free), in random
+    order; in a sixth of the instances (decided after any refusal, so redraws do not change that
+    share) one of them is replaced by half the lowest loss, so its row is None. A trajectory with
+    fewer than two new lows after the first step is refused."""
+    later = [k for k, loss in enumerate(losses) if k and all(loss < earlier for earlier in losses[:k])]
+    if len(later) < 2:
+        raise Reject("fewer than two new lows after the first step")
+    unreachable = draw.chance(1, 6)
+    targets = [losses[k] for k in draw.sample(later, min(3, len(later)))]
+    if unreachable:
+        targets[draw.below(len(targets))] = min(losses) / 2
+    return targets
 
 
 def sample_sgd_closed_form(draw: Draw) -> dict:
@@ -467,12 +488,14 @@ def sample_schedule(draw: Draw, level: int) -> dict:
         """A rational strictly between two distinct values, far from both (12 significant digits)."""
         return F(mpmath.nstr((x + y) / 2, 12))
 
-    if level == 4:
+    if level == 4:  # three targets, each between two consecutive rates (the later one's step answers it)
         warmup, decay = schedule["warmup_steps"], schedule["decay_steps"]
         values = [value(s, decay) for s in range(warmup, warmup + decay + 1)]
-        k = draw.integer(1, len(values) - 1)
-        target = between(values[k - 1], values[k]) if draw.chance(5, 6) else F(schedule["min_lr"]) / 2
-        return {"question": "first_at_most", **schedule, "target": target}
+        unreachable = draw.chance(1, 6)  # one target below min_lr: its row is None
+        targets = [between(values[k - 1], values[k]) for k in draw.sample(range(1, len(values)), 3)]
+        if unreachable:
+            targets[draw.below(3)] = F(schedule["min_lr"]) / 2
+        return {"question": "first_at_most", **schedule, "targets": targets}
     import sympy
 
     W, D, T = sympy.symbols("W D T", positive=True, integer=True)
@@ -501,6 +524,12 @@ def _decay_flips(task):
                                   strict=True))
 
 
+def _a_row_is(key, value, levels):
+    """Some row of the key (not only the first) holds ``value`` at ``key``."""
+    return lambda task: task.level in levels and isinstance(task.expected, dict) and \
+        any(row.get(key, ...) is value for row in task.expected["rows"])
+
+
 def _answer_is(key, value, levels):
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
         answer_field(task, key) is value
@@ -511,8 +540,9 @@ SGD = _opt_family(
     "L1: the trajectory of plain/heavy-ball/Nesterov SGD (torch semantics stated), lr at 1/8..5/4 of the "
     "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
     "loss "
-    "after the last step and whether the run diverges. L4 (inverse): the first step whose loss reaches a "
-    "target, None in about a sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
+    "after the last step and whether the run diverges. L4 (inverse): for each of two or three targets (new "
+    "lows of the trajectory, in random order), the first step whose loss reaches it, a None row in about a "
+    "sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
     "heavy-ball or Nesterov steps (a polynomial), the supremum of stable learning rates in mu (derived from "
     "each coordinate's two-term recurrence; the stiffest coordinate plus weight decay binds), and for "
     "Nesterov the best first learning rate in mu (its first step is (1 + mu) g), for heavy ball (whose first "
@@ -524,7 +554,7 @@ SGD = _opt_family(
               Branch("weight decay", lambda t: t.level == 5 and t.inputs["weight_decay"] != 0, F(1, 4), (5,)),
               Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
               Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
-              Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,))))
+              Branch("no step reaches a target", _a_row_is("step", None, (4,)), F(1, 20), (4,))))
 ADAM = _opt_family(
     "adam", build_adam, _base.sample_adam,
     "L1: 1-3 Adam steps (torch semantics stated). L2 (derive): how far each coordinate moves in the first "
@@ -542,12 +572,13 @@ WARMUP_COSINE = _opt_family(
     "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
     "described "
     "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
-    "decay sums to a rational). L4 (inverse): the first step at which the rate is at most a target, None in "
-    "about a sixth. L5 (closed form in the symbols W, D, T): the sum of the learning rates and of their "
+    "decay sums to a rational). L4 (inverse): for each of three targets (in random order), the first step "
+    "at which the rate is at most it, a None row in about a sixth. L5 (closed form in the symbols W, D, "
+    "T): the sum of the learning rates and of their "
     "squares over T steps (the warmup's W - 1 steps, the cosine's D + 1 steps whose cosines sum to 0 and "
     "whose squared cosines sum to (D + 2)/2, then the floor), derived, never summed numerically.",
     sample_schedule,
-    branches=(Branch("no step reaches the target", _answer_is("step", None, (4,)), F(1, 20), (4,)),))
+    branches=(Branch("no step reaches a target", _a_row_is("step", None, (4,)), F(1, 20), (4,)),))
 
 FAMILIES = (SGD, ADAM, WARMUP_COSINE)
 
