@@ -7,6 +7,7 @@ independent recomputation without torch (leading underscore), and a make_task ca
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 
@@ -1256,10 +1257,12 @@ def _sample_spread_bound(draw: Draw, level: int) -> dict:
     v = values(x)
     spreads = {m: [_squared_deviations(r[:m]) / m for r in v] for m in range(2, len(v[0]) + 1)}
     least = {m: min(s) for m, s in spreads.items()}  # a bound below it is passed by every row
-    every = [s for row in spreads.values() for s in row]
+    every = sorted(s for row in spreads.values() for s in row)
 
     def answer_of(bound: Fraction) -> int | None:
-        if bound <= 0 or any(abs(bound - s) <= max(s, Fraction(1, 16)) / 2**14 for s in every):
+        at = bisect.bisect_left(every, bound)  # the nearest variances are every[at - 1] and every[at]
+        if bound <= 0 or any(abs(bound - s) <= max(s, Fraction(1, 16)) / 2**14
+                             for s in every[max(at - 1, 0):at + 1]):
             return None  # float32 variances could fall on either side of a bound this close
         return next((m for m in least if least[m] > bound), -1)
 
