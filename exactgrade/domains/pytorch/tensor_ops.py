@@ -1035,9 +1035,9 @@ PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
 }, levels="L1 the permute and reshape stated as calls; L2 the same map given by its index formula; L3 "
           "a read-out order, re-chunked and reduced (nothing intermediate asked); L4 the inverse: which "
           "of six axis orders produced each of three targets, or none (a fifth of the targets); L5 "
-          "a chain of "
-          "re-indexings (axes swapped, regrouped, every other row, transposed, regrouped) of a tensor "
-          "too large to build: the index arithmetic of each step derived and composed, at query positions",
+          "a chain of re-indexings (axes swapped, regrouped, every other row, transposed, regrouped) of "
+          "a tensor too large to build: the index arithmetic of each step derived and composed, at "
+          "query positions",
    branches=(Branch("no order produces some target", _some_sentinel("order"), Fraction(1, 4), (4,)),))
 
 # reductions L3: softmax-weighted row averages, then the best row ---------------------------------
@@ -1349,8 +1349,7 @@ SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
 }, levels="L1 torch's std/var defaults named; L2 the statistics by their sums of squares; L3 the "
           "between/within spread ratio of row groups (intermediates not asked); L4 the fewest leading "
           "columns whose spread passes each of four bounds, or -1 (a fifth of the bounds); L5 an "
-          "exponentially weighted mean/variance "
-          "recurrence to run",
+          "exponentially weighted mean/variance recurrence to run",
    branches=(Branch("no prefix passes some bound", _some_sentinel("columns"), Fraction(1, 4), (4,)),))
 
 
@@ -1475,8 +1474,9 @@ def _agreeing_divisor(a, limit):
 
 
 def _smallest_agreeing(row: list[int], limit: int) -> int:
-    """The smallest d in 2..limit dividing every negative element of row (where floor and
-    truncation differ otherwise), or -1: drawn for, so that each row's answer is chosen first."""
+    """The smallest d in 2..limit on which floor and truncation agree for every element of row
+    (they differ exactly on a negative element that d does not divide), or -1: the sampler draws
+    each row for an answer chosen first."""
     negatives = math.gcd(*(p for p in row if p < 0))
     return next((d for d in range(2, limit + 1) if negatives % d == 0), -1)
 
@@ -1543,9 +1543,8 @@ INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
 }, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
           "Euclidean division (a third convention, derived from the other two); L4 per row of four, the "
           "smallest divisor on which floor and truncation agree, or -1 (a fifth of the rows); L5 floor "
-          "and truncating quotients of an "
-          "arithmetic progression summed over 10^11..10^12 terms (a Euclid-like floor sum, then the "
-          "negative terms that divide exactly: a linear congruence)",
+          "and truncating quotients of an arithmetic progression summed over 10^11..10^12 terms (a "
+          "Euclid-like floor sum, then the negative terms that divide exactly: a linear congruence)",
    branches=(Branch("no divisor up to the limit for some row", _some_sentinel("divisor"), Fraction(1, 4),
                     (4,)),
              Branch("some negative term divides exactly", division_exact_negatives, Fraction(1, 3), (5,))))
@@ -2103,9 +2102,8 @@ STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
         lambda i: ({"once": i64(2 * len(i["a"].data)), "period": PY_INT},), _sample_riffle),
 }, levels="L1 stack and cat named; L2 the joins given by their index maps; L3 rows interleaved and walked "
           "(intermediate not asked); L4 which of five joins produced each of three targets, by memory "
-          "order, or -1 "
-          "(a fifth of the targets); "
-          "L5 a perfect shuffle and its period on the values, described not named",
+          "order, or -1 (a fifth of the targets); L5 a perfect shuffle and its period on the values, "
+          "described not named",
    branches=(Branch("no join produces some target", _some_sentinel("join"), Fraction(1, 4), (4,)),))
 
 # batched_products L3: squared Frobenius norms and the grand total --------------------------------
