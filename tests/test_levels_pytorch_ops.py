@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 INSTANCES = 24
 # family, key field, settings per instance (entries of the key), entry width (3 for an axis order)
 SETTINGS = [("integer_division", "divisor", 4, 1), ("top_and_kth", "k", 4, 1),
-            ("stack_and_concatenate", "join", 3, 1), ("normalise", "p", 4, 1),
+            ("stack_and_concatenate", "join", 4, 1), ("normalise", "p", 4, 1),
             ("permute_and_reshape", "order", 3, 3), ("spread_statistics", "columns", 4, 1)]
 
 

@@ -1996,12 +1996,15 @@ def _which_join(a, b, targets):
     return [{"join": ExactTensor.of("int64", joins)}]
 
 
-JOIN_TARGETS = 3
+JOIN_TARGETS = 4
 
 
 def _sample_which_join(draw: Draw, level: int) -> dict:
-    inputs = _sample_two_int_matrices(draw, level)
-    r, c = inputs["a"].shape
+    r, c = draw.integer(2, 1 + level), draw.integer(2, 2 + level)
+    bound = 20 * level + 40  # as _sample_two_int_matrices, but a and b distinct by construction
+    both = draw.sample(range(-bound, bound + 1), 2 * r * c)
+    inputs = {"a": tensor("int64", reshape(both[:r * c], (r, c))),
+              "b": tensor("int64", reshape(both[r * c:], (r, c)))}
     shape = draw.choice(((2 * r, c), (r, 2 * c), (2, r * c)))
     targets = []
     for _ in range(JOIN_TARGETS):
@@ -2101,7 +2104,7 @@ STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
             again.""",
         lambda i: ({"once": i64(2 * len(i["a"].data)), "period": PY_INT},), _sample_riffle),
 }, levels="L1 stack and cat named; L2 the joins given by their index maps; L3 rows interleaved and walked "
-          "(intermediate not asked); L4 which of five joins produced each of three targets, by memory "
+          "(intermediate not asked); L4 which of five joins produced each of four targets, by memory "
           "order, or -1 (a fifth of the targets); L5 a perfect shuffle and its period on the values, "
           "described not named",
    branches=(Branch("no join produces some target", _some_sentinel("join"), Fraction(1, 4), (4,)),))
