@@ -7,6 +7,7 @@ independent recomputation without torch (leading underscore), and a make_task ca
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 
@@ -877,6 +878,57 @@ def _not_constant(name: str):
     return problem
 
 
+# Levels 4 that ask one answer per setting (several targets, bounds, totals or rows): a search over a
+# handful of answers (a sentinel among them) would otherwise pass a constant guess on a large share
+# of instances; the whole key is then a tuple of answers, each drawn at its own stated share.
+NONE_SHARE = Fraction(1, 5)
+"""The chance that one setting of such a level is drawn to have no answer (its -1 sentinel)."""
+
+
+def _one_answer_for_all(name: str):
+    """reject helper: every entry of the key tensor ``name`` (an element of a vector, a row of a
+    matrix) is the same answer, so guessing that one answer for every setting would pass."""
+    def problem(task) -> str | None:
+        value = task.expected["rows"][0][name]
+        width = len(value.data) // value.shape[0]
+        entries = {value.data[i:i + width] for i in range(0, len(value.data), width)}
+        if len(entries) < 2:
+            return f"a constant answer passes: every entry of {name} is {list(value.data[:width])}"
+        return None
+    return problem
+
+
+def _some_sentinel(name: str):
+    """Branch helper: some setting's answer in the key tensor ``name`` is the -1 sentinel."""
+    return lambda task: -1 in task.expected["rows"][0][name].data
+
+
+def _grid_points(draw: Draw, low: Fraction, high: Fraction, bits: int, most: int = 24) -> list[Fraction]:
+    """Multiples of 2**-bits in [low, high]: all of them, or ``most`` drawn ones where there are more."""
+    scale = 2**bits
+    ks = range(math.ceil(Fraction(low) * scale), math.floor(Fraction(high) * scale) + 1)
+    return [Fraction(k, scale) for k in (ks if len(ks) <= most else draw.sample(ks, most))]
+
+
+def _thresholds(draw: Draw, answer_of, intervals: dict, count: int, bits: int) -> list[float]:
+    """``count`` distinct thresholds on the 2**-bits grid, each drawn for an answer chosen first:
+    -1 with probability NONE_SHARE, else one of the reachable answers uniformly. ``intervals`` maps
+    each answer to the range where its thresholds lie; ``answer_of(b)`` (exact) keeps the grid points
+    that give that answer (it returns None for one too near an edge to decide in floating point).
+    Choosing the answer before the threshold keeps the shares as stated, whatever is redrawn later."""
+    pools = {answer: [b for b in _grid_points(draw, low, high, bits) if answer_of(b) == answer]
+             for answer, (low, high) in intervals.items()}
+    chosen = []
+    for _ in range(count):
+        reachable = [answer for answer, pool in pools.items() if answer != -1 and pool]
+        if len(reachable) < 2:
+            raise Reject("fewer than two answers are left for a threshold to reach")
+        none = pools.get(-1) and draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator)
+        pool = pools[-1] if none else pools[draw.choice(reachable)]
+        chosen.append(pool.pop(draw.below(len(pool))))
+    return [float(b) for b in chosen]
+
+
 # permute_and_reshape L3: transpose, flatten, re-chunk, reduce -------------------------------------
 def chunked_column_sums(x):
     y = x.permute(2, 0, 1).reshape(-1)
@@ -890,42 +942,23 @@ def _chunked_column_sums(x):
     return [{"sums": ExactTensor.of("int64", [sum(seq[c::d2]) for c in range(d2)])}]
 
 
-# permute_and_reshape L4: which axis order produced the target -------------------------------------
-def find_axis_order(x, target):
+# permute_and_reshape L4: which axis order produced each target -----------------------------------
+def find_axis_order(x, targets):
     import itertools
 
     import torch
 
-    for order in itertools.permutations(range(3)):
-        if torch.equal(x.permute(*order).reshape(-1), target.reshape(-1)):
-            return {"rows": [{"order": torch.tensor(order)}]}
-    return {"rows": [{"order": torch.tensor([-1, -1, -1])}]}
+    orders = []
+    for target in targets:
+        found = [order for order in itertools.permutations(range(3))
+                 if torch.equal(x.permute(*order).reshape(-1), target)]
+        orders.append(found[0] if found else (-1, -1, -1))
+    return {"rows": [{"order": torch.tensor(orders)}]}
 
 
-def _find_axis_order(x, target):
-    import itertools
-
-    v, t = values(x), [e for row in values(target) for e in row]
-    for order in itertools.permutations(range(3)):
-        shape = [x.shape[a] for a in order]
-        seq = []
-        for p in range(shape[0]):
-            for q in range(shape[1]):
-                for r in range(shape[2]):
-                    index = [0, 0, 0]
-                    index[order[0]], index[order[1]], index[order[2]] = p, q, r
-                    seq.append(v[index[0]][index[1]][index[2]])
-        if seq == t:
-            return [{"order": ExactTensor.of("int64", list(order))}]
-    return [{"order": ExactTensor.of("int64", [-1, -1, -1])}]
-
-
-def _sample_axis_order(draw: Draw, level: int) -> dict:
-    d = tuple(draw.integer(2, 2 + level) for _ in range(3))
-    n = math.prod(d)  # distinct values, so that no two axis orders read out alike by accident
-    x = tensor("int64", reshape(draw.sample(range(-2 * n - 10, 2 * n + 11), n), d))
-    order = draw.choice([(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
-    v = values(x)
+def _read_out(v, order):
+    """The elements of the nested 3-d list v, axes taken in ``order``, last index fastest."""
+    d = (len(v), len(v[0]), len(v[0][0]))
     seq = []
     for p in range(d[order[0]]):
         for q in range(d[order[1]]):
@@ -933,11 +966,35 @@ def _sample_axis_order(draw: Draw, level: int) -> dict:
                 index = [0, 0, 0]
                 index[order[0]], index[order[1]], index[order[2]] = p, q, r
                 seq.append(v[index[0]][index[1]][index[2]])
-    if draw.chance(1, 3):  # no order produces it: two elements swapped
-        a, b = draw.sample(range(len(seq)), 2)
-        seq[a], seq[b] = seq[b], seq[a]
-    shape = (d[order[0]], d[order[1]] * d[order[2]])
-    return {"x": x, "target": tensor("int64", reshape(seq, shape))}
+    return seq
+
+
+def _find_axis_order(x, targets):
+    import itertools
+
+    v = values(x)
+    orders = []
+    for target in values(targets):
+        found = [order for order in itertools.permutations(range(3)) if _read_out(v, order) == target]
+        orders.append(list(found[0]) if found else [-1, -1, -1])
+    return [{"order": ExactTensor.of("int64", orders)}]
+
+
+AXIS_TARGETS = 3
+
+
+def _sample_axis_order(draw: Draw, level: int) -> dict:
+    d = tuple(draw.integer(2, 2 + level) for _ in range(3))
+    n = math.prod(d)  # distinct values, so that no two axis orders read out alike by accident
+    x = tensor("int64", reshape(draw.sample(range(-2 * n - 10, 2 * n + 11), n), d))
+    targets = []
+    for _ in range(AXIS_TARGETS):
+        seq = _read_out(values(x), draw.choice([(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]))
+        if draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator):  # no order produces it
+            a, b = draw.sample(range(len(seq)), 2)
+            seq[a], seq[b] = seq[b], seq[a]
+        targets.append(seq)
+    return {"x": x, "targets": tensor("int64", targets)}
 
 
 def _distinct_elements(inputs: Inputs) -> str | None:
@@ -945,10 +1002,6 @@ def _distinct_elements(inputs: Inputs) -> str | None:
     if first_duplicate(flat) is not None:
         return "x repeats a value: two axis orders could both produce the target"
     return None
-
-
-def _order_none(task) -> bool:
-    return task.expected["rows"][0]["order"].data[0] == -1
 
 
 PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
@@ -968,21 +1021,24 @@ PERMUTE_AND_RESHAPE = leveled(PERMUTE_AND_RESHAPE, {
         lambda i: ({"sums": i64(i["x"].shape[2])},), _sample_permute),
     4: _restated(
         "permute_and_reshape", find_axis_order, _find_axis_order,
-        lambda i: f"""`x` has shape {shape_text(i["x"].shape)}, and `target` has shape
-            {shape_text(i["target"].shape)}. Consider the six orders (p0, p1, p2) of the axes (0, 1, 2) of x:
-            for an order, form the tensor whose element at (a, b, c) is the element of x whose index along
-            axis p0 is a, along axis p1 is b and along axis p2 is c, and read it out in row-major order
-            (last index fastest). Give `order`, the order (as an int64 vector of three axis numbers) whose
-            read-out equals the row-major read-out of target, element for element; if several do, the
-            lexicographically smallest; if none does, [-1, -1, -1].""",
-        lambda i: ({"order": i64(3)},), _sample_axis_order, refuse=_distinct_elements),
+        lambda i: f"""`x` has shape {shape_text(i["x"].shape)}, and each of the {word(i["targets"].shape[0])}
+            rows of `targets` (shape {shape_text(i["targets"].shape)}) is a sequence of
+            {i["targets"].shape[1]} elements. Consider the six orders (p0, p1, p2) of the axes (0, 1, 2) of
+            x: for an order, form the tensor whose element at (a, b, c) is the element of x whose index
+            along axis p0 is a, along axis p1 is b and along axis p2 is c, and read it out in row-major
+            order (last index fastest). Give `order`, an int64 matrix with one row per row t of targets:
+            the order (three axis numbers) whose read-out equals targets[t], element for element; if
+            several do, the lexicographically smallest; if none does, [-1, -1, -1].""",
+        lambda i: ({"order": i64(i["targets"].shape[0], 3)},), _sample_axis_order, refuse=_distinct_elements,
+        reject=_one_answer_for_all("order")),
     5: VIEW_CHAIN,
 }, levels="L1 the permute and reshape stated as calls; L2 the same map given by its index formula; L3 "
           "a read-out order, re-chunked and reduced (nothing intermediate asked); L4 the inverse: which "
-          "of six axis orders produced a target, or none (a third of instances); L5 a chain of "
-          "re-indexings (axes swapped, regrouped, every other row, transposed, regrouped) of a tensor "
-          "too large to build: the index arithmetic of each step derived and composed, at query positions",
-   branches=(Branch("no order produces the target", _order_none, Fraction(1, 5), (4,)),))
+          "of six axis orders produced each of three targets, or none (a fifth of the targets); L5 "
+          "a chain of re-indexings (axes swapped, regrouped, every other row, transposed, regrouped) of "
+          "a tensor too large to build: the index arithmetic of each step derived and composed, at "
+          "query positions",
+   branches=(Branch("no order produces some target", _some_sentinel("order"), Fraction(1, 4), (4,)),))
 
 # reductions L3: softmax-weighted row averages, then the best row ---------------------------------
 def pooled_rows(x):
@@ -1171,35 +1227,51 @@ def _variance_ratio(x):
              "ratio": ExactTensor.of("float32", between / within)}]
 
 
-# spread_statistics L4: the fewest leading columns whose spread passes a bound ---------------------
-def columns_for_spread(x, bound):
-    for m in range(2, x.shape[1] + 1):
-        if bool((x[:, :m].var(dim=1, correction=0) > bound).all()):
-            return {"rows": [{"columns": m}]}
-    return {"rows": [{"columns": -1}]}
+# spread_statistics L4: the fewest leading columns whose spread passes each bound ------------------
+def columns_for_spread(x, bounds):
+    import torch
+
+    columns = []
+    for bound in bounds.tolist():
+        passing = [m for m in range(2, x.shape[1] + 1)
+                   if bool((x[:, :m].var(dim=1, correction=0) > bound).all())]
+        columns.append(passing[0] if passing else -1)
+    return {"rows": [{"columns": torch.tensor(columns)}]}
 
 
-def _columns_for_spread(x, bound):
+def _columns_for_spread(x, bounds):
     v = values(x)
-    for m in range(2, len(v[0]) + 1):
-        if all(_squared_deviations(r[:m]) / m > Fraction(bound) for r in v):
-            return [{"columns": m}]
-    return [{"columns": -1}]
+    columns = []
+    for bound in values(bounds):
+        passing = [m for m in range(2, len(v[0]) + 1)
+                   if all(_squared_deviations(r[:m]) / m > bound for r in v)]
+        columns.append(passing[0] if passing else -1)
+    return [{"columns": ExactTensor.of("int64", columns)}]
+
+
+SPREAD_BOUNDS = 4
 
 
 def _sample_spread_bound(draw: Draw, level: int) -> dict:
     x = _sample_matrix((2, 1), (4, 4), -3, 6, 2)(draw, level)["x"]
     v = values(x)
-    # a bound strictly below `reachable` has an answer; one at or above it has none (about 1/5 of draws)
-    reachable = max(min(_squared_deviations(r[:m]) / m for r in v) for m in range(2, len(v[0]) + 1))
-    bound = draw.dyadic(reachable / 4, reachable * 5 / 4, 3)
-    if bound <= 0:
-        raise Reject("the rows have no spread to bound")
-    return {"x": x, "bound": float(bound)}
+    spreads = {m: [_squared_deviations(r[:m]) / m for r in v] for m in range(2, len(v[0]) + 1)}
+    least = {m: min(s) for m, s in spreads.items()}  # a bound below it is passed by every row
+    every = sorted(s for row in spreads.values() for s in row)
 
+    def answer_of(bound: Fraction) -> int | None:
+        at = bisect.bisect_left(every, bound)  # the nearest variances are every[at - 1] and every[at]
+        if bound <= 0 or any(abs(bound - s) <= max(s, Fraction(1, 16)) / 2**14
+                             for s in every[max(at - 1, 0):at + 1]):
+            return None  # float32 variances could fall on either side of a bound this close
+        return next((m for m in least if least[m] > bound), -1)
 
-def _spread_none(task) -> bool:
-    return task.expected["rows"][0]["columns"] == -1
+    intervals, best = {}, Fraction(0)
+    for m, spread in least.items():  # the bounds whose answer is m lie in [best spread before m, spread)
+        if spread > best:
+            intervals[m], best = (best, spread), spread
+    intervals[-1] = (best, best * 5 / 4)
+    return {"x": x, "bounds": tensor("float32", _thresholds(draw, answer_of, intervals, SPREAD_BOUNDS, 5))}
 
 
 # spread_statistics L5: exponentially weighted mean and variance, by their recurrence --------------
@@ -1259,10 +1331,12 @@ SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
         _sample_matrix((2, 1), (4, 4), -3, 6, 2)),
     4: _restated(
         "spread_statistics", columns_for_spread, _columns_for_spread,
-        lambda i: """Give `columns`, the smallest m >= 2 such that, in every row of `x`, the population
-            variance (mean squared deviation from the mean, dividing by m) of the row's first m elements
-            is strictly greater than `bound`; -1 if no m up to the full width qualifies.""",
-        lambda i: ({"columns": PY_INT},), _sample_spread_bound),
+        lambda i: """For each element b of `bounds`, give in `columns` (an int64 vector, one entry per
+            bound, in order) the smallest m >= 2 such that, in every row of `x`, the population variance
+            (mean squared deviation from the mean, dividing by m) of the row's first m elements is
+            strictly greater than b; -1 if no m up to the full width qualifies.""",
+        lambda i: ({"columns": i64(i["bounds"].shape[0])},), _sample_spread_bound,
+        reject=_one_answer_for_all("columns")),
     5: _restated(
         "spread_statistics", ew_statistics, _ew_statistics,
         lambda i: """Track an exponentially weighted mean m and variance v along each row of `x`, element
@@ -1274,9 +1348,9 @@ SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
         refuse=_ew_mean_away_from_zero),
 }, levels="L1 torch's std/var defaults named; L2 the statistics by their sums of squares; L3 the "
           "between/within spread ratio of row groups (intermediates not asked); L4 the fewest leading "
-          "columns whose spread passes a bound, or -1; L5 an exponentially weighted mean/variance "
-          "recurrence to run",
-   branches=(Branch("no prefix passes the bound", _spread_none, Fraction(1, 10), (4,)),))
+          "columns whose spread passes each of four bounds, or -1 (a fifth of the bounds); L5 an "
+          "exponentially weighted mean/variance recurrence to run",
+   branches=(Branch("no prefix passes some bound", _some_sentinel("columns"), Fraction(1, 4), (4,)),))
 
 
 def _few_survive(task) -> bool:
@@ -1379,44 +1453,64 @@ def _euclid_differs(inputs: Inputs) -> str | None:
     return _signs_mixed(inputs)
 
 
-# integer_division L4: the smallest divisor on which the two roundings agree -----------------------
+# integer_division L4: per row, the smallest divisor on which the two roundings agree -------------
 def agreeing_divisor(a, limit):
     import torch
 
-    for d in range(2, limit + 1):
-        if torch.equal(torch.div(a, d, rounding_mode="floor"), torch.div(a, d, rounding_mode="trunc")):
-            return {"rows": [{"divisor": d}]}
-    return {"rows": [{"divisor": -1}]}
+    divisors = []
+    for row in a:
+        agree = [d for d in range(2, limit + 1) if torch.equal(torch.div(row, d, rounding_mode="floor"),
+                                                               torch.div(row, d, rounding_mode="trunc"))]
+        divisors.append(agree[0] if agree else -1)
+    return {"rows": [{"divisor": torch.tensor(divisors)}]}
 
 
 def _agreeing_divisor(a, limit):
-    va = values(a)
-    for d in range(2, limit + 1):
-        if all(p // d == int(Fraction(p, d)) for p in va):
-            return [{"divisor": d}]
-    return [{"divisor": -1}]
+    divisors = []
+    for row in values(a):
+        agree = [d for d in range(2, limit + 1) if all(p // d == int(Fraction(p, d)) for p in row)]
+        divisors.append(agree[0] if agree else -1)
+    return [{"divisor": ExactTensor.of("int64", divisors)}]
+
+
+def _smallest_agreeing(row: list[int], limit: int) -> int:
+    """The smallest d in 2..limit on which floor and truncation agree for every element of row
+    (they differ exactly on a negative element that d does not divide), or -1: the sampler draws
+    each row for an answer chosen first."""
+    negatives = math.gcd(*(p for p in row if p < 0))
+    return next((d for d in range(2, limit + 1) if negatives % d == 0), -1)
+
+
+DIVISION_ROWS = 4
+_ODD_PRIMES = (3, 5, 7, 11, 13)
 
 
 def _sample_agreeing(draw: Draw, level: int) -> dict:
-    n, bound = 6 + 2 * (level - 1), 10 * level + 5
-    base = draw.integer(2, 7)
-    a = []
-    for _ in range(n):
-        p = draw.integer(1, bound)
-        if draw.chance(1, 2):
-            p = -(base * draw.integer(1, max(1, bound // base))) if draw.chance(5, 6) else -p
-        a.append(p)
-    return {"a": tensor("int64", a), "limit": 12}
+    n, bound, limit = 2 + 2 * level, 10 * level + 5, draw.integer(10, 14)
+    answers = [p for p in _ODD_PRIMES if p <= limit]
+    rows = []
+    for _ in range(DIVISION_ROWS):
+        none = draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator)
+        # a row without an answer: negatives with no common factor, or all multiples of a prime above limit
+        base = draw.choice((1, draw.choice([p for p in (13, 17, 19) if p > limit]))) if none else \
+            draw.choice(answers)
+        want = -1 if none else base
+        for _ in range(50):
+            negatives = draw.integer(2, n - 2)
+            row = [-base * draw.integer(1, bound // base) for _ in range(negatives)]
+            row += [draw.integer(1, bound) for _ in range(n - negatives)]
+            if any(p % 2 for p in row if p < 0) and _smallest_agreeing(row, limit) == want:
+                break
+        else:
+            raise Reject("no row with the drawn answer was found")
+        rows.append(draw.shuffled(row))
+    return {"a": tensor("int64", rows), "limit": limit}
 
 
 def _has_negative_inexact_at_two(inputs: Inputs) -> str | None:
-    if not any(p < 0 and p % 2 for p in values(inputs["a"])):
-        return "every negative element is even: the divisor would be 2 without any search"
+    if not all(any(p < 0 and p % 2 for p in row) for row in values(inputs["a"])):
+        return "a row's negative elements are all even: its divisor would be 2 without any search"
     return None
-
-
-def _divisor_none(task) -> bool:
-    return task.expected["rows"][0]["divisor"] == -1
 
 
 INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
@@ -1439,17 +1533,20 @@ INTEGER_DIVISION = leveled(INTEGER_DIVISION, {
     4: _restated(
         "integer_division", agreeing_divisor, _agreeing_divisor,
         """Dividing an integer by a positive integer d and rounding the quotient down (toward negative
-            infinity) can differ from rounding it toward zero. Give `divisor`, the smallest integer d with
-            2 <= d <= `limit` for which the two roundings of a/d agree for every element of the int64
-            tensor `a`, or -1 if no such d exists.""",
-        lambda i: ({"divisor": PY_INT},), _sample_agreeing, refuse=_has_negative_inexact_at_two),
+            infinity) can differ from rounding it toward zero. Each row of the int64 matrix `a` is a
+            separate set of integers. Give `divisor`, an int64 vector with one entry per row of a: the
+            smallest integer d with 2 <= d <= `limit` for which the two roundings of e/d agree for every
+            element e of that row, or -1 if no such d exists.""",
+        lambda i: ({"divisor": i64(i["a"].shape[0])},), _sample_agreeing, refuse=_has_negative_inexact_at_two,
+        reject=_one_answer_for_all("divisor")),
     5: DIVISION_SUMS,
 }, levels="L1 the torch rounding modes named; L2 each quotient and remainder by its definition; L3 "
-          "Euclidean division (a third convention, derived from the other two); L4 the smallest divisor "
-          "on which floor and truncation agree, or -1; L5 floor and truncating quotients of an "
-          "arithmetic progression summed over 10^11..10^12 terms (a Euclid-like floor sum, then the "
-          "negative terms that divide exactly: a linear congruence)",
-   branches=(Branch("no divisor up to the limit", _divisor_none, Fraction(1, 10), (4,)),
+          "Euclidean division (a third convention, derived from the other two); L4 per row of four, the "
+          "smallest divisor on which floor and truncation agree, or -1 (a fifth of the rows); L5 floor "
+          "and truncating quotients of an arithmetic progression summed over 10^11..10^12 terms (a "
+          "Euclid-like floor sum, then the negative terms that divide exactly: a linear congruence)",
+   branches=(Branch("no divisor up to the limit for some row", _some_sentinel("divisor"), Fraction(1, 4),
+                    (4,)),
              Branch("some negative term divides exactly", division_exact_negatives, Fraction(1, 3), (5,))))
 
 # mask_above_mean L2: above the mean of the element's own row --------------------------------------
@@ -1748,35 +1845,46 @@ def _widest_first(inputs: Inputs) -> str | None:
     return "the first row has the widest gap: widest_row is 0" if gaps.index(max(gaps)) == 0 else None
 
 
-# top_and_kth L4: the fewest largest values of every row that reach a total -----------------------
-def fewest_for_total(x, total):
+# top_and_kth L4: the fewest largest values of every row that reach each total -------------------
+def fewest_for_total(x, totals):
     import torch
 
     ordered = torch.sort(x, dim=1, descending=True).values.cumsum(dim=1)
-    for k in range(1, x.shape[1] + 1):
-        if bool((ordered[:, k - 1] >= total).all()):
-            return {"rows": [{"k": k}]}
-    return {"rows": [{"k": -1}]}
+    ks = []
+    for total in totals.tolist():
+        passing = [k for k in range(1, x.shape[1] + 1) if bool((ordered[:, k - 1] >= total).all())]
+        ks.append(passing[0] if passing else -1)
+    return {"rows": [{"k": torch.tensor(ks)}]}
 
 
-def _fewest_for_total(x, total):
+def _fewest_for_total(x, totals):
     v = values(x)
-    for k in range(1, len(v[0]) + 1):
-        if all(sum(sorted(row, reverse=True)[:k]) >= Fraction(total) for row in v):
-            return [{"k": k}]
-    return [{"k": -1}]
+    ks = []
+    for total in values(totals):
+        passing = [k for k in range(1, len(v[0]) + 1) if all(sum(sorted(row, reverse=True)[:k]) >= total
+                                                              for row in v)]
+        ks.append(passing[0] if passing else -1)
+    return [{"k": ExactTensor.of("int64", ks)}]
+
+
+TOTALS = 4
 
 
 def _sample_fewest(draw: Draw, level: int) -> dict:
     x = _sample_matrix((2, 0), (5, 4), -4, 6, 2)(draw, level)["x"]
-    best = min(max(sum(sorted(row, reverse=True)[:k]) for k in range(1, len(row) + 1)) for row in values(x))
-    if draw.chance(1, 3):  # no k reaches the total
-        return {"x": x, "total": float(draw.dyadic(best + Fraction(1, 4), best + 2, 2))}
-    return {"x": x, "total": float(draw.dyadic(1, max(1, best), 2))}
+    v = values(x)
+    # reach[k - 1]: the least, over the rows, sum of a row's k largest values (a multiple of 1/4)
+    reach = [min(sum(sorted(row, reverse=True)[:k]) for row in v) for k in range(1, len(v[0]) + 1)]
 
+    def answer_of(total: Fraction) -> int:
+        return next((k for k, r in enumerate(reach, start=1) if r >= total), -1)
 
-def _k_none(task) -> bool:
-    return task.expected["rows"][0]["k"] == -1
+    intervals, best = {}, None
+    for k, r in enumerate(reach, start=1):  # the totals whose answer is k lie in (best before k, r]
+        if best is None or r > best:
+            intervals[k], best = (r - 3 if best is None else best + Fraction(1, 4), r), r
+    intervals[-1] = (best + Fraction(1, 4), best + 2)
+    return {"x": x, "totals": tensor("float32", _thresholds(draw, answer_of, intervals, TOTALS, 2))}
 
 
 # top_and_kth L5: route every row to its two largest columns --------------------------------------
@@ -1821,9 +1929,10 @@ TOP_AND_KTH = leveled(TOP_AND_KTH, {
         _sample_matrix((2, 0), (5, 4), -4, 6, 2), refuse=_gap_unique, zero_reason=_widest_first),
     4: _restated(
         "top_and_kth", fewest_for_total, _fewest_for_total,
-        """Give `k`, the smallest k >= 1 such that in every row of `x` the sum of the row's k largest
-            values is at least `total`, or -1 if no k up to the row length works.""",
-        lambda i: ({"k": PY_INT},), _sample_fewest),
+        """For each element t of `totals`, give in `k` (an int64 vector, one entry per total, in
+            order) the smallest k >= 1 such that in every row of `x` the sum of the row's k largest values
+            is at least t, or -1 if no k up to the row length works.""",
+        lambda i: ({"k": i64(i["totals"].shape[0])},), _sample_fewest, reject=_one_answer_for_all("k")),
     5: _restated(
         "top_and_kth", top_two_routing, _top_two_routing,
         """Each row of `x` scores one input against the columns (experts). Route every row to its two
@@ -1834,9 +1943,10 @@ TOP_AND_KTH = leveled(TOP_AND_KTH, {
         lambda i: ({"gates": f32(*_dims(i["x"])), "load": i64(i["x"].shape[1])},),
         _sample_matrix((2, 2), (5, 4), -4, 6, 2), refuse=_rows_without_ties),
 }, levels="L1 topk and kthvalue named; L2 the same order statistics described; L3 a gap between order "
-          "statistics, then the widest row; L4 the fewest largest values of every row reaching a total, "
-          "or -1; L5 top-two routing with renormalised weights and per-column load, described not named",
-   branches=(Branch("no k reaches the total", _k_none, Fraction(1, 10), (4,)),))
+          "statistics, then the widest row; L4 the fewest largest values of every row reaching each of "
+          "four totals, or -1 (a fifth of the totals); L5 top-two routing with renormalised weights and "
+          "per-column load, described not named",
+   branches=(Branch("no k reaches some total", _some_sentinel("k"), Fraction(1, 4), (4,)),))
 
 
 # stack_and_concatenate L3: rows of a and b interleaved, then a diagonal walk ----------------------
@@ -1854,17 +1964,18 @@ def _interleaved_walk(a, b):
     return [{"walk": ExactTensor.of("int64", picks), "total": sum(picks)}]
 
 
-# stack_and_concatenate L4: which join produced the target ----------------------------------------
-def which_join(a, b, target):
+# stack_and_concatenate L4: which join produced each target --------------------------------------
+def which_join(a, b, targets):
     import torch
 
-    flat = target.reshape(-1)
     candidates = [torch.cat([a, b], dim=0), torch.cat([a, b], dim=1), torch.stack([a, b], dim=0),
                   torch.stack([a, b], dim=1), torch.stack([a, b], dim=2)]
-    for number, joined in enumerate(candidates, start=1):
-        if torch.equal(joined.reshape(-1), flat):
-            return {"rows": [{"join": number}]}
-    return {"rows": [{"join": -1}]}
+    joins = []
+    for target in targets:
+        found = [number for number, joined in enumerate(candidates, start=1)
+                 if torch.equal(joined.reshape(-1), target.reshape(-1))]
+        joins.append(found[0] if found else -1)
+    return {"rows": [{"join": torch.tensor(joins)}]}
 
 
 def _joins(va, vb):
@@ -1875,27 +1986,34 @@ def _joins(va, vb):
     return [by_blocks, by_rows, by_blocks, by_rows, by_elements]
 
 
-def _which_join(a, b, target):
-    flat = [e for row in values(target) for e in row]
-    for number, joined in enumerate(_joins(values(a), values(b)), start=1):
-        if joined == flat:
-            return [{"join": number}]
-    return [{"join": -1}]
+def _which_join(a, b, targets):
+    joins = []
+    for target in values(targets):
+        flat = [e for row in target for e in row]
+        found = [number for number, joined in enumerate(_joins(values(a), values(b)), start=1)
+                 if joined == flat]
+        joins.append(found[0] if found else -1)
+    return [{"join": ExactTensor.of("int64", joins)}]
+
+
+JOIN_TARGETS = 4
 
 
 def _sample_which_join(draw: Draw, level: int) -> dict:
-    inputs = _sample_two_int_matrices(draw, level)
-    r, c = inputs["a"].shape
-    joined = list(draw.choice(_joins(values(inputs["a"]), values(inputs["b"]))))
-    if draw.chance(1, 4):
-        i, j = draw.sample(range(len(joined)), 2)
-        joined[i], joined[j] = joined[j], joined[i]
+    r, c = draw.integer(2, 1 + level), draw.integer(2, 2 + level)
+    bound = 20 * level + 40  # as _sample_two_int_matrices, but a and b distinct by construction
+    both = draw.sample(range(-bound, bound + 1), 2 * r * c)
+    inputs = {"a": tensor("int64", reshape(both[:r * c], (r, c))),
+              "b": tensor("int64", reshape(both[r * c:], (r, c)))}
     shape = draw.choice(((2 * r, c), (r, 2 * c), (2, r * c)))
-    return {**inputs, "target": tensor("int64", reshape(joined, shape))}
-
-
-def _join_none(task) -> bool:
-    return task.expected["rows"][0]["join"] == -1
+    targets = []
+    for _ in range(JOIN_TARGETS):
+        joined = list(draw.choice(_joins(values(inputs["a"]), values(inputs["b"]))))
+        if draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator):  # no join produces it
+            i, j = draw.sample(range(len(joined)), 2)
+            joined[i], joined[j] = joined[j], joined[i]
+        targets.append(reshape(joined, shape))
+    return {**inputs, "targets": tensor("int64", targets)}
 
 
 def _distinct_joins(inputs: Inputs) -> str | None:
@@ -1968,10 +2086,13 @@ STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
             the same row of a (shape (R, 2C)); 3, a and b as the two entries of a new first axis (shape (2,
             R, C)); 4, a new axis placed second, so that entry [i, 0, j] is a[i, j] and [i, 1, j] is b[i, j]
             (shape (R, 2, C)); 5, a new last axis, so that entry [i, j, 0] is a[i, j] and [i, j, 1] is b[i, j]
-            (shape (R, C, 2)). Give `join`, the number of the first candidate whose elements, read in
-            row-major order (last index fastest), equal those of `target` read the same way, or -1 if no
+            (shape (R, C, 2)). `targets` holds {word(i["targets"].shape[0])} targets, targets[0],
+            targets[1], ... (each of shape {shape_text(i["targets"].shape[1:])}). Give `join`, an int64
+            vector with one entry per target t: the number of the first candidate whose elements, read in
+            row-major order (last index fastest), equal those of targets[t] read the same way, or -1 if no
             candidate's do.""",
-        lambda i: ({"join": PY_INT},), _sample_which_join, refuse=_distinct_joins),
+        lambda i: ({"join": i64(i["targets"].shape[0])},), _sample_which_join, refuse=_distinct_joins,
+        reject=_one_answer_for_all("join")),
     5: _restated(
         "stack_and_concatenate", riffle_period, _riffle_period,
         lambda i: f"""Let s be the sequence of the elements of `a` in row-major order followed by those of
@@ -1983,9 +2104,10 @@ STACK_AND_CONCATENATE = leveled(STACK_AND_CONCATENATE, {
             again.""",
         lambda i: ({"once": i64(2 * len(i["a"].data)), "period": PY_INT},), _sample_riffle),
 }, levels="L1 stack and cat named; L2 the joins given by their index maps; L3 rows interleaved and walked "
-          "(intermediate not asked); L4 which of five joins produced a target, by memory order, or -1; "
-          "L5 a perfect shuffle and its period on the values, described not named",
-   branches=(Branch("no join produces the target", _join_none, Fraction(1, 10), (4,)),))
+          "(intermediate not asked); L4 which of five joins produced each of four targets, by memory "
+          "order, or -1 (a fifth of the targets); L5 a perfect shuffle and its period on the values, "
+          "described not named",
+   branches=(Branch("no join produces some target", _some_sentinel("join"), Fraction(1, 4), (4,)),))
 
 # batched_products L3: squared Frobenius norms and the grand total --------------------------------
 def product_summary(a, b):
@@ -2149,36 +2271,49 @@ def _nonzero_lines(inputs: Inputs) -> str | None:
     return None
 
 
-# normalise L4: the smallest integer p whose norm of every row stays under a bound ----------------
-def smallest_norm_order(x, bound):
-    for p in range(1, 9):
-        if bool((x.double().abs().pow(p).sum(dim=1) <= bound ** p).all()):
-            return {"rows": [{"p": p}]}
-    return {"rows": [{"p": -1}]}
+# normalise L4: the smallest integer p whose norm of every row stays under each bound -------------
+def smallest_norm_order(x, bounds):
+    import torch
+
+    magnitudes = x.double().abs()
+    orders = []
+    for bound in bounds.tolist():
+        passing = [p for p in range(1, 9) if bool((magnitudes.pow(p).sum(dim=1) <= bound ** p).all())]
+        orders.append(passing[0] if passing else -1)
+    return {"rows": [{"p": torch.tensor(orders)}]}
 
 
-def _smallest_norm_order(x, bound):
-    v, b = values(x), Fraction(bound)
-    for p in range(1, 9):
-        if all(sum((abs(e) ** p for e in row), Fraction(0)) <= b ** p for row in v):
-            return [{"p": p}]
-    return [{"p": -1}]
+def _smallest_norm_order(x, bounds):
+    v = values(x)
+    orders = []
+    for b in values(bounds):
+        passing = [p for p in range(1, 9) if all(sum((abs(e) ** p for e in row), Fraction(0)) <= b ** p
+                                                 for row in v)]
+        orders.append(passing[0] if passing else -1)
+    return [{"p": ExactTensor.of("int64", orders)}]
+
+
+NORM_BOUNDS = 4
 
 
 def _sample_norm_bound(draw: Draw, level: int) -> dict:
     x = _sample_normalise(draw, level)["x"]
-    largest = max(abs(e) for row in values(x) for e in row)
-    return {"x": x, "bound": float(draw.dyadic(largest * 3 / 4, largest * 2, 2))}
+    v = values(x)
+    den, bits = math.lcm(*(e.denominator for row in v for e in row)), 6
+    # in integers (this runs on a hundred candidate bounds): sum |e|^p <= (k / 2^bits)^p, times (2^bits den)^p
+    sums = {p: [sum(abs(int(e * den)) ** p for e in row) << (bits * p) for row in v] for p in range(1, 9)}
+    norm = {p: max(float(Fraction(s, (den << bits) ** p)) ** (1 / p) for s in row) for p, row in sums.items()}
 
+    def answer_of(bound: Fraction) -> int | None:
+        power = {p: int(bound * 2**bits * den) ** p for p in sums}
+        if any(abs(s - power[p]) <= power[p] >> 30 for p, row in sums.items() for s in row):
+            return None  # float64 powers could fall on either side of a bound this close
+        return next((p for p, row in sums.items() if all(s <= power[p] for s in row)), -1)
 
-def _p_none(task) -> bool:
-    return task.expected["rows"][0]["p"] == -1
-
-
-def _p_not_one(task) -> str | None:
-    if task.expected["rows"][0]["p"] == 1:
-        return "the bound already holds for the sum of absolute values: no search"
-    return None
+    # the bounds whose answer is p lie in [p-norm, (p-1)-norm); p = 1 (no search) is never drawn
+    intervals = {p: (Fraction(norm[p]), Fraction(norm[p - 1])) for p in range(2, 9)}
+    intervals[-1] = (Fraction(norm[8]) * 3 / 4, Fraction(norm[8]))
+    return {"x": x, "bounds": tensor("float32", _thresholds(draw, answer_of, intervals, NORM_BOUNDS, bits))}
 
 
 NORMALISE = leveled(NORMALISE, {
@@ -2198,17 +2333,20 @@ NORMALISE = leveled(NORMALISE, {
         _sample_normalise, refuse=_nearest_clear),
     4: _restated(
         "normalise", smallest_norm_order, _smallest_norm_order,
-        """For an integer p >= 1, the p-norm of a row is (sum of |element|^p over the row)^(1/p). Give
-            `p`, the smallest integer p from 1 to 8 for which the p-norm of every row of `x` is at most
-            `bound`, or -1 if none of them is.""",
-        lambda i: ({"p": PY_INT},), _sample_norm_bound, refuse=_nonzero_lines, reject=_p_not_one),
+        """For an integer p >= 1, the p-norm of a row is (sum of |element|^p over the row)^(1/p). For
+            each element b of `bounds`, give in `p` (an int64 vector, one entry per bound, in order) the
+            smallest integer p from 1 to 8 for which the p-norm of every row of `x` is at most b, or -1 if
+            none of them is.""",
+        lambda i: ({"p": i64(i["bounds"].shape[0])},), _sample_norm_bound, refuse=_nonzero_lines,
+        reject=_one_answer_for_all("p")),
     5: PERIODIC_STANDARDISE,
 }, levels="L1 F.normalize named; L2 the two normalisations described; L3 cosine similarity between rows, "
-          "then the nearest other row; L4 the smallest integer p whose p-norm of every row stays under a "
-          "bound, or -1; L5 standardising a periodic vector of 10^10..10^12 elements: its mean and "
+          "then the nearest other row; L4 the smallest integer p whose p-norm of every row stays under "
+          "each of four bounds, or -1 (a fifth of the bounds); L5 standardising a periodic vector of "
+          "10^10..10^12 elements: its mean and "
           "deviation in closed form (a partial last period), values at queries and a strict count above "
           "one deviation",
-   branches=(Branch("no p up to 8", _p_none, Fraction(1, 10), (4,)),))
+   branches=(Branch("no p up to 8 for some bound", _some_sentinel("p"), Fraction(1, 4), (4,)),))
 
 # running_statistics L3: the deepest fall of the running total below its running peak --------------
 def deepest_fall(x):
