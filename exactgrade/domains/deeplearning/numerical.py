@@ -688,13 +688,13 @@ def _search_sampler(family):
 
 _QUESTIONS = {
     "first": "For each template and its window (same position in the two lists), give the smallest n of "
-             "the window whose outcome is non-finite, or None if every n of the window gives a finite "
-             "value.",
+             "the window whose outcome is non-finite, or None if no n of the window has a non-finite "
+             "outcome.",
     "count": "For each template and its window (same position in the two lists), give how many n of the "
              "window have a non-finite outcome, and the smallest such n (None if there is none).",
     "last_all_finite": "All the templates are posed in the same format on the same window. Give the largest "
-                       "n of the window for which every template gives a finite value (None if there is "
-                       "no such n), and how many n of the window have every template finite.",
+                       "n of the window at which no template's outcome is non-finite (None if there is no "
+                       "such n), and how many n of the window have no template's outcome non-finite.",
     "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
                 "formats, each time on its own window (the list below). For every format, count the pairs "
                 "(template, n) of its windows whose outcome is non-finite, say whether every template is "

@@ -1332,9 +1332,10 @@ SPREAD_STATISTICS = leveled(SPREAD_STATISTICS, {
     4: _restated(
         "spread_statistics", columns_for_spread, _columns_for_spread,
         lambda i: """For each element b of `bounds`, give in `columns` (an int64 vector, one entry per
-            bound, in order) the smallest m >= 2 such that, in every row of `x`, the population variance
-            (mean squared deviation from the mean, dividing by m) of the row's first m elements is
-            strictly greater than b; -1 if no m up to the full width qualifies.""",
+            bound, in order) the smallest m >= 2 for which one and the same m works in every row of `x`:
+            the population variance (mean squared deviation from the mean, dividing by m) of the row's
+            first m elements is strictly greater than b in each row at that m; -1 if no m up to the full
+            width qualifies.""",
         lambda i: ({"columns": i64(i["bounds"].shape[0])},), _sample_spread_bound,
         reject=_one_answer_for_all("columns")),
     5: _restated(
@@ -1930,8 +1931,9 @@ TOP_AND_KTH = leveled(TOP_AND_KTH, {
     4: _restated(
         "top_and_kth", fewest_for_total, _fewest_for_total,
         """For each element t of `totals`, give in `k` (an int64 vector, one entry per total, in
-            order) the smallest k >= 1 such that in every row of `x` the sum of the row's k largest values
-            is at least t, or -1 if no k up to the row length works.""",
+            order) the smallest k >= 1 for which one and the same k works in every row of `x`: the sum of
+            the row's k largest values is at least t in each row at that k. Give -1 if no k up to the row
+            length works.""",
         lambda i: ({"k": i64(i["totals"].shape[0])},), _sample_fewest, reject=_one_answer_for_all("k")),
     5: _restated(
         "top_and_kth", top_two_routing, _top_two_routing,
