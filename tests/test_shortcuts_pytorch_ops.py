@@ -49,6 +49,41 @@ def test_no_shortcut_passes(name, level):
     assert rule_problems("pytorch", name, level, instances(suite_count(level))) == []
 
 
+# Round 4: a level whose commonest key exceeded a quarter only beyond the suite's instances (the
+# old detached_gradient L4, one k of four or -1 as the whole key: 3 of the first 12, 12 of 40).
+WIDER_SHARE = [("detached_gradient", 4, 40)]
+
+
+@pytest.mark.parametrize(("name", "level", "count"), WIDER_SHARE)
+def test_no_key_is_the_answer_of_more_than_a_quarter_of_more_instances(name, level, count):
+    assert rule_problems("pytorch", name, level, max(count, instances(0))) == []
+
+
+@pytest.mark.parametrize(("w0", "window"), [
+    ([0.75, 1.0, 0.25], "closed"),        # every element descends past the local minimum and back
+    ([0.25, -0.5, 0.125, 0.5], "open"),   # every element climbs without bound: the sum rises for good
+    ([-1.5, 1.0, 0.25, 0.75], None),      # -1.5 falls without bound and outweighs the rest
+    ([1.5, 1.25], None),                  # the step jumps past the rise
+], ids=["closed", "open", "a falling element", "too steep"])
+def test_the_overshoot_window_is_where_the_trial_loss_rises(w0, window):
+    ws = [Fraction(w) for w in w0]
+
+    def rise(a):  # L(w0 - a * gradient) - L(w0), exactly
+        return sum((w - a * (3 * w * w - 1)) ** 3 - (w - a * (3 * w * w - 1)) - w ** 3 + w for w in ws)
+
+    found = autograd._overshoot_window(ws)
+    if window is None:
+        assert found is None and all(rise(Fraction(k, 64)) < 0 for k in range(1, 1024))
+        return
+    low, high = Fraction(found[0]), Fraction(found[1]) if found[1] != float("inf") else None
+    assert (window == "open") == (high is None)
+    assert rise(low * Fraction(99, 100)) < 0 < rise(low * Fraction(101, 100))
+    if high is not None:
+        assert rise(high * Fraction(99, 100)) > 0 > rise(high * Fraction(101, 100))
+    else:
+        assert rise(low * 100) > 0
+
+
 @pytest.mark.parametrize("name", OPS + GRADS)
 def test_upper_levels_describe_the_operation_and_name_no_call(name):
     for level in LEVELS[1:]:
