@@ -22,6 +22,13 @@ COMMONEST_KEY_FROM = 12
 """Instances from which the commonest key's share is checked (fewer say little about a share)."""
 
 
+def pytorch_suite_count(level: int, suite_default: int) -> int:
+    """pytorch's suite count: L4 (searches whose answer is a small integer) at enough instances to
+    check the commonest key's share (a scan of 20 instances per (family, level) found a shared key
+    only at L4); the other levels at the file's default (their generation is the suite's costliest)."""
+    return COMMONEST_KEY_FROM if level == 4 else suite_default
+
+
 def instances(suite_default: int) -> int:
     """Instances per level: EXACTGRADE_RULE_INSTANCES if set, else the domain's suite default."""
     text = os.environ.get("EXACTGRADE_RULE_INSTANCES", "")
@@ -61,4 +68,4 @@ def rule_problems(domain: str, family: str, level: int, count: int, seed: int = 
     return problems
 
 
-__all__ = ["COMMONEST_KEY_FROM", "LEVELS", "RULE_SEED", "instances", "rule_problems"]
+__all__ = ["COMMONEST_KEY_FROM", "LEVELS", "RULE_SEED", "instances", "pytorch_suite_count", "rule_problems"]

@@ -8,18 +8,12 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from shortcut_rules import COMMONEST_KEY_FROM, instances, rule_problems
+from shortcut_rules import instances, pytorch_suite_count, rule_problems
 
 from exactgrade.family import LEVELS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")
-
-def suite_count(level: int) -> int:
-    """L4 (searches whose answer is a small integer) at enough instances to check the commonest
-    key's share: a scan of 20 instances per (family, level) found a shared key only at L4."""
-    return COMMONEST_KEY_FROM if level == 4 else SUITE_DEFAULT
-
 
 SUITE_DEFAULT = 3
 
@@ -35,7 +29,7 @@ def _names() -> tuple[str, ...]:
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("name", _names())
 def test_generated_instances_keep_the_family_rules(name, level):
-    assert rule_problems("pytorch", name, level, instances(suite_count(level))) == []
+    assert rule_problems("pytorch", name, level, instances(pytorch_suite_count(level, SUITE_DEFAULT))) == []
 
 
 # Issue 20: sgd_momentum_steps L5 is a closed form in lr, graded by the engine's symbolic decision.

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 
 import pytest
-from shortcut_rules import COMMONEST_KEY_FROM, instances, rule_problems
+from shortcut_rules import instances, pytorch_suite_count, rule_problems
 
 import exactgrade
 from exactgrade.domains.pytorch import autograd, levels_ops, tensor_ops
@@ -24,12 +24,6 @@ from exactgrade.values import TensorValue
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")
-
-def suite_count(level: int) -> int:
-    """L4 (searches whose answer is a small integer) at enough instances to check the commonest
-    key's share: a scan of 20 instances per (family, level) found a shared key only at L4."""
-    return COMMONEST_KEY_FROM if level == 4 else SUITE_INSTANCES
-
 
 SUITE_INSTANCES = 6
 OPS = tuple(f.name for f in tensor_ops.FAMILIES)
@@ -46,7 +40,7 @@ def test_the_share_is_sixteen_tensor_ops_and_seven_autograd_families():
 
 @pytest.mark.parametrize(("name", "level"), TABLE)
 def test_no_shortcut_passes(name, level):
-    assert rule_problems("pytorch", name, level, instances(suite_count(level))) == []
+    assert rule_problems("pytorch", name, level, instances(pytorch_suite_count(level, SUITE_INSTANCES))) == []
 
 
 # Round 4: a level whose commonest key exceeded a quarter only beyond the suite's instances (the
