@@ -360,15 +360,7 @@ def sample_design(draw: Draw, level: int) -> dict:
     # The overhead of a slot against a layer's work per sequence: large enough that the fastest
     # layout is not simply the most stages and microbatches (which also hold the least memory).
     inputs["slot_overhead_s"] = inputs["layer_work_s"] / batch * Fraction(draw.integer(20, 800), 100)
-    layouts = []  # (step, stages, microbatches, memory): sorted, the first is the fastest by the tie rule
-    for p in _divisors(layers):
-        for m in _divisors(batch):
-            held = min(m, p) * Fraction(batch, m)
-            memory = Fraction(layers, p) * (inputs["weight_bytes_per_layer"]
-                                            + held * inputs["act_bytes_per_seq_layer"])
-            work = Fraction(layers, p) * inputs["layer_work_s"]
-            layouts.append((_step(p, m, work, inputs["slot_overhead_s"]), p, m, memory))
-    layouts.sort()
+    layouts = sorted(_layouts(inputs))  # the first is the fastest by the tie rule
     low, fastest = min(layout[3] for layout in layouts), layouts[0][3]
     weights = min(Fraction(layers, p) * inputs["weight_bytes_per_layer"] for p in _divisors(layers))
     if fastest == low:  # refused on both branches, so the None branch keeps its share of 1 in 10
@@ -380,20 +372,27 @@ def sample_design(draw: Draw, level: int) -> dict:
     return inputs
 
 
-def _design_rules(task: Task) -> str | None:
-    i = task.inputs
+def _layouts(i: dict) -> list[tuple[Fraction, int, int, Fraction]]:
+    """(step time, stages, microbatches, first-stage memory) of every candidate layout."""
     layouts = []
     for p in _divisors(i["layers"]):
         for m in _divisors(i["global_batch"]):
             held = min(m, p) * Fraction(i["global_batch"], m)
-            memory = Fraction(i["layers"], p) * (
-                i["weight_bytes_per_layer"] + held * i["act_bytes_per_seq_layer"]
-            )
-            if near_tie(memory, i["hbm_bytes"]):
-                return f"stages {p}, microbatches {m}: the stage memory sits on the HBM limit"
-            if memory <= i["hbm_bytes"]:
-                work = Fraction(i["layers"], p) * i["layer_work_s"]
-                layouts.append(_step(p, m, work, i["slot_overhead_s"]))
+            per_layer = i["weight_bytes_per_layer"] + held * i["act_bytes_per_seq_layer"]
+            memory = Fraction(i["layers"], p) * per_layer
+            work = Fraction(i["layers"], p) * i["layer_work_s"]
+            layouts.append((_step(p, m, work, i["slot_overhead_s"]), p, m, memory))
+    return layouts
+
+
+def _design_rules(task: Task) -> str | None:
+    i = task.inputs
+    layouts = []
+    for step, p, m, memory in _layouts(i):
+        if near_tie(memory, i["hbm_bytes"]):
+            return f"stages {p}, microbatches {m}: the stage memory sits on the HBM limit"
+        if memory <= i["hbm_bytes"]:
+            layouts.append(step)
     layouts.sort()
     if len(layouts) >= 2 and layouts[0] != layouts[1]:
         return tie_edge("the two fastest layouts", layouts[0], layouts[1])
