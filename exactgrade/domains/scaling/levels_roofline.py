@@ -393,6 +393,13 @@ def _latency_none(task: Task) -> bool:
     return any(row["max_batch"] is None for row in task.expected["rows"])
 
 
+def _roofline_times(i: dict, chip: dict, batch: int) -> tuple[Fraction, Fraction]:
+    """(compute, memory) seconds of the matmul at `batch` on `chip`."""
+    d, f = i["d_model"], i["d_ff"]
+    traffic = i["activation_bytes"] * batch * (d + f) + i["weight_bytes"] * d * f
+    return Fraction(2 * batch * d * f, chip["peak_flops"]), Fraction(traffic, chip["hbm_bandwidth"])
+
+
 def sample_cheapest(draw: Draw, level: int) -> dict:
     inputs = _matmul_inputs(draw, level)
     chips = sample.chips(draw, level, 2 + level)
@@ -406,9 +413,8 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
     drawn = {**inputs, "chips": chips, "latency_budget_s": budget}
     winner = cheapest_chip(**drawn)["rows"][0]
     chip = next(c for c in chips if c["name"] == winner["chip"])
-    if Fraction(2 * winner["batch"] * d * f, chip["peak_flops"]) >= Fraction(
-            inputs["activation_bytes"] * winner["batch"] * (d + f) + inputs["weight_bytes"] * d * f,
-            chip["hbm_bandwidth"]):
+    compute_s, memory_s = _roofline_times(drawn, chip, winner["batch"])
+    if compute_s >= memory_s:
         # Compute-bound at its largest batch: ignoring the memory traffic would give the key. Refused
         # before the None branch is drawn, so that branch keeps its share of 1 in 8.
         raise Reject("the cheapest chip is compute-bound at its largest batch")
@@ -426,15 +432,7 @@ def _cheapest_rules(task: Task) -> str | None:
             return f"{c['name']}: a batch bound sits on an integer"
         b = math.floor(min(bounds))
         if b >= 1:
-            t = max(
-                Fraction(2 * b * i["d_model"] * i["d_ff"], c["peak_flops"]),
-                Fraction(
-                    i["activation_bytes"] * b * (i["d_model"] + i["d_ff"])
-                    + i["weight_bytes"] * i["d_model"] * i["d_ff"],
-                    c["hbm_bandwidth"],
-                ),
-            )
-            costs.append(c["dollars_per_hour"] * t / b)
+            costs.append(c["dollars_per_hour"] * max(_roofline_times(i, c, b)) / b)
     costs.sort()
     if len(costs) >= 2 and costs[0] != costs[1] and near_tie(costs[0], costs[1]):
         return "the two cheapest chips sit within 1e-9"
