@@ -412,6 +412,8 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
     budget = Fraction(math.ceil(weight_read * Fraction(1000 + draw.integer(2, 150), 1000) * 10**7), 10**7)
     drawn = {**inputs, "chips": chips, "latency_budget_s": budget}
     winner = cheapest_chip(**drawn)["rows"][0]
+    if winner["chip"] is None:  # possible just above the weight read when d_model and d_ff are small
+        raise Reject("no chip meets the drawn budget even at batch 1")
     chip = next(c for c in chips if c["name"] == winner["chip"])
     compute_s, memory_s = _roofline_times(drawn, chip, winner["batch"])
     if compute_s >= memory_s:
