@@ -125,17 +125,21 @@ def _allowed(i: dict, read: int) -> bool:
     return read <= i["hbm_bytes"] and Fraction(read, i["hbm_bandwidth"]) <= i["latency_budget_s"]
 
 
+def _allowed_count(i: dict, pool: list[int]) -> int:
+    """The largest count of a pool's requests its HBM and budget allow."""
+    return sum(_allowed(i, read) for _, read in _counts(i, pool))
+
+
 def below_limit(task: Task) -> bool:
     """Some pool's best count is below the largest its limits allow (a long request lowers it)."""
-    return any(row["requests"] < sum(_allowed(task.inputs, read) for _, read in _counts(task.inputs, pool))
+    return any(row["requests"] < _allowed_count(task.inputs, pool)
                for row, pool in zip(task.expected["rows"], task.inputs["pools"], strict=True))
 
 
 def at_limit(task: Task) -> bool:
     """Some pool's best count is the largest its HBM or budget allows, with requests left over."""
-    i = task.inputs
-    return any(row["requests"] == sum(_allowed(i, read) for _, read in _counts(i, pool)) < len(pool)
-               for row, pool in zip(task.expected["rows"], i["pools"], strict=True))
+    return any(row["requests"] == _allowed_count(task.inputs, pool) < len(pool)
+               for row, pool in zip(task.expected["rows"], task.inputs["pools"], strict=True))
 
 
 def _admission_rules(task: Task) -> str | None:
