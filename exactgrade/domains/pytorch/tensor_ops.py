@@ -885,6 +885,11 @@ NONE_SHARE = Fraction(1, 5)
 """The chance that one setting of such a level is drawn to have no answer (its -1 sentinel)."""
 
 
+def _draws_none(draw: Draw) -> bool:
+    """Whether this setting is drawn to have no answer (with probability NONE_SHARE)."""
+    return draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator)
+
+
 def _one_answer_for_all(name: str):
     """reject helper: every entry of the key tensor ``name`` (an element of a vector, a row of a
     matrix) is the same answer, so guessing that one answer for every setting would pass."""
@@ -923,7 +928,7 @@ def _thresholds(draw: Draw, answer_of, intervals: dict, count: int, bits: int) -
         reachable = [answer for answer, pool in pools.items() if answer != -1 and pool]
         if len(reachable) < 2:
             raise Reject("fewer than two answers are left for a threshold to reach")
-        none = pools.get(-1) and draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator)
+        none = pools.get(-1) and _draws_none(draw)
         pool = pools[-1] if none else pools[draw.choice(reachable)]
         chosen.append(pool.pop(draw.below(len(pool))))
     return [float(b) for b in chosen]
@@ -990,7 +995,7 @@ def _sample_axis_order(draw: Draw, level: int) -> dict:
     targets = []
     for _ in range(AXIS_TARGETS):
         seq = _read_out(values(x), draw.choice([(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]))
-        if draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator):  # no order produces it
+        if _draws_none(draw):  # no order produces it
             a, b = draw.sample(range(len(seq)), 2)
             seq[a], seq[b] = seq[b], seq[a]
         targets.append(seq)
@@ -1491,7 +1496,7 @@ def _sample_agreeing(draw: Draw, level: int) -> dict:
     answers = [p for p in _ODD_PRIMES if p <= limit]
     rows = []
     for _ in range(DIVISION_ROWS):
-        none = draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator)
+        none = _draws_none(draw)
         # a row without an answer: negatives with no common factor, or all multiples of a prime above limit
         base = draw.choice((1, draw.choice([p for p in (13, 17, 19) if p > limit]))) if none else \
             draw.choice(answers)
@@ -2011,7 +2016,7 @@ def _sample_which_join(draw: Draw, level: int) -> dict:
     targets = []
     for _ in range(JOIN_TARGETS):
         joined = list(draw.choice(_joins(values(inputs["a"]), values(inputs["b"]))))
-        if draw.chance(NONE_SHARE.numerator, NONE_SHARE.denominator):  # no join produces it
+        if _draws_none(draw):  # no join produces it
             i, j = draw.sample(range(len(joined)), 2)
             joined[i], joined[j] = joined[j], joined[i]
         targets.append(reshape(joined, shape))
