@@ -17,13 +17,25 @@ from textwrap import dedent
 import pytest
 from sandbox_leftovers import FOREVER, cpu_hogs, hogs_unavailable_reason, leftovers
 
-from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends, calltime
+from exactgrade.sandbox import Limits, Sandbox, SandboxDied, backends, calltime, disk
 from exactgrade.sandbox.runtime import default_state_dir
 
 MiB = 1 << 20
 DISK = Limits(memory_bytes=256 * MiB, disk_bytes=64 * MiB, max_file_bytes=32 * MiB, max_files=2000,
               call_timeout=60)
+MANY_ENTRIES = Limits(memory_bytes=256 * MiB, disk_bytes=64 * MiB, max_file_bytes=32 * MiB, max_files=100_000,
+                      call_timeout=60)  # room for 16 KiB files past 64 MiB: the bytes stop them
 
+# Each writer ignores the refusals it meets (ENOSPC on a full tmpfs, EFBIG past RLIMIT_FSIZE), as a
+# model that does not check errors would; none stops before it holds several times the budget.
+SIX_32_MIB_FILES = dedent("""
+    for i in range(6):  # issue 26: 192 MiB in one call against 64 MiB, then the call returns
+        try:
+            open(f'f{i}', 'wb').write(b'x' * (32 << 20))
+        except OSError:
+            pass
+    result = {'ok': 1}
+""")
 FILL_FILES = dedent("""
     chunk = b'x' * (1 << 20)
     i = 0
@@ -32,7 +44,41 @@ FILL_FILES = dedent("""
             with open(f'f{i}', 'wb') as f:
                 for _ in range(16):
                     f.write(chunk)
-        except OSError as e:  # ENOSPC on a full tmpfs: carry on, as a model that ignores it would
+        except OSError as e:
+            pass
+        i += 1
+""")
+SLOW_WRITER = dedent("""
+    import time
+    chunk = b'x' * (1 << 20)
+    i = 0
+    while True:  # 1 MiB per 10 ms, for ever: every walk sees a little more
+        try:
+            with open(f's{i}', 'wb') as f:
+                for _ in range(4):
+                    f.write(chunk)
+                    f.flush()
+                    time.sleep(0.01)
+        except OSError:
+            pass
+        i += 1
+""")
+SMALL_FILES = dedent("""
+    block = b'x' * (16 << 10)
+    i = 0
+    while True:  # 16 KiB files for ever: 4096 of them fill 64 MiB
+        try:
+            open(f'm{i}', 'wb').write(block)
+        except OSError:
+            pass
+        i += 1
+""")
+EMPTY_FILES = dedent("""
+    i = 0
+    while True:  # no bytes at all: only the entries count
+        try:
+            open(f'e{i}', 'w').close()
+        except OSError:  # out of tmpfs inodes
             pass
         i += 1
 """)
@@ -41,41 +87,96 @@ HOLD_DELETED = dedent("""
     chunk = b'x' * (1 << 20)
     held = []
     for i in range(100):  # deleted files still open keep their blocks: the work dir looks empty
-        f = open(f'h{i}', 'wb')
-        for _ in range(16):
-            f.write(chunk)
-        f.flush()
+        try:
+            f = open(f'h{i}', 'wb')
+            for _ in range(16):
+                f.write(chunk)
+            f.flush()
+        except OSError:
+            pass
         os.unlink(f'h{i}')
         held.append(f)
 """) + f"time.sleep({FOREVER})\n"  # until the disk budget ends it
-MANY_FILES = dedent("""
+SIX_32_MIB_ALLOCATED = dedent("""
     import os
-    for i in range(100_000):
-        try:
-            open(f'e{i}', 'w').close()
-        except OSError:  # out of tmpfs inodes
-            pass
+    for i in range(6):
+        fd = os.open(f'f{i}', os.O_WRONLY | os.O_CREAT)
+        os.posix_fallocate(fd, 0, 32 << 20)
+        os.close(fd)
+    result = {'ok': 1}
 """)
 WRITER = "i = 0\nwhile True:\n    open(f'b{i}', 'wb').write(b'x' * (16 << 20))\n    i += 1\n"
 IN_BACKGROUND = f"import subprocess\nsubprocess.Popen(['python3', '-c', {WRITER!r}], start_new_session=True)"
 
 
-@pytest.mark.parametrize("code", [FILL_FILES, HOLD_DELETED, MANY_FILES],
-                         ids=["many 16 MiB files", "deleted files held open", "100k empty files"])
-def test_writing_past_the_disk_budget_kills_the_sandbox_as_the_models_fault(backend, code):
-    with Sandbox(backend=backend, limits=DISK) as sb:
+@pytest.mark.timing
+@pytest.mark.parametrize(("code", "limits"), [
+    (SIX_32_MIB_FILES, DISK),
+    (FILL_FILES, DISK),
+    (SLOW_WRITER, DISK),
+    (SMALL_FILES, MANY_ENTRIES),
+    (EMPTY_FILES, DISK),
+    (HOLD_DELETED, DISK),
+], ids=["fast writer, six 32 MiB files in one call", "fast writer, 16 MiB files for ever",
+        "slow writer, 1 MiB per 10 ms", "many small files, 16 KiB each", "many empty files, 2000 entries",
+        "deleted files held open"])
+def test_writing_past_the_disk_budget_kills_the_sandbox_as_the_models_fault(backend, code, limits):
+    """Issue 26 item 3: however it writes, a sandbox that goes past its budget is killed, within a
+    call or by the check after it (never which one: that is the machine's speed), and no call
+    returns while it holds more than its budget."""
+    with Sandbox(backend=backend, limits=limits) as sb:
         uid = sb.uid
         with pytest.raises(SandboxDied) as died:
             sb.execute_code(code)
     death = died.value.death
     assert death.cause == "model", death
-    assert death.reason.startswith("the sandbox wrote more than its disk budget (67108864 bytes, 2000 files)")
-    full = "tmpfs of 67108864 bytes / 2000 inodes is full" if backend == "namespaces" else "budget 67108864"
-    assert full in death.evidence, death
+    budget = f"({limits.disk_bytes} bytes, {limits.max_files} files)"
+    assert death.reason == f"the sandbox wrote more than its disk budget {budget} and was killed", death
+    size = {"namespaces": f"tmpfs of {limits.disk_bytes} bytes / {limits.max_files} inodes is full",
+            "landlock": f"budget {limits.disk_bytes} bytes, {limits.max_files} entries"}[backend]
+    assert size in death.evidence, death
     assert leftovers({uid}) == {}  # no process, no cgroup, no work dir
     assert not (default_state_dir() / "work" / str(uid)).exists()
 
 
+@pytest.mark.timing
+def test_no_call_returns_while_the_sandbox_holds_more_than_its_budget(backend, monkeypatch):
+    """The check after a call is never skipped (issue 26: one throttled to POLL let a call that wrote
+    192 MiB against 64 MiB return {'ok': 1}). The stage is forced: POLL of a million seconds leaves
+    no walk during the call, so only the check after it can end the sandbox."""
+    monkeypatch.setattr(disk, "POLL", float(FOREVER))
+    with Sandbox(backend=backend, limits=DISK) as sb:
+        assert sb.execute_code("open('a', 'wb').write(b'x' * (24 << 20))") == ""
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(SIX_32_MIB_FILES)
+    assert died.value.death.cause == "model" and "disk budget" in died.value.death.reason, died.value.death
+
+
+@pytest.mark.timing
+def test_allocating_without_writing_is_refused_and_the_budget_holds():
+    """landlock's work dir is on the host disk, where fallocate() gives any size at once, faster than
+    any walk; seccomp refuses it (EOPNOTSUPP, as a filesystem without it), so posix_fallocate
+    writes the blocks, and six 32 MiB of them in one call still end the sandbox after the call.
+    (namespaces allows it: the tmpfs bounds it.)"""
+    if backends.probe().unavailable("landlock") is not None:
+        pytest.skip("landlock backend unavailable on this machine")
+    code = dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open('raw', os.O_WRONLY | os.O_CREAT)
+        refused = libc.fallocate(fd, 0, ctypes.c_long(0), ctypes.c_long(1 << 20))
+        print(refused, os.strerror(ctypes.get_errno()))
+        os.posix_fallocate(fd, 0, 1 << 20)
+        print(os.stat('raw').st_blocks * 512)
+    """)
+    with Sandbox(backend="landlock", limits=DISK) as sb:
+        assert sb.execute_code(code) == f"-1 Operation not supported\n{MiB}\n"
+        with pytest.raises(SandboxDied) as died:
+            sb.execute_code(SIX_32_MIB_ALLOCATED)
+    assert died.value.death.cause == "model" and "disk budget" in died.value.death.reason, died.value.death
+
+
+@pytest.mark.timing
 def test_a_background_writer_between_calls_is_caught_by_the_next_call(backend):
     with Sandbox(backend=backend, limits=DISK) as sb:
         uid = sb.uid
@@ -87,6 +188,7 @@ def test_a_background_writer_between_calls_is_caught_by_the_next_call(backend):
     assert leftovers({uid}) == {}
 
 
+@pytest.mark.timing
 def test_writing_within_the_budget_is_fine(backend):
     """The budget bounds what the sandbox holds, not what it ever wrote: 60 MiB written, 40 MiB held."""
     code = dedent("""

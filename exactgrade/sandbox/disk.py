@@ -1,22 +1,31 @@
 """A sandbox's disk budget: `Limits.disk_bytes` in at most `Limits.max_files` entries, on either backend.
 
 namespaces  /work, /tmp and /dev/shm are one tmpfs of disk_bytes with max_files inodes: the kernel
-            refuses the write past it (ENOSPC), nothing reaches the host disk, and its pages count
-            against the memory cgroup too. While a call runs (every POLL seconds) and after it the
-            host looks at it (one fstatvfs): a full tmpfs ends the sandbox, as on the other backend.
-landlock    the work dir is on the host disk, and quotas, a size-limited mount or a loop device all
-(and unsafe) need privileges the fallback does not have (CAP_SYS_ADMIN). So the host accounts for
-            it: RLIMIT_FSIZE caps each file at min(max_file_bytes, disk_bytes), and while a call
-            runs and after it the host walks the work dir (allocated blocks, entries), at most
-            every POLL seconds and at most WALK_SHARE of a CPU, and adds the files the sandbox
-            deleted but holds open (/proc/PID/fd: they keep their blocks); every DEEP_EVERY-th
-            walk and the one after an exec/bash call also those it holds mapped (/proc/PID/maps).
+            refuses the write past it (ENOSPC), nothing reaches the host disk (overshoot 0), and
+            its pages count against the memory cgroup too. While a call runs (every POLL seconds)
+            and after every call the host looks at it (one fstatvfs): a full tmpfs ends the sandbox.
+landlock    the work dir is on the host disk. Nothing that would bound it in the kernel is open to
+(unsafe:    this backend: a tmpfs or loop mount, quotas (quotactl) and FUSE all need CAP_SYS_ADMIN
+ 1 and 3)   (fusermount's too), which the containers it exists for do not grant. So the host
+            accounts for it, and three things bound what the sandbox can hold past the budget:
+            1. RLIMIT_FSIZE caps each file at min(max_file_bytes, disk_bytes).
+            2. seccomp refuses fallocate() (EOPNOTSUPP; glibc's posix_fallocate then writes the
+               blocks): allocating with no data to copy reached 3.2 GB in the first 50 ms poll
+               interval here. What remains is writing, at page-cache speed (BENCHMARKS.md).
+            3. The host walks the work dir (allocated blocks, entries) and adds the files the
+               sandbox deleted but holds open (/proc/PID/fd: they keep their blocks), and, after
+               an exec/bash call and every DEEP_EVERY-th walk, those it holds mapped
+               (/proc/PID/maps). After EVERY call, never skipped: no call returns while the
+               sandbox holds more than its budget (issue 26: a check after the call throttled
+               like the polls let a call hold 192 MiB against 64 MiB and return). While a call
+               runs, at most every POLL seconds and at most WALK_SHARE of a CPU, counted in the
+               walk's own CPU time (a throttle in wall time stretches with the host's load).
             Over the budget, the sandbox is killed (the model's fault) and its work dir deleted.
-            Worst-case overshoot: what the sandbox writes in one walk interval plus one walk
-            (DEEP_EVERY intervals for deleted files it only maps); see BENCHMARKS.md.
+            Overshoot: what the sandbox writes between two walks (one poll interval plus the
+            host's delay in getting to the walk); see BENCHMARKS.md.
 
 Between calls nothing is polled: processes left running then get IDLE_CPUS of CPU (cgroups.py), and
-the check after each call and at the start of the next one's polls catches what they wrote.
+the check after each call and the polls of the next one catch what they wrote.
 """
 
 from __future__ import annotations
@@ -104,6 +113,11 @@ def tree_usage(path: Path, max_entries: int) -> DiskUse:
     return DiskUse(total, entries)
 
 
+def tmpfs_usage(info: os.statvfs_result) -> DiskUse:
+    """What a tmpfs holds, from its fstatvfs (a deleted file still held counts: it keeps its pages)."""
+    return DiskUse((info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree)
+
+
 def _reopen(fd: int, name: str) -> int:
     new = os.open(name, _DIR_FLAGS, dir_fd=fd)
     os.close(fd)
@@ -163,8 +177,7 @@ class DiskBudget:
         self.tmpfs_fd = -1
         self.polls = 0
         self.last = DiskUse(0, 0)
-        self.next_walk = 0.0  # time.monotonic() before which the work dir is not walked again
-        self.deep_pending = False  # a deep check was asked for and skipped
+        self.next_walk = 0.0  # time.monotonic() before which a poll does not walk the work dir again
 
     def hold_tmpfs(self, pids: set[int]) -> None:
         """Open the namespaces sandbox's /work through one of its processes (host pids): fstatvfs on
@@ -182,33 +195,40 @@ class DiskBudget:
             os.close(self.tmpfs_fd)
             self.tmpfs_fd = -1
 
-    def over(self, pids: Callable[[], set[int]], deep: bool = False) -> str | None:
-        """None within budget; else evidence of what the sandbox holds: the work dir and the deleted
-        files the processes pids() hold open; with deep (now, or at the next walk if this one is
-        skipped, and every DEEP_EVERY-th walk), mapped too. On the namespaces tmpfs: whether it
-        is full (one fstatvfs, never skipped)."""
-        if self.workdir is None:
-            try:
-                info = os.fstatvfs(self.tmpfs_fd) if self.tmpfs_fd >= 0 else None
-            except OSError:
-                info = None
-            if info is None or (info.f_bavail > 0 and info.f_favail > 0):
-                return None
-            return f"its tmpfs of {self.disk_bytes} bytes / {self.max_files} inodes is full"
-        self.deep_pending |= deep
-        started = time.monotonic()
-        if started < self.next_walk:
+    def poll(self, pids: Callable[[], set[int]]) -> str | None:
+        """While a call runs: check() at most every POLL seconds and WALK_SHARE of a CPU (None when
+        skipped); every DEEP_EVERY-th walk also counts mapped deleted files."""
+        if self.workdir is not None and time.monotonic() < self.next_walk:
             return None
+        return self.check(pids, deep=self.polls % DEEP_EVERY == DEEP_EVERY - 1)
+
+    def check(self, pids: Callable[[], set[int]], deep: bool) -> str | None:
+        """None within budget; else evidence of what the sandbox holds: the work dir and the deleted
+        files the processes pids() hold open (and, with deep, mapped). On the namespaces tmpfs:
+        whether it is full (one fstatvfs). Never skipped: the check after every call."""
+        if self.workdir is None:
+            return self._check_tmpfs()
+        started, cpu_started = time.monotonic(), time.thread_time()
         self.polls += 1
         use = tree_usage(self.workdir, self.max_files)
-        maps = self.deep_pending or self.polls % DEEP_EVERY == 0
-        self.deep_pending = False
-        held = held_deleted(pids(), self.device, self.max_file_bytes, maps=maps)
+        held = held_deleted(pids(), self.device, self.max_file_bytes, maps=deep)
         self.last = DiskUse(use.bytes + held, use.entries, held)
-        took = time.monotonic() - started
-        self.next_walk = started + max(POLL, took / WALK_SHARE)
+        self.next_walk = started + max(POLL, (time.thread_time() - cpu_started) / WALK_SHARE)
         if self.last.bytes > self.disk_bytes or self.last.entries > self.max_files:
             return (f"its work dir held {self.last.bytes} bytes in {self.last.entries} entries "
                     f"({held} bytes of them in deleted files still held open or mapped); budget "
                     f"{self.disk_bytes} bytes, {self.max_files} entries")
         return None
+
+    def _check_tmpfs(self) -> str | None:
+        try:
+            info = os.fstatvfs(self.tmpfs_fd) if self.tmpfs_fd >= 0 else None
+        except OSError:
+            info = None
+        if info is None:
+            return None
+        self.last = tmpfs_usage(info)
+        if info.f_bavail > 0 and info.f_favail > 0:
+            return None
+        return (f"its tmpfs of {self.disk_bytes} bytes / {self.max_files} inodes is full "
+                f"({self.last.bytes} bytes in {self.last.entries} inodes)")

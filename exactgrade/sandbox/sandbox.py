@@ -290,9 +290,12 @@ class Sandbox:
     def _pids(self) -> set[int]:
         return self._cgroup.pids() if self._cgroup is not None else set(uids.processes_of(self.uid))
 
-    def _check_disk(self, deep: bool) -> None:
-        """End the sandbox (its own fault) if it holds more on disk than its budget."""
-        found = self._disk.over(self._pids, deep) if self._disk is not None else None
+    def _check_disk(self, during: bool, deep: bool = False) -> None:
+        """End the sandbox (its own fault) if it holds more on disk than its budget: during a call at
+        the disk budget's pace (DiskBudget.poll), after one always (DiskBudget.check)."""
+        if self._disk is None:
+            return
+        found = self._disk.poll(self._pids) if during else self._disk.check(self._pids, deep)
         if found is not None:
             self._die(f"the sandbox wrote more than its disk budget ({self.limits.disk_bytes} bytes, "
                       f"{self.limits.max_files} files) and was killed", found)
@@ -368,7 +371,7 @@ class Sandbox:
         self.last_call = budget.time()
         if self._cgroup is not None:  # between calls processes left running get almost no CPU: 60
             self._cgroup.limit_cpu(cgroups.IDLE_CPUS)  # busy loops must not slow other sandboxes
-        self._check_disk(deep=request["op"] in ("exec", "bash"))
+        self._check_disk(during=False, deep=request["op"] in ("exec", "bash"))
         return self._check_reply(line, request_id)
 
     def _readable(self, timeout: float) -> bool:
@@ -384,7 +387,7 @@ class Sandbox:
             if _wait_for(fd, event, min(remaining, disk.POLL)):
                 return True
             self.last_call = budget.time()
-            self._check_disk(deep=False)
+            self._check_disk(during=True)
 
     def _time_out(self, budget: calltime.Budget, op: str, what: str) -> NoReturn:
         self.last_call = budget.time()
