@@ -10,8 +10,8 @@ landlock    the work dir is on the host disk. Nothing that would bound it in the
             accounts for it, and three things bound what the sandbox can hold past the budget:
             1. RLIMIT_FSIZE caps each file at min(max_file_bytes, disk_bytes).
             2. seccomp refuses fallocate() (EOPNOTSUPP; glibc's posix_fallocate then writes the
-               blocks): allocating with no data to copy reached 3.2 GB in the first 50 ms poll
-               interval here. What remains is writing, at page-cache speed (BENCHMARKS.md).
+               blocks): allocating with no data to copy had made 3.2 GB (all a loop asked for)
+               by the first walk here. What remains is writing, at page-cache speed.
             3. The host walks the work dir (allocated blocks, entries) and adds the files the
                sandbox deleted but holds open (/proc/PID/fd: they keep their blocks), and, after
                an exec/bash call and every DEEP_EVERY-th walk, those it holds mapped

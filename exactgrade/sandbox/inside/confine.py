@@ -165,7 +165,7 @@ HOST_IPC_SYSCALLS = {
     "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
 }
 # Refused where the work dir is on the host disk (landlock): allocating blocks with no data to copy
-# outruns any walk of the work dir (3.2 GB in one 50 ms interval here, disk.py).
+# outruns any walk of the work dir (3.2 GB made before the first walk here, disk.py).
 HOST_DISK_UNSUPPORTED = {"fallocate": 285}
 _NR_CLONE = 56
 _NR_CLONE3 = 435
