@@ -1,6 +1,5 @@
-"""The README's family tables say what each family's levels ask: the family's own `levels` text,
-so the documentation cannot drift from the code (round 2 rebuilt most upper levels, and the tables
-still described round 1's)."""
+"""The family tables of docs/families.md say what each family's levels ask: the family's own `levels` text,
+so the documentation cannot drift from the code."""
 
 from __future__ import annotations
 
@@ -12,14 +11,14 @@ import pytest
 import exactgrade
 from exactgrade.family import family_of
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "families.md"
 SECTIONS = {"### scaling-env families": "scaling", "### deeplearning-env families": "deeplearning",
             "### pytorch-env families": "pytorch"}
 
 
 @cache
 def documented() -> dict[tuple[str, str], str]:
-    """(domain, family) -> the last column of its row in the README's family tables."""
+    """(domain, family) -> the last column of its row in the family tables of docs/families.md."""
     rows, domain = {}, None
     for line in README.read_text().splitlines():
         if line.startswith("#"):
