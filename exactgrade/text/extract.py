@@ -9,7 +9,8 @@ The rule, in order:
   3. The last candidate in the message decides the kind (box or json). Every candidate of that
      kind must have the same text up to whitespace: two different boxed answers (or two
      different json blocks) are refused as ambiguous, never resolved by picking one.
-  4. With no candidate, a message that is itself one short line (at most BARE_ANSWER_CHARS,
+  4. More than MAX_CANDIDATES candidates are refused. With no candidate, a message that is itself
+     one short line (at most BARE_ANSWER_CHARS,
      optionally wrapped in ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]``) is the answer;
      anything else is refused ("no \\boxed{...} answer or ```json block").
 
@@ -24,6 +25,9 @@ from dataclasses import dataclass
 from exactgrade.text.limits import MAX_MESSAGE_CHARS
 
 BARE_ANSWER_CHARS = 200
+MAX_CANDIDATES = 1000  # boxes and json blocks in one message
+TOO_MANY = f"more than {MAX_CANDIDATES} answers (boxes and json blocks) in the message"
+NO_CANDIDATE = "no \\boxed{...} answer or ```json block in the message"
 
 _THINK_END = "</think>"
 _FENCE = re.compile(r"```([^\n`]*)\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -41,6 +45,7 @@ class Extraction:
 
     text: str | None
     reason: str
+    source: str = ""  # "box", "json" or "message" (rule 4) when found
 
     @property
     def ok(self) -> bool:
@@ -71,12 +76,16 @@ def extract_answer(message: str) -> Extraction:
         last = fence.end()
         if fence.group(1).strip().lower() == "json":
             candidates.append(_Candidate("json", fence.start(), fence.group(2)))
+            if len(candidates) > MAX_CANDIDATES:
+                return Extraction(None, TOO_MANY)
     outside.append((last, message[last:]))
     for offset, stretch in outside:
         boxes = _boxes(stretch)
         if isinstance(boxes, str):
             return Extraction(None, boxes)
         candidates.extend(_Candidate("box", offset + start, text) for start, text in boxes)
+        if len(candidates) > MAX_CANDIDATES:
+            return Extraction(None, TOO_MANY)
     if not candidates:
         return _bare(message)
     kind = max(candidates, key=lambda c: c.start).kind
@@ -86,7 +95,7 @@ def extract_answer(message: str) -> Extraction:
         shown = ", ".join(repr(t[:40]) for t in sorted(distinct)[:3])
         what = "boxed answers" if kind == "box" else "```json blocks"
         return Extraction(None, f"{len(distinct)} different {what} ({shown}): the answer is ambiguous")
-    return Extraction(texts[-1].strip(), "")
+    return Extraction(texts[-1].strip(), "", kind)
 
 
 def _boxes(text: str) -> list[tuple[int, str]] | str:
@@ -101,6 +110,8 @@ def _boxes(text: str) -> list[tuple[int, str]] | str:
         if end < 0:
             return f"unbalanced braces in the \\boxed{{...}} at character {match.start()}"
         found.append((match.start(), text[match.end() : end]))
+        if len(found) > MAX_CANDIDATES:
+            return TOO_MANY
         position = end + 1
 
 
@@ -125,5 +136,5 @@ def _bare(message: str) -> Extraction:
             text = text[len(opening) : -len(closing)].strip()
             break
     if text and len(text) <= BARE_ANSWER_CHARS and "\n" not in text:
-        return Extraction(text, "")
-    return Extraction(None, "no \\boxed{...} answer or ```json block in the message")
+        return Extraction(text, "", "message")
+    return Extraction(None, NO_CANDIDATE)

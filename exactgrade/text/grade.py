@@ -6,7 +6,7 @@ from typing import Any
 
 from exactgrade.compare import DEFAULT_TIME_LIMIT, compare
 from exactgrade.policy import Policy
-from exactgrade.text.extract import extract_answer
+from exactgrade.text.extract import NO_CANDIDATE, extract_answer
 from exactgrade.text.read import parse_answer
 from exactgrade.verdict import Verdict
 
@@ -28,6 +28,11 @@ def grade_text(
         if extraction.text is None:
             return Verdict(False, f"{NO_ANSWER}: {extraction.reason}")
         parsed = parse_answer(extraction.text, expected)
+        if not parsed.ok and extraction.source == "message":
+            return Verdict(
+                False,
+                f"{NO_ANSWER}: {NO_CANDIDATE}, and the message is not an answer by itself ({parsed.reason})",
+            )
         if not parsed.ok:
             return Verdict(False, f"{UNREADABLE}: {parsed.reason}")
         return compare(expected, parsed.value, policy, time_limit=time_limit)

@@ -451,7 +451,9 @@ class _Parser:
             token = self.take()
             if token.kind == "op" and token.text == "{":
                 token = self.take()
-                self.expect("}")
+                if not self.is_op("}"):
+                    token = Token("op", "", token.start, token.end)
+                self.take()
             if token.kind != "num" or not token.text.isdigit():
                 raise TextError(
                     f"\\{name}^{{...}} is read only with a positive integer power "
