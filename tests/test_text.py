@@ -93,6 +93,10 @@ READINGS = [
     ("thousands-latex", "1{,}000", 1, 1000, ""),
     ("thousands-thin-space", r"1\,000", 1, 1000, ""),
     ("decimal-comma-refused", "1,5", 1, None, "comma"),
+    ("leading-zero-group-refused", "0,111", 1, None, "comma"),
+    ("thousands-negative-space", r"11,\! 111,\! 100", 1, 11111100, ""),
+    ("currency-sign-dropped", r"\$16386.20", F(1), F(81931, 5), ""),
+    ("unicode-root-covers-digits", "2\u221a10", 1, 2 * sympy.sqrt(10), ""),
     ("two-numbers-refused", "1 000", 1, None, "a number right after a factor"),
     # LaTeX
     ("frac", r"\frac{6}{4}", F(1), F(3, 2), ""),

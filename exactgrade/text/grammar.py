@@ -304,9 +304,9 @@ class _Parser:
     def braced(self, command: str) -> Node:
         """A LaTeX argument: {...}, or a single digit, letter or command."""
         token = self.peek()
-        if token.kind == "op" and (token.text == "{" or (token.text == "(" and command == "sqrt")):
+        if token.kind == "op" and (token.text == "{" or (token.text == "(" and command in ("sqrt", "surd"))):
             return self.group()
-        if token.kind == "num" and len(token.text) == 1:
+        if token.kind == "num" and (len(token.text) == 1 or command == "surd"):  # √10 covers all its digits
             self.take()
             return self.node("num", token.value)
         if token.kind == "name" and len(token.text) == 1:
@@ -404,6 +404,10 @@ class _Parser:
             return self.fraction(name, token)
         if name == "sqrt":
             return self.root()
+        if name == "surd":  # the character √
+            node = self.node("root", self.braced(name), 2)
+            self.open_tail = ""
+            return node
         if name == "pi":
             return self.node("pi")
         if name == "log" and self.is_op("_"):

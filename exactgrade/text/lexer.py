@@ -7,9 +7,10 @@ look-alike (a Cyrillic "е", a fullwidth "１", a Greek "ο") never stands for a
 
 Numbers are exact: ``0.1`` is 1/10, ``1.5e12`` is 1500000000000, ``2e-3`` is 1/500 (an ``e``
 directly followed by digits, or by a sign and digits, is an exponent; ``2e + 3`` is 2*e + 3).
-Thousands separators: ``1{,}000`` and ``1\\,000`` always; ``1,000`` only where the caller says a
-comma cannot separate values (a scalar, not a list), and only in groups of exactly three digits
-after a first group of one to three, so ``1,5`` is never read as 1.5 or 15.
+Thousands separators: ``1{,}000``, ``1\\,000``, ``1,\\!000`` and ``1,000``, only in groups of exactly
+three digits after a first group of one to three digits not starting with 0, so ``1,5`` and
+``0,111`` are refused, never read as 1.5 or 15. (A list's commas are split off before an item is
+read, so a comma here can only be inside one number.)
 """
 
 from __future__ import annotations
@@ -30,15 +31,12 @@ class Token(NamedTuple):
     value: Fraction | str | None = None  # a number's exact value; a text group's content
 
 
-_SEPARATOR = r"(?:\{,\}|\\,)"
-_NUMBER_PLAIN = re.compile(
-    rf"(?P<int>[0-9]{{1,3}}(?:{_SEPARATOR}[0-9]{{3}})+(?![0-9])|[0-9]+)?"
+_SEPARATOR = r"(?:\{,\}|\\,|,\\!\s?)"  # 1{,}000, 1\,000, 1,\!000 (LaTeX's own thousands forms)
+_NUMBER = re.compile(
+    rf"(?P<int>[1-9][0-9]{{0,2}}(?:(?:{_SEPARATOR}|,)[0-9]{{3}})+(?![0-9])|[0-9]+)?"
     r"(?:\.(?P<frac>[0-9]+))?(?:[eE](?P<exp>[+-]?[0-9]+))?"
 )
-_NUMBER_COMMAS = re.compile(
-    r"(?P<int>[0-9]{1,3}(?:(?:\{,\}|\\,|,)[0-9]{3})+(?![0-9])|[0-9]+)?"
-    r"(?:\.(?P<frac>[0-9]+))?(?:[eE](?P<exp>[+-]?[0-9]+))?"
-)
+_JSON_NUMBER = re.compile(r"(?P<int>[0-9]+)?(?:\.(?P<frac>[0-9]+))?(?:[eE](?P<exp>[+-]?[0-9]+))?")
 _NAME = re.compile(r"[A-Za-z]+")
 _COMMAND = re.compile(r"\\(?:[A-Za-z]+|.)", re.DOTALL)
 _DIGITS = re.compile(r"[0-9]")
@@ -98,7 +96,7 @@ _CHARACTER_MEANINGS = {
     "\u2219": "*",
     "\u00f7": "/",
     "\u03c0": "\\pi ",
-    "\u221a": "\\sqrt ",
+    "\u221a": "\\surd ",
     "\u221e": "\\infty ",
     "\u00b2": "^2",
     "\u00b3": "^3",
@@ -107,12 +105,11 @@ _SPACES = frozenset(" \t\n\r\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u20
 _OPERATORS = frozenset("+-*/^()[]{},=!%|_'<>&:;?")
 
 
-def tokenize(text: str, *, thousands_commas: bool) -> list[Token]:
+def tokenize(text: str) -> list[Token]:
     """The tokens of text (ending with an "end" token); TextError with the reason otherwise."""
     if len(text) > MAX_EXPRESSION_CHARS:
         raise TextError(f"an expression longer than {MAX_EXPRESSION_CHARS} characters")
     text = _replace_characters(text)
-    number = _NUMBER_COMMAS if thousands_commas else _NUMBER_PLAIN
     tokens: list[Token] = []
     index, length = 0, len(text)
     while index < length:
@@ -123,7 +120,7 @@ def tokenize(text: str, *, thousands_commas: bool) -> list[Token]:
             index += 1
             continue
         if char.isascii() and (char.isdigit() or (char == "." and _DIGITS.match(text, index + 1))):
-            match = number.match(text, index)
+            match = _NUMBER.match(text, index)
             tokens.append(Token("num", match.group(), index, match.end(), _exact_number(match)))
             index = match.end()
             continue
@@ -212,7 +209,7 @@ def exact_decimal(literal: str) -> Fraction:
     """A JSON number literal (``-12``, ``0.1``, ``1.5e12``) as the exact value it denotes."""
     sign = -1 if literal.startswith("-") else 1
     body = literal[1:] if sign < 0 else literal
-    match = _NUMBER_PLAIN.fullmatch(body)
+    match = _JSON_NUMBER.fullmatch(body)
     if match is None or not body:
         raise TextError(f"not a number: {literal[:40]!r}")
     return sign * _exact_number(match)

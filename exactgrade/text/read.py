@@ -302,10 +302,12 @@ def _expression(reader: _Reader, text: str, path: Path) -> Any:
     text = _unbold(text)
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1]  # the full stop of a sentence
+    if text.startswith("\\$"):
+        text = text[2:]  # a currency sign before the number, like a unit after it
     if path and type(path[-1]) is str and _names_percent(path[-1]):
         text = re.sub(r"\\?%$", "", text.rstrip())
     try:
-        tokens = tokenize(text, thousands_commas=True)
+        tokens = tokenize(text)
         return build(parse_expression(tokens, reader.symbols), reader.symbols)
     except TextError as error:
         raise _PathError(path, str(error)) from None
