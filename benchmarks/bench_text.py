@@ -7,7 +7,8 @@ a prediction text and the label its tests assert. In the same run, each pair is 
 - by math-verify as its own test does: parse(gold) + parse(pred) + verify(...) with the test's
   extraction targets and options (math-verify's default signal timeouts, main thread);
 - by exactgrade: grade_text(pred, key, Exact()), where the key is read once from the gold text
-  (outside the timed region, as an engine holds its keys): the gold's answer (its last box, or
+  by exactgrade.text.read_key (outside the timed region, as an engine holds its keys): the
+  gold's answer (its last box, or
   the whole line) read as a number/expression with every single letter that is not a constant
   declared as a symbol (no assumptions: graded over the reals; a longer word is no symbol), or
   as a list of those, or as a category word. A gold that
@@ -26,19 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import sympy
-
-from exactgrade import Exact, extract_answer, grade_text, parse_answer
-from exactgrade.text.grammar import CONSTANTS
+from exactgrade import Exact, extract_answer, grade_text
+from exactgrade.text import read_key
 
 DATA = Path(__file__).parent / "data" / "math_verify_pairs.json"
 TIME_LIMIT = 5.0
@@ -65,30 +62,10 @@ def load_pairs() -> list[Pair]:
 # ---------------------------------------------------------------------------------------------
 # exactgrade: the key read from the gold
 
-_COMMAND = re.compile(r"\\[A-Za-z]+")
-_TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
-_LETTERS = re.compile(r"[A-Za-z]+")
-
-
 def gold_key(gold: str) -> tuple[Any, str]:
-    """(key, "") or (None, why the gold is not an engine key)."""
-    extraction = extract_answer(gold)
-    if extraction.text is None:
-        return None, f"gold: {extraction.reason}"
-    text = extraction.text
-    runs = _LETTERS.findall(_COMMAND.sub(" ", _TEXT_GROUP.sub(" ", text)))
-    letters = sorted({run for run in runs if len(run) == 1 and run not in CONSTANTS})  # words are not symbols
-    template = sum((sympy.Symbol(c) for c in letters), sympy.Integer(0)) if letters else Fraction(0)
-    parsed = parse_answer(text, template)
-    if parsed.ok:
-        return parsed.value, ""
-    items = parse_answer(text, [template] * (text.count(",") + 1))
-    if items.ok and isinstance(items.value, list) and len(items.value) > 1:
-        return items.value, ""
-    word = parse_answer(text, "")
-    if word.ok and re.fullmatch(r"[A-Za-z]+", word.value or ""):
-        return word.value, ""
-    return None, f"gold is not an engine value: {parsed.reason}"
+    """(key, "") or (None, why the gold is not an engine key): exactgrade.text.read_key."""
+    parsed = read_key(gold)
+    return parsed.value, parsed.reason
 
 
 def ours(pair: Pair, key: Any, time_limit: float = TIME_LIMIT) -> tuple[bool, str]:
