@@ -62,6 +62,7 @@ def load_pairs() -> list[Pair]:
 # ---------------------------------------------------------------------------------------------
 # exactgrade: the key read from the gold
 
+
 def gold_key(gold: str) -> tuple[Any, str]:
     """(key, "") or (None, why the gold is not an engine key): exactgrade.text.read_key."""
     parsed = read_key(gold)

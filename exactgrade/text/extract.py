@@ -9,10 +9,10 @@ The rule, in order:
   3. The last candidate in the message decides the kind (box or json). Every candidate of that
      kind must have the same text up to whitespace: two different boxed answers (or two
      different json blocks) are refused as ambiguous, never resolved by picking one.
-  4. More than MAX_CANDIDATES candidates are refused. With no candidate, a message that is itself
-     one short line (at most BARE_ANSWER_CHARS,
-     optionally wrapped in ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]``) is the answer;
-     anything else is refused ("no \\boxed{...} answer or ```json block").
+  4. More than MAX_CANDIDATES candidates are refused. With no candidate, a message that is
+     itself one short line (at most BARE_ANSWER_CHARS, optionally wrapped in ``$...$``,
+     ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]``) is the answer; anything else is refused
+     ("no \\boxed{...} answer or ```json block").
 
 A refusal is an Extraction with text None and a one-line reason; nothing here raises.
 """
