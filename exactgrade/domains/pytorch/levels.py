@@ -12,30 +12,18 @@ from fractions import Fraction
 from typing import Any
 
 from exactgrade.domains.pytorch.exact import to_fraction
-from exactgrade.family import Branch, Draw, Family
-from exactgrade.task import Task
+from exactgrade.family import Branch, Draw, Family, Level, five_levels
 
 
 def leveled(base: Family, upper: Mapping[int, Family], *, levels: str, varying: tuple[str, ...] = (),
             constant: Mapping[str, str] | None = None, branches: tuple[Branch, ...] = ()) -> Family:
     """``base`` (level 1, the canonical builder) joined with ``upper`` (levels 2..5, each a Family
-    of the same name); the shortcut rules (varying, constant, branches) hold for every level."""
-    missing = sorted({2, 3, 4, 5} - set(upper))
-    if missing or any(f.name != base.name for f in upper.values()):
-        raise ValueError(f"family {base.name!r}: levels {missing} missing or misnamed")
-
-    def pick(level: int | None) -> Family:
-        return base if level is None or level == 1 else upper[level]
-
-    def reject(task: Task) -> str | None:
-        chosen = pick(task.level)
-        return chosen.reject(task) if chosen.reject is not None else None
-
-    return Family(name=base.name, build=base.build,
-                  sample=lambda draw, level: pick(level).sample(draw, level),
-                  levels=levels, reject=reject,
-                  build_level=lambda task_id, inputs, level: pick(level).build(task_id, inputs),
-                  varying=varying, constant=dict(constant or {}), branches=branches)
+    of the same name) through five_levels; the shortcut rules hold for every level."""
+    if any(f.name != base.name for f in upper.values()):
+        raise ValueError(f"family {base.name!r}: an upper level is named otherwise")
+    chosen = [base, *(upper[level] for level in sorted(upper))]
+    return five_levels(base.name, [Level(f.build, f.sample, f.reject) for f in chosen], about=levels,
+                       varying=varying, constant=constant, branches=branches)
 
 
 def solve(matrix: Sequence[Sequence[Any]], rhs: Sequence[Any]) -> list[Fraction] | None:
