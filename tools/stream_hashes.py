@@ -2,9 +2,9 @@
 """Hashes of the generated streams and the canonical datasets: proof that a refactoring moved code
 without changing a single task.
 
-  python tools/stream_hashes.py show  [--n N] [--domain D ...]            print the hashes
-  python tools/stream_hashes.py write FILE [--n N] [--domain D ...]      record them as JSON
-  python tools/stream_hashes.py check FILE [--domain D ...]              recompute, compare (exit 1 on a change)
+  python tools/stream_hashes.py show  [--n N] [--domain D ...]        print the hashes
+  python tools/stream_hashes.py write FILE [--n N] [--domain D ...]  record them as JSON
+  python tools/stream_hashes.py check FILE [--domain D ...]          recompute, compare (exit 1 on change)
 
 One line per (family, level): the SHA-256 of the first N instances of the stream (seed 0), each as
 its dataset row (``exactgrade.dataset.task_row``: prompt, api_description, inputs, expected output,
@@ -42,9 +42,16 @@ def _sha(text: str) -> str:
 
 def instance_text(task: Task) -> str:
     """Everything of a generated task that a host or a grader sees, as one canonical JSON text."""
-    record = {**task_row(task), "program": task.program, "tags": list(task.tags),
-              "zero_reason": task.zero_reason, "family": task.family, "level": task.level,
-              "seed": task.seed, "index": task.index}
+    record = {
+        **task_row(task),
+        "program": task.program,
+        "tags": list(task.tags),
+        "zero_reason": task.zero_reason,
+        "family": task.family,
+        "level": task.level,
+        "seed": task.seed,
+        "index": task.index,
+    }
     return json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -52,8 +59,9 @@ def stream_hash(domain: str, family: str, level: int, n: int) -> str:
     """The hash of the first ``n`` instances of one (family, level) stream."""
     digest = hashlib.sha256()
     for index in range(n):
-        digest.update(instance_text(generate(domain, seed=SEED, index=index, level=level, family=family))
-                      .encode())
+        digest.update(
+            instance_text(generate(domain, seed=SEED, index=index, level=level, family=family)).encode()
+        )
         digest.update(b"\n")
     return digest.hexdigest()
 
@@ -92,9 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("show", "write", "check"))
     parser.add_argument("file", nargs="?", type=Path, help="the JSON of hashes (write, check)")
-    parser.add_argument("--n", type=int, default=None, help=f"instances per (family, level) (default {DEFAULT_N})")
-    parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
-                        help="only this domain (repeatable; default: all)")
+    parser.add_argument(
+        "--n", type=int, default=None, help=f"instances per (family, level) (default {DEFAULT_N})"
+    )
+    parser.add_argument(
+        "--domain",
+        choices=sorted(DOMAINS),
+        action="append",
+        help="only this domain (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
     if args.action != "show" and args.file is None:
         parser.error(f"{args.action} needs FILE")
@@ -112,21 +126,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.file} records no hashes for {', '.join(missing)}")
             return 1
         fresh = compute(domains, n)
-        changed = [label for d in domains for label, value in fresh[d].items()
-                   if recorded["domains"][d].get(label) != value]
+        changed = [
+            label
+            for d in domains
+            for label, value in fresh[d].items()
+            if recorded["domains"][d].get(label) != value
+        ]
         changed += [label for d in domains for label in recorded["domains"][d] if label not in fresh[d]]
         for label in changed:
             print(f"CHANGED {label}")
-        print(f"{'IDENTICAL' if not changed else f'{len(changed)} lines changed'} "
-              f"({', '.join(domains)}; n={n})")
+        print(
+            f"{'IDENTICAL' if not changed else f'{len(changed)} lines changed'} ({', '.join(domains)}; n={n})"
+        )
         return 1 if changed else 0
 
     n = args.n or DEFAULT_N
     domains = args.domain or list(DOMAINS)
     table = compute(domains, n)
     if args.action == "write":
-        args.file.write_text(json.dumps({"n": n, "seed": SEED, "domains": table}, indent=1, sort_keys=True)
-                             + "\n", encoding="utf-8")
+        args.file.write_text(
+            json.dumps({"n": n, "seed": SEED, "domains": table}, indent=1, sort_keys=True) + "\n",
+            encoding="utf-8",
+        )
         print(f"wrote {args.file}")
     return 0
 
