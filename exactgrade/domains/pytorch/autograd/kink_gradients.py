@@ -1,5 +1,4 @@
-"""kink_gradients (autograd): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The kink_gradients family of autograd: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

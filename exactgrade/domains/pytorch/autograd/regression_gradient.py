@@ -1,5 +1,4 @@
-"""regression_gradient (autograd): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The regression_gradient family of autograd: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

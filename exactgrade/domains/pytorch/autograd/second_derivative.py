@@ -1,5 +1,4 @@
-"""second_derivative (autograd): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The second_derivative family of autograd: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -3,12 +3,6 @@ ignore_index, label smoothing), BCE and BCE-with-logits, L1 / smooth L1 / Huber,
 
 The independent checks write each loss from its formula: Fractions for the polynomial losses,
 mpmath for the ones with log and exp.
-
-One module per family in this package holds the family's references (the programs a perfect
-model runs; torch imported inside), independent recomputations without torch (leading
-underscore), samplers, shortcut rules and five levels in level order; shared.py holds what
-two or more of them use. FAMILIES lists the families in their documented order; TASKS holds
-the canonical tasks (level 1 of a family, fixed inputs), in id order.
 """
 
 from __future__ import annotations

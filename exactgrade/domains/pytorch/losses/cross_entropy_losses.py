@@ -1,5 +1,4 @@
-"""cross_entropy_losses (losses): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The cross_entropy_losses family of losses: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

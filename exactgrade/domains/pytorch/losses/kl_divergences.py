@@ -1,5 +1,4 @@
-"""kl_divergences (losses): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The kl_divergences family of losses: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""mean_squared_error (losses): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The mean_squared_error family of losses: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

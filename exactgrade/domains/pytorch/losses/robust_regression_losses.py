@@ -1,5 +1,4 @@
-"""robust_regression_losses (losses): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The robust_regression_losses family of losses: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -2,12 +2,6 @@
 Flatten in a Sequential, Embedding and BatchNorm, all with explicit deterministic weights.
 
 Module weights are copied in from the inputs (never default initialisation under a seed).
-
-One module per family in this package holds the family's references (the programs a perfect
-model runs; torch imported inside), independent recomputations without torch (leading
-underscore), samplers, shortcut rules and five levels in level order; shared.py holds what
-two or more of them use. FAMILIES lists the families in their documented order; TASKS holds
-the canonical tasks (level 1 of a family, fixed inputs), in id order.
 """
 
 from __future__ import annotations

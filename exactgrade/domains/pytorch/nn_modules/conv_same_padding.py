@@ -1,5 +1,4 @@
-"""conv_same_padding (nn_modules): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The conv_same_padding family of nn_modules: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""layer_norm (nn_modules): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The layer_norm family of nn_modules: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

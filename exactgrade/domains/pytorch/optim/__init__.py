@@ -3,12 +3,6 @@ three chained AdamW steps, and clip_grad_norm_.
 
 The independent checks replay each update rule as torch documents it: exact Fractions for SGD
 on a quadratic loss, mpmath for the square roots of Adam and of the gradient norm.
-
-One module per family in this package holds the family's references (the programs a perfect
-model runs; torch imported inside), independent recomputations without torch (leading
-underscore), samplers, shortcut rules and five levels in level order; shared.py holds what
-two or more of them use. FAMILIES lists the families in their documented order; TASKS holds
-the canonical tasks (level 1 of a family, fixed inputs), in id order.
 """
 
 from __future__ import annotations

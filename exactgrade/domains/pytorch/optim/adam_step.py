@@ -1,5 +1,4 @@
-"""adam_step (optim): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The adam_step family of optim: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""adamw_three_steps (optim): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The adamw_three_steps family of optim: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""clipped_gradients (optim): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The clipped_gradients family of optim: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""clamp_and_select (tensor_ops): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The clamp_and_select family of tensor_ops: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

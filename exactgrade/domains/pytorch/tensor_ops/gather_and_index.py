@@ -1,5 +1,4 @@
-"""gather_and_index (tensor_ops): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The gather_and_index family of tensor_ops: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 

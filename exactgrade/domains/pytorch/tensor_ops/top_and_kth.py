@@ -1,5 +1,4 @@
-"""top_and_kth (tensor_ops): the family's references, independent recomputations, samplers,
-shortcut rules and its five levels, in level order."""
+"""The top_and_kth family of tensor_ops: everything it needs, its five levels in level order."""
 
 from __future__ import annotations
 
