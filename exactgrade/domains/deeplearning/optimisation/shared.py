@@ -1,36 +1,92 @@
-"""Levels 2-5 of the optimisation families: stability derived, trajectories composed, steps and
-learning rates searched, and schedules designed, instead of transcribing a stated update.
-
-References are self-contained sandbox programs; checks.py recomputes each (``meta["opt_question"]``)
-another way: SGD through each coordinate's linear state map (and the stability limit through the
-map's characteristic polynomial at -1 and numpy eigenvalues on either side), Adam and the schedule
-in 80-digit mpmath.
-"""
+"""What two or more optimisation families use (written once)."""
 
 from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning import optimisation as _base
-from exactgrade.domains.deeplearning._family import answer_field, dl_family, single_row
-from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.domains.deeplearning.optimisation import (
-    build_adam,
-    build_schedule,
-    build_sgd,
+from exactgrade.domains.deeplearning._family import (
+    answer_field,
+    as_int,
+    dl_family,
+    nonzero_dyadic,
+    single_row,
 )
-from exactgrade.family import Branch, Draw, Reject
+from exactgrade.domains.deeplearning.common import POLICY, api, prompt
+from exactgrade.family import Draw, Reject
 from exactgrade.task import TaskDef
+
+CONVENTIONS = (
+    "Optimisation conventions. The objective is f(w) = 1/2 * sum_i a_i * (w_i - c_i)**2 with curvatures "
+    "a = `curvature` and centre c = `center`, so its gradient is g_i = a_i * (w_i - c_i). Steps are counted "
+    "from 1; w0 is the starting point. The optimisers follow PyTorch's torch.optim definitions exactly. "
+    "SGD (torch.optim.SGD, dampening 0): g = grad f(w) + weight_decay * w; with momentum mu != 0 the "
+    "buffer is b = g at step 1 and b = mu * b + g afterwards; the step direction is d = g + mu * b with "
+    "nesterov=True, d = b without, d = g when mu = 0; then w = w - lr * d. The reported loss is f(w) after "
+    "the step (without any weight-decay term). "
+    "Adam (torch.optim.Adam, no weight decay, amsgrad off): m = beta1 * m + (1 - beta1) * g, "
+    "v = beta2 * v + (1 - beta2) * g**2 (elementwise, m = v = 0 before step 1), m_hat = m / (1 - beta1**t), "
+    "v_hat = v / (1 - beta2**t), w = w - lr * m_hat / (sqrt(v_hat) + eps); keep square roots exact with "
+    "sympy.sqrt. Learning-rate schedule (linear warmup then cosine decay): for step s < warmup_steps, "
+    "lr = peak_lr * s / warmup_steps; for warmup_steps <= s <= warmup_steps + decay_steps, "
+    "lr = min_lr + (peak_lr - min_lr) * (1 + cos(pi * (s - warmup_steps) / decay_steps)) / 2; after that "
+    "lr = min_lr. Use sympy.cos and sympy.pi so the values stay exact."
+)
+
+
+def warmup_cosine_rows(peak_lr, min_lr, warmup_steps, decay_steps, steps):
+    from fractions import Fraction
+
+    import sympy
+
+    def exact(q):
+        q = Fraction(q)
+        return sympy.Rational(q.numerator, q.denominator)
+
+    peak, low = Fraction(peak_lr), Fraction(min_lr)
+    rows = []
+    for s in steps:
+        if s < warmup_steps:
+            lr = exact(peak * Fraction(s, warmup_steps))
+        elif s <= warmup_steps + decay_steps:
+            # low + (peak - low) * (1 + cos) / 2, with the rational parts summed before sympy sees them
+            cosine = sympy.cos(sympy.pi * sympy.Rational(s - warmup_steps, decay_steps))
+            lr = exact((low + peak) / 2) + exact((peak - low) / 2) * cosine
+        else:
+            lr = exact(low)
+        rows.append({"step": s, "lr": lr})
+    return {"rows": rows}
+
+
+def quadratic_vars(inputs):
+    return {"curvature": ("list a of curvatures a_i", inputs["curvature"]),
+            "center": ("list c of minimiser coordinates c_i", inputs["center"]),
+            "w0": ("starting point", inputs["w0"])}
+
+
+API = api(CONVENTIONS)
+
+
+def _bowl(draw: Draw, dims: int, curvature_high: int = 8, bits: int = 2) -> dict:
+    center = [nonzero_dyadic(draw, -2, 2, 2) for _ in range(dims)]
+    w0 = [nonzero_dyadic(draw, -3, 3, 1) for _ in range(dims)]
+    if any(w == c for w, c in zip(w0, center, strict=True)):
+        raise Reject("w0 starts at the minimiser in one coordinate")
+    return {"curvature": [as_int(draw.dyadic(F(1, 2**bits), curvature_high, bits)) for _ in range(dims)],
+            "center": [as_int(c) for c in center], "w0": [as_int(w) for w in w0]}
 
 QUADRATIC = ("Optimisation conventions. The objective is f(w) = 1/2 * sum_i a_i * (w_i - c_i)**2 with "
              "curvatures "
              "a = `curvature` and centre c = `center`. Steps are counted from 1; w0 is the starting point. ")
+
+
 SGD_RULE = ("SGD (as torch.optim.SGD, dampening 0): g = grad f(w) + weight_decay * w; with momentum mu != 0 "
             "the "
             "buffer is b = g at step 1 and b = mu * b + g afterwards; the step direction is d = g + mu * b "
             "with "
             "nesterov=True, d = b without, d = g when mu = 0; then w = w - lr * d. A reported loss is f(w) "
             "(without any weight-decay term). ")
+
+
 ADAM_RULE = ("Adam (as torch.optim.Adam, no weight decay, amsgrad off): g = grad f(w); m = beta1 * m + (1 - "
              "beta1) "
              "* g, v = beta2 * v + (1 - beta2) * g**2 (elementwise, m = v = 0 before step 1), m_hat = m / (1 "
@@ -38,6 +94,8 @@ ADAM_RULE = ("Adam (as torch.optim.Adam, no weight decay, amsgrad off): g = grad
              "beta1**t), v_hat = v / (1 - beta2**t), w = w - lr * m_hat / (sqrt(v_hat) + eps). Keep square "
              "roots "
              "exact with sympy.sqrt. ")
+
+
 SCHEDULE_WORDS = ("Learning-rate schedule conventions. The learning rate at step s (s = 1, 2, ...) follows a "
                   "schedule: during warmup it rises linearly in s from 0 (the value it would have at s = 0) "
                   "and "
@@ -200,9 +258,7 @@ def opt_question_rows(question, **given):
     return out if list(out) == ["rows"] else {"rows": [out]}
 
 
-# ---------------------------------------------------------------------------- prompts
-
-_QUESTIONS = {
+QUESTIONS = {
     "stability": (
         "SGD as in the conventions runs on f with the given curvatures, momentum, nesterov flag and weight "
         "decay (the centre c and the starting point are not given: the answer holds for every c and every "
@@ -302,7 +358,9 @@ _QUESTIONS = {
         '{"rows": [{"step": int or None}, ...]}  (one row per target, in the order of `targets`)', "steps",
         SCHEDULE_WORDS),
 }
-_GIVEN = {
+
+
+GIVEN = {
     "curvature": "list a of curvatures a_i", "center": "list c of minimiser coordinates c_i",
     "w0": "starting point", "lr": "learning rate", "momentum": "momentum mu (0 = none)",
     "nesterov": "bool: True for Nesterov momentum", "weight_decay":
@@ -322,8 +380,8 @@ _GIVEN = {
 def _prompt(inputs):
     """The prompt of a question (a schedule's level 2 has no `question` input: its reference is level 1's)."""
     name = inputs.get("question", "words")
-    question, shape, units, _ = _QUESTIONS[name]
-    variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
+    question, shape, units, _ = QUESTIONS[name]
+    variables = {k: (d, inputs[k]) for k, d in GIVEN.items() if k in inputs}
     if "question" in inputs:
         variables["question"] = ("the question asked, as a word", name)
     return prompt(question, variables, single_row(shape), units)
@@ -331,183 +389,17 @@ def _prompt(inputs):
 
 def build(task_id, inputs):
     name = inputs.get("question", "words")
-    conventions = _QUESTIONS[name][3]
+    conventions = QUESTIONS[name][3]
     kind = ("schedule" if conventions == SCHEDULE_WORDS else "adam" if ADAM_RULE in conventions else "sgd")
     meta = {"opt_question": name}
     if name == "words":
-        from exactgrade.domains.deeplearning.optimisation import warmup_cosine_rows
-
         return TaskDef(task_id, "optimisation", inputs, warmup_cosine_rows, _prompt, api(conventions), POLICY,
                        tags=(kind, "words"), meta={**meta, "optimiser": "schedule"})
     return TaskDef(task_id, "optimisation", inputs, opt_question_rows, _prompt, api(conventions), POLICY,
                    tags=(kind, name), meta=meta)
 
 
-# ---------------------------------------------------------------------------- samplers
-
-_SGD_KEYS = ("curvature", "center", "w0", "lr", "momentum", "nesterov", "weight_decay", "steps")
-
-
-def sample_sgd(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.optimisation import sample_sgd as level_one
-
-    base = level_one(draw, min(level, 3))
-    if level == 2:
-        return {"question": "stability", **{k: base[k] for k in ("curvature", "momentum", "nesterov",
-                                                                 "weight_decay")}}
-    if level == 3:
-        return {"question": "final", **base}
-    if level == 5:
-        return sample_sgd_closed_form(draw)
-    losses = _losses(base, base["lr"])
-    if level == 4:
-        return {"question": "first_below", **base, "targets": record_targets(draw, losses)}
-    raise ValueError(f"sgd has no level {level}")
-
-
-def record_targets(draw: Draw, losses: list[F]) -> list[F]:
-    """sgd L4's targets, one question each (so the key is a tuple of steps, not one of a handful):
-    the losses at two or three distinct new lows of the trajectory after the first step (a new
-    low's step is that target's answer; the first loss would answer step 1 for free), in random
-    order; in a sixth of the instances (decided after any refusal, so redraws do not change that
-    share) one of them is replaced by half the lowest loss, so its row is None. A trajectory with
-    fewer than two new lows after the first step is refused."""
-    later = [k for k, loss in enumerate(losses) if k and all(loss < earlier for earlier in losses[:k])]
-    if len(later) < 2:
-        raise Reject("fewer than two new lows after the first step")
-    unreachable = draw.chance(1, 6)
-    targets = [losses[k] for k in draw.sample(later, min(3, len(later)))]
-    if unreachable:
-        targets[draw.below(len(targets))] = min(losses) / 2
-    return targets
-
-
-def sample_sgd_closed_form(draw: Draw) -> dict:
-    """Two coordinates, heavy-ball or Nesterov half each, weight decay in half; the curvatures
-    differ (so the stiffest one binds the limit), and the first step's descent along the
-    gradient is positive (so Nesterov's best first learning rate is positive). Heavy ball's first
-    step is plain gradient descent, so its best first rate would not depend on mu: heavy-ball
-    instances ask instead for the momentum that minimises f after the second step (a quadratic
-    in mu), as a function of eta."""
-    import sympy
-
-    from exactgrade.domains.deeplearning.optimisation import _bowl
-
-    bowl = _bowl(draw, 2, bits=2)
-    if bowl["curvature"][0] == bowl["curvature"][1]:
-        raise Reject("equal curvatures")
-    weight_decay = draw.choice((F(1, 16), F(1, 8), F(1, 4))) if draw.chance(1, 2) else 0
-    gradient = [F(a) * (F(w) - F(c)) + weight_decay * F(w)
-                for a, w, c in zip(bowl["curvature"], bowl["w0"], bowl["center"], strict=True)]
-    descent = sum((F(a) * (F(w) - F(c)) * g for a, w, c, g in
-                   zip(bowl["curvature"], bowl["w0"], bowl["center"], gradient, strict=True)), F(0))
-    if descent <= 0 or 0 in gradient:
-        raise Reject("the first step does not descend f (or a gradient coordinate is 0)")
-    eta, mu = sympy.symbols("eta mu", positive=True)
-    nesterov = draw.chance(1, 2)
-    return {"question": "closed_form" if nesterov else "closed_form_momentum", **bowl, "nesterov": nesterov,
-            "weight_decay": weight_decay, "eta": eta, "mu": mu}
-
-
-def _losses(inputs, lr):
-    """f(w) after each step of the level-1 trajectory."""
-    from exactgrade.domains.deeplearning.optimisation import sgd_trajectory
-
-    return [row["loss"] for row in sgd_trajectory(**{k: inputs[k] for k in _SGD_KEYS if k != "lr"},
-                                                  lr=lr)["rows"]]
-
-
-def sample_adam(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.optimisation import sample_adam as level_one
-
-    base = level_one(draw, 3 if level >= 3 else 2)
-    common = {k: base[k] for k in ("curvature", "center", "w0")}
-    if level == 2:
-        if base["eps"] == 0:
-            raise Reject("eps = 0 moves every coordinate by lr")
-        return {"question": "first_step", **common, "lr": base["lr"], "eps": base["eps"]}
-    if level == 3:
-        return {"question": "two_step_loss", **common,
-                **{k: base[k] for k in ("lr", "beta1", "beta2", "eps")}}
-    if level == 4:
-        candidates = sorted(draw.sample((F(1, 100), F(1, 10), F(1, 4), F(1, 2), F(1), F(2), F(4), F(10)), 5))
-        eps = candidates[draw.below(5)]
-        moves = opt_question_rows("first_step", **common, lr=base["lr"], eps=eps)["rows"]
-        cap = max(row["move"] for row in moves) if draw.chance(5, 6) else base["lr"] / 100
-        return {"question": "smallest_eps", **common, "lr": base["lr"], "candidates": candidates, "cap": cap}
-    return sample_decay_modes(draw, common)
-
-
-def sample_decay_modes(draw: Draw, common: dict) -> dict:
-    """Adam's coupled and AdamW's decoupled decay on one step: a decay of 1/4..2 that flips the sign of
-    a coordinate's decayed gradient in about half the instances; no gradient is 0, both best learning
-    rates are positive, and the two optimisers' answers differ (the named mistake swaps them)."""
-    from exactgrade.domains.deeplearning.optimisation import _bowl
-
-    want_flip = draw.chance(1, 2)  # decided once, then bowls are drawn until one fits (no bias by rejection)
-    for _ in range(64):
-        bowl = common if _ == 0 else _bowl(draw, len(common["w0"]), curvature_high=draw.choice((4, 8)))
-        wd = draw.choice((F(1, 4), F(1, 2), F(1), F(2)))
-        a, c, w = ([F(x) for x in bowl[k]] for k in ("curvature", "center", "w0"))
-        grads = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
-        if any(g == 0 or g + wd * wi == 0 for g, wi in zip(grads, w, strict=True)):
-            continue  # 0/0 in the first Adam step with eps = 0
-        if any((g > 0) != (g + wd * wi > 0) for g, wi in zip(grads, w, strict=True)) is not want_flip:
-            continue
-        inputs = {"question": "decay_modes", **{k: bowl[k] for k in ("curvature", "center", "w0")},
-                  "weight_decay": wd}
-        key = opt_question_rows(**inputs)["rows"][0]
-        if key["adam_lr"] > 0 and key["adamw_lr"] > 0 and key["adam_lr"] != key["adamw_lr"]:
-            return inputs  # both best rates positive, and swapping the optimisers fails
-    raise Reject("no bowl of the wanted kind (a direction flipped by the decay, or none)")
-
-
-def sample_schedule(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.optimisation import sample_schedule as level_one
-
-    base = level_one(draw, 3)
-    schedule = {k: base[k] for k in ("peak_lr", "min_lr", "warmup_steps", "decay_steps")}
-    if level == 2:
-        return {**base}
-    if level == 3:
-        end = schedule["warmup_steps"] + schedule["decay_steps"]
-        return {"question": "total", **schedule, "last": draw.integer(schedule["warmup_steps"] + 1, end + 3)}
-    import mpmath
-
-    def value(s, decay):
-        peak, low, warmup = (mpmath.mpf(F(schedule[k]).numerator) / F(schedule[k]).denominator
-                             for k in ("peak_lr", "min_lr", "warmup_steps"))
-        if s < schedule["warmup_steps"]:
-            return peak * s / warmup
-        if s <= schedule["warmup_steps"] + decay:
-            phase = mpmath.pi * (s - schedule["warmup_steps"]) / decay
-            return low + (peak - low) * (1 + mpmath.cos(phase)) / 2
-        return low
-
-    def between(x, y):
-        """A rational strictly between two distinct values, far from both (12 significant digits)."""
-        return F(mpmath.nstr((x + y) / 2, 12))
-
-    if level == 4:  # three targets, each between two consecutive rates (the later one's step answers it)
-        warmup, decay = schedule["warmup_steps"], schedule["decay_steps"]
-        values = [value(s, decay) for s in range(warmup, warmup + decay + 1)]
-        unreachable = draw.chance(1, 6)  # one target below min_lr: its row is None
-        targets = [between(values[k - 1], values[k]) for k in draw.sample(range(1, len(values)), 3)]
-        if unreachable:
-            targets[draw.below(3)] = F(schedule["min_lr"]) / 2
-        return {"question": "first_at_most", **schedule, "targets": targets}
-    import sympy
-
-    W, D, T = sympy.symbols("W D T", positive=True, integer=True)
-    return {"question": "closed_schedule", "peak_lr": schedule["peak_lr"], "min_lr": schedule["min_lr"],
-            "W": W, "D": D, "T": T}
-
-
-# ---------------------------------------------------------------------------- families
-# (here, not in optimisation.py: this module sits above the level-1 module, never the other way round)
-
-
-def _opt_family(name, build_first, first, levels, upper_sample, **rules):
+def opt_family(name, build_first, first, levels, upper_sample, **rules):
     def sample(draw: Draw, level: int) -> dict:
         return first(draw, level) if level == 1 else upper_sample(draw, level)
 
@@ -515,97 +407,12 @@ def _opt_family(name, build_first, first, levels, upper_sample, **rules):
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
 
 
-def _decay_flips(task):
-    if task.inputs.get("question") != "decay_modes":
-        return False
-    wd = F(task.inputs["weight_decay"])
-    return any((F(a) * (F(w) - F(c)) > 0) != (F(a) * (F(w) - F(c)) + wd * F(w) > 0)
-               for a, w, c in zip(task.inputs["curvature"], task.inputs["w0"], task.inputs["center"],
-                                  strict=True))
-
-
-def _a_row_is(key, value, levels):
+def a_row_is(key, value, levels):
     """Some row of the key (not only the first) holds ``value`` at ``key``."""
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
         any(row.get(key, ...) is value for row in task.expected["rows"])
 
 
-def _answer_is(key, value, levels):
+def answer_is(key, value, levels):
     return lambda task: task.level in levels and isinstance(task.expected, dict) and \
         answer_field(task, key) is value
-
-
-SGD = _opt_family(
-    "sgd", build_sgd, _base.sample_sgd,
-    "L1: the trajectory of plain/heavy-ball/Nesterov SGD (torch semantics stated), lr at 1/8..5/4 of the "
-    "stability limit. L2 (derive): the supremum of stable learning rates (not stated). L3 (compose): the "
-    "loss "
-    "after the last step and whether the run diverges. L4 (inverse): for each of two or three targets (new "
-    "lows of the trajectory, in random order), the first step whose loss reaches it, a None row in about a "
-    "sixth. L5 (closed form in the symbols eta = lr and mu = momentum): f after two "
-    "heavy-ball or Nesterov steps (a polynomial), the supremum of stable learning rates in mu (derived from "
-    "each coordinate's two-term recurrence; the stiffest coordinate plus weight decay binds), and for "
-    "Nesterov the best first learning rate in mu (its first step is (1 + mu) g), for heavy ball (whose first "
-    "step does not see mu) the momentum minimising f after two steps, in eta; weight decay in half.",
-    sample_sgd,
-    branches=(Branch("heavy-ball momentum", lambda t: t.level == 5 and not t.inputs["nesterov"], F(1, 4),
-                     (5,)),
-              Branch("Nesterov momentum", lambda t: t.level == 5 and t.inputs["nesterov"], F(1, 4), (5,)),
-              Branch("weight decay", lambda t: t.level == 5 and t.inputs["weight_decay"] != 0, F(1, 4), (5,)),
-              Branch("the run diverges", _answer_is("diverges", True, (3,)), F(1, 10), (3,)),
-              Branch("the run converges", _answer_is("diverges", False, (3,)), F(1, 10), (3,)),
-              Branch("no step reaches a target", _a_row_is("step", None, (4,)), F(1, 20), (4,))))
-ADAM = _opt_family(
-    "adam", build_adam, _base.sample_adam,
-    "L1: 1-3 Adam steps (torch semantics stated). L2 (derive): how far each coordinate moves in the first "
-    "step and which moves furthest (m_hat = g, v_hat = g**2: the step is lr * |g| / (|g| + eps), not "
-    "stated). "
-    "L3 (compose): the loss after two steps, exact with square roots. L4 (inverse): the smallest eps keeping "
-    "every first move under a cap, None in about a sixth. L5 (design): Adam's coupled weight decay against "
-    "AdamW's decoupled one on a first step with eps = 0 (derived: the step is lr * sign of the decayed or "
-    "plain gradient, AdamW also shrinks w by lr * wd), the learning rate minimising f after it and that f, "
-    "for each; the decay flips a coordinate's direction in about half.", sample_adam,
-    branches=(Branch("no eps keeps the moves under the cap", _answer_is("eps", None, (4,)), F(1, 20), (4,)),
-              Branch("the decay flips a direction", _decay_flips, F(1, 4), (5,))))
-WARMUP_COSINE = _opt_family(
-    "warmup_cosine", build_schedule, _base.sample_schedule,
-    "L1: the learning rate at listed steps, formula stated. L2 (derive): the same from the schedule "
-    "described "
-    "in words. L3 (compose): the sum of the learning rates over the first steps (exact radicals; a whole "
-    "decay sums to a rational). L4 (inverse): for each of three targets (in random order), the first step "
-    "at which the rate is at most it, a None row in about a sixth. L5 (closed form in the symbols W, D, "
-    "T): the sum of the learning rates and of their "
-    "squares over T steps (the warmup's W - 1 steps, the cosine's D + 1 steps whose cosines sum to 0 and "
-    "whose squared cosines sum to (D + 2)/2, then the floor), derived, never summed numerically.",
-    sample_schedule,
-    branches=(Branch("no step reaches a target", _a_row_is("step", None, (4,)), F(1, 20), (4,)),))
-
-FAMILIES = (SGD, ADAM, WARMUP_COSINE)
-
-# ---------------------------------------------------------------------------- canonical tasks
-
-_BOWL = {"curvature": [1, 4], "center": [1, -1], "w0": [3, 2]}
-
-
-def _sgd(task_id, lr, momentum=0, nesterov=False, weight_decay=0, steps=3, bowl=None):
-    return SGD.task(task_id, {**(bowl or _BOWL), "lr": lr, "momentum": momentum, "nesterov": nesterov,
-                              "weight_decay": weight_decay, "steps": steps})
-
-
-def _adam(task_id, bowl, lr, eps, steps):
-    return ADAM.task(task_id, {**bowl, "lr": lr, "beta1": F(9, 10), "beta2": F(999, 1000), "eps": eps,
-                               "steps": steps})
-
-
-TASKS = (
-    _sgd("dl-017", lr=F(1, 8)),
-    _sgd("dl-018", lr=F(1, 8), momentum=F(9, 10)),
-    _sgd("dl-019", lr=F(1, 8), momentum=F(9, 10), nesterov=True, weight_decay=F(1, 10)),
-    # lr = 9/32 > 2 / a_max = 1/4: the stiff coordinate oscillates with growing amplitude (factor -5/4).
-    _sgd("dl-020", lr=F(9, 32), steps=4, bowl={"curvature": [1, 8], "center": [0, 0], "w0": [1, 1]}),
-    # Gradients 1 and 100, eps = 0: Adam's first step moves both coordinates by exactly lr.
-    _adam("dl-021", {"curvature": [1, 100], "center": [0, 0], "w0": [1, 1]}, lr=F(1, 10), eps=0, steps=1),
-    _adam("dl-022", {"curvature": [2], "center": [1], "w0": [3]}, lr=F(1, 10), eps=F(1, 10**8), steps=2),
-    WARMUP_COSINE.task("dl-023", {"peak_lr": F(3, 1000), "min_lr": F(3, 10000), "warmup_steps": 4,
-                                  "decay_steps": 12, "steps": [1, 3, 4, 5, 6, 7, 10, 13, 16, 20]}),
-)

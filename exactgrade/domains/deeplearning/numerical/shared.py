@@ -1,22 +1,4 @@
-"""Numerical tasks (dl-030..dl-035): which failure a float computation hits.
-
-The answer is a category ("inf", "nan", "zero", "finite"), never the float itself. A case is an
-expression tree evaluated in a stated IEEE 754 format with round-to-nearest-even after every
-operation; the reference computes the category by running the float computation with the
-standard library (struct for float16/float32 rounding), and meta["argument"] says, per case,
-why that category is right. verify recomputes every case independently with numpy scalars.
-
-Families, one per canonical task: exp_range (dl-030), softmax (dl-031), logsumexp (dl-032),
-underflow (dl-033), cancellation (dl-034), format_limits (dl-035). Samplers draw cases around
-the real thresholds of each format (x near ln(max) and ln(smallest subnormal / 2), logits
-around them, powers whose value crosses half the smallest subnormal, increments at the
-ties-to-even boundaries 2**-p, large integers 2**p + 1, squares near sqrt(max), max + half an
-ulp). A case is kept only if ieee.stable_outcome gives it one category under every correct
-implementation (exp/log a few ulps off, literals rounded once), so the reference's
-struct-rounded path and numpy cannot disagree; the check re-derives each category with numpy
-and re-runs the robustness test. Generated arguments state the exact real value, the format's
-limits and the outcome.
-"""
+"""What two or more numerical families use (written once)."""
 
 from __future__ import annotations
 
@@ -130,22 +112,11 @@ def softmax_naive(logits, index):
     return op("div", op("exp", logits[index]), op("sum", *[op("exp", x) for x in logits]))
 
 
-def softmax_shifted(logits, index):
-    m = op("max", *logits)
-    return op("div", op("exp", op("sub", logits[index], m)),
-              op("sum", *[op("exp", op("sub", x, m)) for x in logits]))
-
-
 def logsumexp_naive(logits):
     return op("log", op("sum", *[op("exp", x) for x in logits]))
 
 
-def logsumexp_shifted(logits):
-    m = op("max", *logits)
-    return op("add", m, op("log", op("sum", *[op("exp", op("sub", x, m)) for x in logits])))
-
-
-def _show_int(n: int) -> str:
+def show_int(n: int) -> str:
     """An int literal; one of 2**24 or more with trailing zero bits as (m*2**k), so float32 and
     float64 limits stay readable (the exact value is also in `cases`)."""
     zeros = (n & -n).bit_length() - 1 if n else 0
@@ -162,7 +133,7 @@ def show_expr(node) -> str:
         if q.numerator == 1 and q.denominator > 1 and q.denominator & (q.denominator - 1) == 0:
             return f"2**-{q.denominator.bit_length() - 1}"
         if q.denominator == 1:
-            return _show_int(q.numerator)
+            return show_int(q.numerator)
         return f"({q})"
     name, args = node["op"], node["args"]
     if name == "n":
@@ -193,21 +164,25 @@ def _prompt(inputs):
     )
 
 
-def _case(name, fmt, expr, argument):
-    return {"name": name, "format": fmt, "expr": expr}, argument
-
-
-_MEAN_SQUARE_300 = op("div", op("add", op("mul", 300, 300), op("mul", 300, 300)), 2)
-
-# ---------------------------------------------------------------------------- thresholds
-
 FORMATS = ("float16", "float32", "float64")
+
+
 SHORT = {"float16": "f16", "float32": "f32", "float64": "f64"}
+
+
 PRECISION = {"float16": 11, "float32": 24, "float64": 53}
+
+
 MAX_EXPONENT = {"float16": 15, "float32": 127, "float64": 1023}
+
+
 SUBNORMAL_EXPONENT = {"float16": 24, "float32": 149, "float64": 1074}
 """The smallest subnormal is 2**-SUBNORMAL_EXPONENT; values below half of it round to 0."""
+
+
 LN_MAX = {"float16": F(110898, 10**4), "float32": F(887228, 10**4), "float64": F(7097827, 10**4)}
+
+
 LN_HALF_SUBNORMAL = {"float16": F(-173287, 10**4), "float32": F(-1039721, 10**4),
                      "float64": F(-7451332, 10**4)}
 """ln(max finite) and ln(2**-(SUBNORMAL_EXPONENT + 1)), to 4 decimals (the robustness test,
@@ -224,19 +199,19 @@ def _frozen(node):
     return (node["op"], tuple(map(_frozen, node["args"]))) if isinstance(node, dict) else node
 
 
-def _thawed(frozen):
-    return {"op": frozen[0], "args": list(map(_thawed, frozen[1]))} if isinstance(frozen, tuple) else frozen
+def thawed(frozen):
+    return {"op": frozen[0], "args": list(map(thawed, frozen[1]))} if isinstance(frozen, tuple) else frozen
 
 
 @lru_cache(maxsize=4096)
-def _robust_frozen(frozen, fmt):
-    return stable_outcome(_thawed(frozen), fmt)
+def robust_frozen(frozen, fmt):
+    return stable_outcome(thawed(frozen), fmt)
 
 
 def robust_outcome(expr, fmt):
     """ieee.stable_outcome, memoised: a sampled case's outcome is computed once for the sampler
     and its argument text. (check() calls ieee.stable_outcome itself, never this memo.)"""
-    return _robust_frozen(_frozen(expr), fmt)
+    return robust_frozen(_frozen(expr), fmt)
 
 
 def _argument(case):
@@ -279,25 +254,6 @@ def _formats(level):
     return FORMATS if level >= 2 else ("float16", "float32")
 
 
-# ---------------------------------------------------------------------------- samplers
-
-
-def sample_exp_range(draw: Draw, level: int) -> dict:
-    """exp(x) with x within 3 of ln(max) or ln(half the smallest subnormal): integers at levels
-    1-2, multiples of 1/4 from level 3, and from level 4 scaled by 2, 1/2 or 1/16 afterwards."""
-    bits = 0 if level <= 2 else 2
-
-    def make(draw, i):
-        fmt = draw.choice(_formats(level))
-        edge = draw.choice((LN_MAX, LN_HALF_SUBNORMAL))[fmt]
-        expr = op("exp", _grid(edge + draw.dyadic(-3, 3, bits), bits))
-        if level >= 4 and draw.chance(1, 2):
-            expr = op(draw.choice(("mul", "div")), expr, draw.choice((2, F(1, 2), F(1, 16))))
-        return "exp", fmt, expr
-
-    return {"cases": _cases(draw, 4 + 2 * level, make)}
-
-
 def _logits(draw: Draw, fmt: str, count: int, bits: int) -> list:
     """Logits around an overflow or underflow edge of fmt, or around 0 with one far out."""
     regime = draw.choice(("over", "under", "spread"))
@@ -311,7 +267,7 @@ def _logits(draw: Draw, fmt: str, count: int, bits: int) -> list:
     return [_grid(centre + draw.dyadic(-4, 4, bits), bits) for _ in range(count)]
 
 
-def _logit_sampler(stem, naive, shifted, indexed):
+def logit_sampler(stem, naive, shifted, indexed):
     """Naive and max-shifted cases of 2..1+level logits (multiples of 1/2 from level 3); an
     indexed function (softmax) also takes the index of the probability asked for."""
 
@@ -331,10 +287,6 @@ def _logit_sampler(stem, naive, shifted, indexed):
     return sample
 
 
-sample_softmax = _logit_sampler("p", softmax_naive, softmax_shifted, indexed=True)
-sample_logsumexp = _logit_sampler("lse", logsumexp_naive, logsumexp_shifted, indexed=False)
-
-
 def underflow_power(q, fmt):
     """The smallest n with q**n below half the smallest subnormal of fmt (exact integers)."""
     q, bound = F(q), 2 ** (SUBNORMAL_EXPONENT[fmt] + 1)
@@ -349,83 +301,6 @@ def underflow_power(q, fmt):
             low = mid + 1
     return low
 
-
-def sample_underflow(draw: Draw, level: int) -> dict:
-    """powi(q, n) with n within 3 (level 1) .. 3 + level of where q**n crosses half the smallest
-    subnormal (q = 1/2 gives exact ties), and its log-space twin n * log(q)."""
-    bases = (F(1, 2), F(1, 4), F(1, 1000))
-    if level > 1:
-        bases += (F(1, 8), F(1, 10), F(3, 4), F(1, 3))
-
-    def make(draw, i):
-        fmt = draw.choice(_formats(level))
-        q = draw.choice(bases)
-        n = max(2, underflow_power(q, fmt) + draw.integer(-2 - level, 2 + level))
-        if draw.chance(1, 4):
-            return "log_likelihood", fmt, op("mul", n, op("log", q))
-        return "likelihood", fmt, op("powi", q, n)
-
-    return {"cases": _cases(draw, 4 + level, make)}
-
-
-def _variance(values):
-    """E[x^2] - E[x]^2 in one pass, as the canonical dl-034 case writes it."""
-    n = len(values)
-    mean_square = op("div", op("sum", *[op("mul", x, x) for x in values]), n)
-    mean = op("div", op("sum", *values), n)
-    return op("sub", mean_square, op("mul", mean, mean))
-
-
-def sample_cancellation(draw: Draw, level: int) -> dict:
-    """(1 + d) - 1 with d = 2**-k near the format's precision (ties at k = p) or 10**-k;
-    (2**k + 1) - 2**k at the large-integer tie; one-pass variance of 2 (3 from level 3)
-    integers near 2**(p/2), where the squares stop being exact."""
-
-    def make(draw, i):
-        fmt = draw.choice(_formats(level))
-        p = PRECISION[fmt]
-        kind = draw.choice(("increment", "decimal", "integer", "variance"))
-        if kind == "increment":
-            return "one_plus", fmt, op("sub", op("add", 1, F(1, 2 ** (p + draw.integer(-2, 1)))), 1)
-        if kind == "decimal":
-            k = draw.integer(max(1, p * 3 // 10 - 2), p * 3 // 10 + 2)
-            return "one_plus_decimal", fmt, op("sub", op("add", 1, F(1, 10**k)), 1)
-        if kind == "integer":
-            big = 2 ** (p + draw.integer(-1, 1))
-            return "big_plus_one", fmt, op("sub", op("add", big, draw.choice((1, 2, 3))), big)
-        start = draw.integer(2 ** (p // 2 - 1), 2 ** (p // 2 + 2))
-        values = [start + step for step in sorted(draw.sample(range(0, 5), 3 if level >= 3 else 2))]
-        return "variance_one_pass", fmt, _variance(values)
-
-    return {"cases": _cases(draw, 4 + level, make)}
-
-
-def sample_format_limits(draw: Draw, level: int) -> dict:
-    """max + c around half an ulp (the tie rounds to even = up = inf), k * k around sqrt(max),
-    1 / 2**-k around max, and a two-value mean square; float16 at levels 1-2, all formats above."""
-    formats = ("float16",) if level <= 2 else FORMATS
-
-    def make(draw, i):
-        fmt = draw.choice(formats)
-        p, e = PRECISION[fmt], MAX_EXPONENT[fmt]
-        kind = draw.choice(("max_plus", "square", "reciprocal", "mean_square"))
-        if kind == "max_plus":
-            half_ulp = 2 ** (e - p)
-            return kind, fmt, op("add", max_finite(fmt), half_ulp + draw.integer(-3, 3) * half_ulp // 8)
-        if kind == "square":
-            root = 2 ** ((e + 1) // 2) if e % 2 else 2 ** (e // 2) * 181 // 128
-            k = root + draw.integer(-4, 4) * max(1, root // 256)
-            return kind, fmt, op("mul", k, k)
-        if kind == "reciprocal":
-            k = min(SUBNORMAL_EXPONENT[fmt], e + draw.integer(-2, 2))
-            return kind, fmt, op("div", 1, F(1, 2**k))
-        x = 2 ** (e // 2) * 181 // 128 + draw.integer(-4, 4) * max(1, 2 ** (e // 2) // 256)
-        return kind, fmt, op("div", op("add", op("mul", x, x), op("mul", x, x)), 2)
-
-    return {"cases": _cases(draw, 4 + level, make)}
-
-
-# ---------------------------------------------------------------------------- levels 2-5: searches
 
 SEARCH_CONVENTIONS = CONVENTIONS + (
     " A template is an expression in which the integer n stands in for a literal (the leaf "
@@ -535,27 +410,27 @@ def float_search_rows(templates, windows, question):
 HOLE = {"op": "n", "args": []}
 
 
-def _neg_hole():
+def neg_hole():
     return op("neg", HOLE)
 
 
 TEMPLATES = {
     "exp_range": (
         ("exp(n) overflows", lambda: op("exp", HOLE), lambda f: int(LN_MAX[f])),
-        ("exp(-n) underflows", lambda: op("exp", _neg_hole()), lambda f: int(-LN_HALF_SUBNORMAL[f])),
+        ("exp(-n) underflows", lambda: op("exp", neg_hole()), lambda f: int(-LN_HALF_SUBNORMAL[f])),
         ("exp(n) / 16", lambda: op("div", op("exp", HOLE), 16), lambda f: int(LN_MAX[f])),
     ),
     "softmax": (
         ("naive softmax of [n, n - 1], index 0", lambda: softmax_naive([HOLE, op("sub", HOLE, 1)], 0),
          lambda f: int(LN_MAX[f])),
         ("naive softmax of [-n, -n - 1], index 1",
-         lambda: softmax_naive([_neg_hole(), op("sub", _neg_hole(), 1)], 1),
+         lambda: softmax_naive([neg_hole(), op("sub", neg_hole(), 1)], 1),
          lambda f: int(-LN_HALF_SUBNORMAL[f])),
         ("naive softmax of [0, n], index 0", lambda: softmax_naive([0, HOLE], 0), lambda f: int(LN_MAX[f])),
     ),
     "logsumexp": (
         ("naive log-sum-exp of [n, n]", lambda: logsumexp_naive([HOLE, HOLE]), lambda f: int(LN_MAX[f])),
-        ("naive log-sum-exp of [-n, -n]", lambda: logsumexp_naive([_neg_hole(), _neg_hole()]),
+        ("naive log-sum-exp of [-n, -n]", lambda: logsumexp_naive([neg_hole(), neg_hole()]),
          lambda f: int(-LN_HALF_SUBNORMAL[f])),
         ("naive log-sum-exp of [n, 0, 0]", lambda: logsumexp_naive([HOLE, 0, 0]), lambda f: int(LN_MAX[f])),
     ),
@@ -589,12 +464,12 @@ def _template(family, k, fmt):
     return make(), edge(fmt)
 
 
-_WIDTH = {2: (6, 12), 3: (8, 16), 4: (6, 10), 5: (4, 8)}
+WIDTH = {2: (6, 12), 3: (8, 16), 4: (6, 10), 5: (4, 8)}
 
 
 def _window(draw: Draw, fmt: str, edge: int, level: int, below: bool) -> dict:
     """Consecutive integers around the edge, or entirely below it (then no n is non-finite)."""
-    width = draw.integer(*_WIDTH[level])
+    width = draw.integer(*WIDTH[level])
     if below:
         high = edge - draw.integer(2, 6)
         return {"format": fmt, "low": high - width, "high": high}
@@ -613,7 +488,7 @@ def substituted(template, n):
     return op(template["op"], *[substituted(a, n) for a in template["args"]])
 
 
-def _robust_window(template, window):
+def robust_window(template, window):
     return all(robust_outcome(substituted(template, n), window["format"]) is not None
                for n in range(window["low"], window["high"] + 1))
 
@@ -629,7 +504,7 @@ def _posable(family, k):
     return found
 
 
-def _binding_draw(draw: Draw, family: str, kinds: list[int]) -> tuple[str, int, list[int]]:
+def binding_draw(draw: Draw, family: str, kinds: list[int]) -> tuple[str, int, list[int]]:
     """Level 4's format, the template that binds (fails first: drawn uniformly among those with
     another template posable in the format whose edge is not earlier) and one or two such others.
     Drawing the smallest edge from a random subset instead bound format_limits to powi(2, n) or
@@ -645,7 +520,7 @@ def _binding_draw(draw: Draw, family: str, kinds: list[int]) -> tuple[str, int, 
     return fmt, binding, others
 
 
-def _search_sampler(family):
+def search_sampler(family):
     def sample(draw: Draw, level: int) -> dict:
         kinds = list(range(len(TEMPLATES[family])))
         templates, windows = [], []
@@ -662,7 +537,7 @@ def _search_sampler(family):
                     templates.append(template)
                     windows.append(_window(draw, fmt, edge, level, below=fmt in clean))
         elif level == 4:  # 2-3 templates in one format on one shared window
-            fmt, binding, others = _binding_draw(draw, family, kinds)
+            fmt, binding, others = binding_draw(draw, family, kinds)
             made = [_template(family, k, fmt) for k in draw.shuffled([binding, *others])]
             edge = _template(family, binding, fmt)[1]
             window = _window(draw, fmt, edge, level, below=False)
@@ -678,7 +553,7 @@ def _search_sampler(family):
                 templates.append(template)
                 windows.append(_window(draw, fmt, edge, level, below=level >= 3 and draw.chance(1, 4)))
         for template, window in zip(templates, windows, strict=True):
-            if not _robust_window(template, window):
+            if not robust_window(template, window):
                 raise Reject("a case of a window is not robust")
         question = {2: "first", 3: "count", 4: "last_all_finite", 5: "cheapest"}[level]
         return {"templates": templates, "windows": windows, "question": question}
@@ -686,7 +561,7 @@ def _search_sampler(family):
     return sample
 
 
-_QUESTIONS = {
+QUESTIONS = {
     "first": "For each template and its window (same position in the two lists), give the smallest n of "
              "the window whose outcome is non-finite, or None if no n of the window has a non-finite "
              "outcome.",
@@ -701,7 +576,9 @@ _QUESTIONS = {
                 "finite on every n of its windows in that format, and whether it is the cheapest format "
                 "for which that holds (True for at most one format; False for all when no format is).",
 }
-_SHAPES = {
+
+
+SHAPES = {
     "first": '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  '
              "(one row per window, in order)",
     "count": '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
@@ -714,21 +591,21 @@ _SHAPES = {
 }
 
 
-def _search_prompt(inputs):
+def search_prompt(inputs):
     listing = "\n".join(f"  {i}: {show_expr(t)} in {w['format']}, n from {w['low']} to {w['high']}"
                         for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True)))
     return prompt(
-        _QUESTIONS[inputs["question"]] + " The templates and windows:\n" + listing,
+        QUESTIONS[inputs["question"]] + " The templates and windows:\n" + listing,
         {"templates": ("list of expression trees {'op': name, 'args': [...]} with the leaf {'op': 'n', "
                        "'args': []} for n", ...),
          "windows": ("list of dicts {'format', 'low', 'high'}, one per template", ...),
          "question": ("the question asked, as a word", inputs["question"])},
-        _SHAPES[inputs["question"]],
+        SHAPES[inputs["question"]],
         "n is a plain integer; counts are integers; formats are the strings 'float16', 'float32', 'float64'",
     )
 
 
-def _build_search(tags):
+def build_search(tags):
     def build(task_id, inputs):
         cases = [{"name": f"t{i}_n{n}", "format": w["format"], "expr": substituted(t, n)}
                  for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True))
@@ -749,14 +626,12 @@ def _build_search(tags):
                         if inputs["question"] == "last_all_finite" else
                         "a window lies wholly on the finite side of its edge, so it has no non-finite n and "
                         "its count is exactly 0") if zero else None)
-        return TaskDef(task_id, "numerical", inputs, float_search_rows, _search_prompt,
+        return TaskDef(task_id, "numerical", inputs, float_search_rows, search_prompt,
                        api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", inputs["question"]),
                        zero_reason=zero_reason, meta={"float_search": cases})
 
     return build
 
-
-# ---------------------------------------------------------------------------- builders
 
 _ARGUMENTS: dict[str, dict[str, str]] = {}
 """The hand-written arguments of the canonical cases, by task id."""
@@ -773,9 +648,9 @@ def _builder(tags):
     return build
 
 
-def _numerical_family(name, tags, sample_cases, level_one):
-    search = _build_search(tags)
-    sample_search = _search_sampler(name)
+def numerical_family(name, tags, sample_cases, level_one):
+    search = build_search(tags)
+    sample_search = search_sampler(name)
 
     def sample(draw: Draw, level: int) -> dict:
         return sample_cases(draw, level) if level == 1 else sample_search(draw, level)
@@ -797,143 +672,24 @@ def _numerical_family(name, tags, sample_cases, level_one):
               "\"the dearer format is the safe one\" fails in about half.")
     return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
                      varying_at={1: ("rows[].outcome",), 5: ("rows[].finite_everywhere", "rows[].cheapest")},
-                     branches=(Branch("a window without a non-finite n", _has_none_row, F(1, 10), (3,)),
-                               Branch("no n keeps every template finite", _has_none_row, F(1, 40), (4,)),
-                               Branch("the cheapest format posed is not finite everywhere", _cheapest_fails,
+                     branches=(Branch("a window without a non-finite n", has_none_row, F(1, 10), (3,)),
+                               Branch("no n keeps every template finite", has_none_row, F(1, 40), (4,)),
+                               Branch("the cheapest format posed is not finite everywhere", cheapest_fails,
                                       F(1, 5), (5,)),
                                Branch("a cheaper format is finite everywhere where a dearer one is not",
-                                      _not_monotone, F(1, 10), (5,))))
+                                      not_monotone, F(1, 10), (5,))))
 
 
-def _has_none_row(task):
+def has_none_row(task):
     return any(row.get("first_non_finite", 0) is None or row.get("last_all_finite", 0) is None
                for row in task.expected["rows"])
 
 
-def _cheapest_fails(task):
+def cheapest_fails(task):
     return task.level == 5 and not task.expected["rows"][0]["finite_everywhere"]
 
 
-def _not_monotone(task):
+def not_monotone(task):
     """A format finite everywhere before (cheaper than) one that is not: "the dearer the safer" fails."""
     flags = [row["finite_everywhere"] for row in task.expected["rows"]] if task.level == 5 else []
     return any(a and not b for a, b in zip(flags, flags[1:], strict=False))
-
-
-EXP_RANGE = _numerical_family("exp_range", ("overflow", "exp"), sample_exp_range,
-                              "4+2*level exp cases within 3 of the overflow/underflow edges")
-SOFTMAX = _numerical_family("softmax", ("softmax", "overflow"), sample_softmax,
-                            "naive/shifted softmax cases of logits near the edges")
-LOGSUMEXP = _numerical_family("logsumexp", ("logsumexp", "overflow", "log0"), sample_logsumexp,
-                              "naive/shifted log-sum-exp cases of logits near the edges")
-UNDERFLOW = _numerical_family("underflow", ("underflow", "subnormal"), sample_underflow,
-                              "powers q**n near the underflow edge, and log-space twins")
-CANCELLATION = _numerical_family("cancellation", ("cancellation",), sample_cancellation,
-                                 "(1 + 2**-k) - 1, (1 + 10**-k) - 1, (2**p + c) - 2**p, one-pass variance")
-FORMAT_LIMITS = _numerical_family("format_limits", ("float16", "overflow", "limits"), sample_format_limits,
-                                  "max + half ulp, squares near sqrt(max), 1/2**-k, mean squares")
-
-FAMILIES = (EXP_RANGE, SOFTMAX, LOGSUMEXP, UNDERFLOW, CANCELLATION, FORMAT_LIMITS)
-
-
-def _canonical(task_id, family, cases_with_arguments):
-    _ARGUMENTS[task_id] = {c["name"]: why for c, why in cases_with_arguments}
-    return family.task(task_id, {"cases": [c for c, _ in cases_with_arguments]})
-
-
-TASKS = (
-    _canonical("dl-030", EXP_RANGE, [
-        _case("exp88_f32", "float32", op("exp", 88), "e**88 = 1.65e38 < float32 max 3.40e38"),
-        _case("exp89_f32", "float32", op("exp", 89), "e**89 = 4.49e38 > float32 max 3.40e38: overflow"),
-        _case("exp709_f64", "float64", op("exp", 709), "e**709 = 8.2e307 < float64 max 1.80e308"),
-        _case("exp710_f64", "float64", op("exp", 710), "e**710 = 2.2e308 > float64 max 1.80e308: overflow"),
-        _case("exp11_f16", "float16", op("exp", 11), "e**11 = 59874 < float16 max 65504"),
-        _case("exp12_f16", "float16", op("exp", 12), "e**12 = 162755 > float16 max 65504: overflow"),
-        _case("exp_neg100_f32", "float32", op("exp", -100),
-              "e**-100 = 3.7e-44 is below the float32 normal range but above the smallest subnormal 1.4e-45"),
-        _case("exp_neg110_f32", "float32", op("exp", -110),
-              "e**-110 = 1.7e-48 < half the smallest float32 subnormal (7.0e-46): underflows to 0"),
-    ]),
-    _canonical("dl-031", SOFTMAX, [
-        _case("naive_p0_big", "float64", softmax_naive([1000, 999], 0),
-              "exp(1000) and exp(999) overflow to inf, so p0 = inf / (inf + inf) = inf / inf = nan"),
-        _case("shifted_p0_big", "float64", softmax_shifted([1000, 999], 0),
-              "after subtracting the max the exponents are 0 and -1: p0 = 1 / (1 + e**-1), finite"),
-        _case("naive_p0_very_negative", "float64", softmax_naive([-1000, -1001], 0),
-              "exp(-1000) and exp(-1001) underflow to 0, so p0 = 0 / 0 = nan"),
-        _case("shifted_p0_very_negative", "float64", softmax_shifted([-1000, -1001], 0),
-              "shifted exponents 0 and -1 again: p0 = 1 / (1 + e**-1), finite"),
-        _case("naive_p0_f16", "float16", softmax_naive([10, 12], 0),
-              "exp(10) = 22026 fits float16 but exp(12) = 162755 overflows: p0 = 22026 / inf = 0"),
-        _case("naive_p1_f16", "float16", softmax_naive([10, 12], 1),
-              "p1 = exp(12) / (exp(10) + exp(12)) = inf / inf = nan"),
-        _case("shifted_p0_f16", "float16", softmax_shifted([10, 12], 0),
-              "shifted exponents -2 and 0: p0 = e**-2 / (e**-2 + 1) = 0.119, finite"),
-    ]),
-    _canonical("dl-032", LOGSUMEXP, [
-        _case("naive_lse_big", "float64", logsumexp_naive([1000, 1000]),
-              "exp(1000) overflows, inf + inf = inf, log(inf) = inf, though the true value is 1000.69"),
-        _case("shifted_lse_big", "float64", logsumexp_shifted([1000, 1000]),
-              "1000 + log(e**0 + e**0) = 1000 + log 2, finite"),
-        _case("naive_lse_very_negative", "float64", logsumexp_naive([-1000, -1000]),
-              "exp(-1000) underflows to 0, so log(0 + 0) = log(0) = -inf (true value -999.31)"),
-        _case("shifted_lse_very_negative", "float64", logsumexp_shifted([-1000, -1000]),
-              "-1000 + log 2, finite"),
-        _case("naive_lse_f32_ok", "float32", logsumexp_naive([80, 80]),
-              "exp(80) = 5.5e34 and the sum 1.1e35 are below float32 max 3.4e38: log gives 80.69, finite"),
-        _case("naive_lse_f32_overflow", "float32", logsumexp_naive([89, 0]),
-              "exp(89) = 4.5e38 overflows float32, log(inf) = inf"),
-    ]),
-    _canonical("dl-033", UNDERFLOW, [
-        _case("half_pow149_f32", "float32", op("powi", F(1, 2), 149),
-              "2**-149 is exactly the smallest float32 subnormal: representable, finite"),
-        _case("half_pow150_f32", "float32", op("powi", F(1, 2), 150),
-              "2**-150 is exactly half the smallest subnormal: a tie, rounded to the even neighbour 0"),
-        _case("half_pow24_f16", "float16", op("powi", F(1, 2), 24),
-              "2**-24 is the smallest float16 subnormal"),
-        _case("half_pow25_f16", "float16", op("powi", F(1, 2), 25),
-              "2**-25 is a tie between 0 and 2**-24: ties-to-even gives 0"),
-        _case("likelihood_100_f64", "float64", op("powi", F(1, 1000), 100),
-              "1e-300 is above the float64 normal minimum 2.2e-308: finite"),
-        _case("likelihood_110_f64", "float64", op("powi", F(1, 1000), 110),
-              "1e-330 is below half the smallest float64 subnormal (2.5e-324): underflows to 0"),
-        _case("log_likelihood_110_f64", "float64", op("mul", 110, op("log", F(1, 1000))),
-              "in log space the same likelihood is 110 * log(1/1000) = -759.8, finite"),
-    ]),
-    _canonical("dl-034", CANCELLATION, [
-        _case("one_plus_2m24_f32", "float32", op("sub", op("add", 1, F(1, 2**24)), 1),
-              "1 + 2**-24 is a tie between 1 and 1 + 2**-23; ties-to-even gives 1, and 1 - 1 = 0"),
-        _case("one_plus_2m23_f32", "float32", op("sub", op("add", 1, F(1, 2**23)), 1),
-              "1 + 2**-23 is the next float32 after 1, so the difference is 2**-23, finite"),
-        _case("one_plus_1e-8_f64", "float64", op("sub", op("add", 1, F(1, 10**8)), 1),
-              "float64 has 52 fraction bits (ulp 2.2e-16 at 1): 1 + 1e-8 keeps the increment, finite"),
-        _case("one_plus_1e-8_f32", "float32", op("sub", op("add", 1, F(1, 10**8)), 1),
-              "1e-8 is below half the float32 ulp at 1 (6e-8): 1 + 1e-8 rounds to 1, difference 0"),
-        _case("one_plus_1e-3_f16", "float16", op("sub", op("add", 1, F(1, 1000)), 1),
-              "the float16 ulp at 1 is 2**-10 = 9.8e-4: 1 + 0.001 rounds to 1 + 2**-10, difference finite"),
-        _case("one_plus_1e-4_f16", "float16", op("sub", op("add", 1, F(1, 10**4)), 1),
-              "1e-4 is below half the float16 ulp at 1 (4.9e-4): rounds to 1, difference 0"),
-        _case("variance_one_pass_f32", "float32",
-              op("sub", op("div", op("add", op("mul", 4097, 4097), op("mul", 4099, 4099)), 2),
-                 op("mul", op("div", op("add", 4097, 4099), 2), op("div", op("add", 4097, 4099), 2))),
-              "E[x^2] - E[x]^2 for x = (4097, 4099): the true variance is 1, but 4097**2 = 16785409 and "
-              "4099**2 = 16801801 exceed 2**24 and are odd, so float32 rounds them to even neighbours; "
-              "their mean 16793604 is exact, 4098**2 = 16793604 is exact, and the difference is 0"),
-    ]),
-    _canonical("dl-035", FORMAT_LIMITS, [
-        _case("max_plus_15_f16", "float16", op("add", 65504, 15),
-              "65519 is below the rounding boundary 65520 between 65504 and 2**16: rounds to 65504"),
-        _case("max_plus_16_f16", "float16", op("add", 65504, 16),
-              "65520 is exactly halfway between 65504 (odd significand) and 65536: ties-to-even rounds up to "
-              "2**16, which overflows to inf"),
-        _case("square_255_f16", "float16", op("mul", 255, 255), "255**2 = 65025 <= 65504: finite"),
-        _case("square_256_f16", "float16", op("mul", 256, 256), "256**2 = 65536 > 65504: inf"),
-        _case("reciprocal_min_subnormal_f16", "float16", op("div", 1, F(1, 2**24)),
-              "1 / 2**-24 = 2**24 = 16777216 > 65504: inf"),
-        _case("mean_square_300_f16", "float16", _MEAN_SQUARE_300,
-              "300**2 = 90000 overflows before the mean is taken: inf / 2 = inf (a LayerNorm variance in "
-              "float16 overflows for activations of only 300)"),
-        _case("mean_square_300_f32", "float32", _MEAN_SQUARE_300,
-              "90000 is tiny for float32: finite"),
-    ]),
-)

@@ -1,36 +1,144 @@
-"""Levels 2-5 of the linear-algebra families: the quantity described instead of named, composed,
-searched over a parameter or a choice, and designed under constraints.
-
-References are self-contained sandbox programs (Fractions and sympy); checks.py recomputes each
-(``meta["linalg_question"]``) another way with exactgrade.rational (Fraction Gauss-Jordan), exact
-LDL^T pivots (Sylvester's inertia) or numpy eigenvalues with a margin.
-"""
+"""What two or more linalg families use (written once)."""
 
 from __future__ import annotations
 
 from fractions import Fraction as F
+from math import isqrt, lcm
 
-from exactgrade.domains.deeplearning import linalg as _base
-from exactgrade.domains.deeplearning._family import answer_field, dl_family, single_row
+from exactgrade.domains.deeplearning._family import as_int, dl_family, nonzero_dyadic, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.domains.deeplearning.linalg import (
-    _builder,
-    _eigenvalue_prompt,
-    _inverse_prompt,
-    _irrational_eigenvalues,
-    _least_squares_prompt,
-    _pca_prompt,
-    _projection_prompt,
-    _rank_prompt,
-    eigenvalue_rows,
-    inverse_rows,
-    least_squares_rows,
-    pca_rows,
-    projection_rows,
-    rank_rows,
+from exactgrade.family import Draw
+from exactgrade.task import Task, TaskDef
+
+CONVENTIONS = (
+    "Linear-algebra conventions. A matrix is a list of rows (lists of fractions.Fraction or int); a vector "
+    "is a list. All arithmetic is exact over the rationals (sympy.Matrix with sympy.Rational entries, or "
+    "fractions.Fraction by hand); rational results are given as Fraction (or int), irrational ones as "
+    "exact sympy expressions (e.g. 3/2 - sqrt(5)/2). Least squares minimises ||X w - y||**2 (the normal "
+    "equations X^T X w = X^T y); rss is the residual sum of squares ||y - X w||**2. The orthogonal "
+    "projection onto the column space of A is P = A (A^T A)^-1 A^T. Eigenvalues are listed in ascending "
+    "order, each repeated as often as its algebraic multiplicity. A sample covariance here is the "
+    "population covariance (1/n) * sum_k (p_k - mean)(p_k - mean)^T over the n points."
 )
-from exactgrade.family import Branch, Draw, Reject
-from exactgrade.task import TaskDef
+
+
+def least_squares_rows(X, y):
+    from fractions import Fraction
+
+    import sympy
+
+    def exact(q):
+        q = Fraction(q)
+        return sympy.Rational(q.numerator, q.denominator)
+
+    def fraction(x):
+        return Fraction(int(x.p), int(x.q))
+
+    x = sympy.Matrix([[exact(v) for v in row] for row in X]).to_DM().to_field()  # over Q
+    target = sympy.Matrix([exact(v) for v in y]).to_DM().to_field()
+    xt = x.transpose()
+    w = (xt * x).lu_solve(xt * target)
+    residual = target - x * w
+    rss = (residual.transpose() * residual).to_Matrix()[0, 0]
+    return {"rows": [{"w": [fraction(v) for v in w.to_Matrix()], "rss": fraction(rss)}]}
+
+
+def projection_rows(A, vectors):
+    from fractions import Fraction
+
+    import sympy
+
+    def exact(q):
+        q = Fraction(q)
+        return sympy.Rational(q.numerator, q.denominator)
+
+    def fraction(x):
+        return Fraction(int(x.p), int(x.q))
+
+    a = sympy.Matrix([[exact(x) for x in row] for row in A]).to_DM().to_field()  # over Q
+    at = a.transpose()
+    p = (a * (at * a).inv() * at).to_Matrix()
+    rows = []
+    for v in vectors:
+        vector = sympy.Matrix([exact(x) for x in v])
+        projected = p * vector
+        rows.append({"projection": [fraction(x) for x in projected],
+                     "residual": [fraction(x) for x in vector - projected]})
+    return {"rows": rows}
+
+
+API = api(CONVENTIONS)
+
+
+def _small(draw: Draw, nonzero: bool = False) -> F:
+    """An entry: a multiple of 1/2 in [-2, 2]."""
+    return nonzero_dyadic(draw, -2, 2, 1) if nonzero else draw.dyadic(-2, 2, 1)
+
+
+def _matmul(a, b) -> list[list[F]]:
+    """a @ b exactly, as exactgrade.rational.matmul, but in integers over one common denominator
+    per factor (a sampler multiplies many small matrices; Fraction sums cost a gcd per term)."""
+    (ia, da), (ib, db) = _scaled(a), _scaled(b)
+    columns = list(zip(*ib, strict=True))
+    return [[F(sum(x * y for x, y in zip(row, column, strict=True)), da * db) for column in columns]
+            for row in ia]
+
+
+def _scaled(matrix) -> tuple[list[list[int]], int]:
+    """(integer matrix, d) with matrix = integer matrix / d."""
+    entries = [[x if type(x) is F else F(x) for x in row] for row in matrix]
+    d = lcm(*(x.denominator for row in entries for x in row))
+    return [[x.numerator * (d // x.denominator) for x in row] for row in entries], d
+
+
+def _plain(matrix):
+    return [[as_int(F(x)) for x in row] for row in matrix]
+
+
+def invertible_matrix(draw: Draw, n: int) -> list[list]:
+    """P L U: unit lower-triangular L, upper-triangular U with a non-zero diagonal, rows permuted."""
+    lower = [[F(int(i == j)) if j >= i else _small(draw, nonzero=True) for j in range(n)] for i in range(n)]
+    upper = [[_small(draw, nonzero=True) if j >= i else F(0) for j in range(n)] for i in range(n)]
+    product = _matmul(lower, upper)
+    return _plain([product[i] for i in draw.shuffled(range(n))])
+
+
+def full_column_rank(draw: Draw, m: int, k: int) -> list[list]:
+    """[I_k; R] with its rows shuffled, times an invertible k x k: rank k by construction."""
+    stacked = [[F(int(i == j)) for j in range(k)] for i in range(k)]
+    stacked += [[_small(draw) for _ in range(k)] for _ in range(m - k)]
+    stacked = [stacked[i] for i in draw.shuffled(range(m))]
+    return _plain(_matmul(stacked, invertible_matrix(draw, k)))
+
+
+def is_rational_square(q: F) -> bool:
+    """q >= 0 is the square of a rational (numerator and denominator are perfect squares)."""
+    return q >= 0 and isqrt(q.numerator) ** 2 == q.numerator and isqrt(q.denominator) ** 2 == q.denominator
+
+
+SQUARE = {1: (2, 3), 2: (3, 3), 3: (3, 4), 4: (4, 4), 5: (4, 5)}
+"""matrix sizes per level"""
+
+
+def irrational_eigenvalues(task: Task) -> str | None:
+    """The eigen tasks are posed for their exact irrational answers (level 1; the upper levels ask
+    other questions of matrices built with irrational eigenvalues)."""
+    import sympy
+
+    if task.level not in (None, 1):
+        return None
+    for row in task.expected["rows"]:
+        if all(isinstance(v, sympy.Rational) or type(v) in (int, F) for v in row["eigenvalues"]):
+            return "every eigenvalue of a matrix is rational"
+    return None
+
+
+def _builder(reference, render, kind, tags):
+    def build(task_id, inputs):
+        return TaskDef(task_id, "linalg", inputs, reference, render, API, POLICY, tags=tags,
+                       meta={"linalg": kind})
+
+    return build
 
 BASICS = (
     "Linear-algebra conventions. A matrix is a list of rows (lists of fractions.Fraction or int); a vector "
@@ -41,7 +149,7 @@ BASICS = (
     "answers."
 )
 
-_API = api(BASICS)
+UPPER_API = api(BASICS)
 
 
 def linalg_question_rows(question, **given):
@@ -289,9 +397,7 @@ def linalg_question_rows(question, **given):
     return out if list(out) == ["rows"] else {"rows": [out]}
 
 
-# ---------------------------------------------------------------------------- prompts
-
-_QUESTIONS = {
+QUESTIONS = {
     "solve": ("For each square matrix A in `matrices` and the vector b at the same position in `vectors`, "
               "give "
               "the vector x with A x = b, exactly.",
@@ -406,22 +512,21 @@ _QUESTIONS = {
                        "coordinates.", '{"direction": [int, int], "ratio": Fraction}',
                        "the ratio is dimensionless"),
 }
-_GIVEN = {"matrices": "list of matrices (lists of rows of Fraction)", "vectors": "list of vectors",
+
+
+GIVEN = {"matrices": "list of matrices (lists of rows of Fraction)", "vectors": "list of vectors",
           "A": "matrix", "B": "matrix", "entry": "[row, column], counted from 1",
           "X": "design matrix, one row per observation", "y": "observed targets",
           "x_new": "a new row of X", "bound": "the bound",
           "products": "list of dicts {'A': matrix, 'B': matrix}", "thresholds": "list of numbers c",
           "points": "list of points [x, y] with Fraction coordinates", "direction": "a direction [a, b]",
           "directions": "list of directions [a, b]"}
-_CONVENTIONS = {
-    "ls_words": BASICS, "projection_words": BASICS,
-}
 
 
-def _renderer(name):
+def renderer(name):
     def render(inputs):
-        question, shape, units = _QUESTIONS[name]
-        variables = {k: (d, inputs[k]) for k, d in _GIVEN.items() if k in inputs}
+        question, shape, units = QUESTIONS[name]
+        variables = {k: (d, inputs[k]) for k, d in GIVEN.items() if k in inputs}
         if "question" in inputs:
             variables["question"] = ("the question asked, as a word", name)
         return prompt(question, variables, single_row(shape), units)
@@ -429,341 +534,41 @@ def _renderer(name):
     return render
 
 
-_ZERO_COUNT = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a threshold below "
+ZERO_COUNT = ("a count in the answer is exactly 0 (a full-rank matrix has nullity 0; a threshold below "
                "every eigenvalue has none below it): that count is the answer")
-_COUNTS = {"nullity": _ZERO_COUNT, "count_below": _ZERO_COUNT,
+
+
+COUNTS = {"nullity": ZERO_COUNT, "count_below": ZERO_COUNT,
            "essential_columns": "a count in the answer is exactly 0 (a matrix whose every column lies in the "
                                 "span of the others has no essential column): that count is the answer"}
-_RENDER = {name: _renderer(name) for name in _QUESTIONS}
+
+
+RENDER = {name: renderer(name) for name in QUESTIONS}
 
 
 def build(task_id, inputs):
-    from exactgrade.domains.deeplearning import linalg
-
     if "question" not in inputs:  # level 2 of least squares and projection: level 1's reference
         if "X" in inputs:
-            return TaskDef(task_id, "linalg", inputs, linalg.least_squares_rows, _RENDER["ls_words"], _API,
+            return TaskDef(task_id, "linalg", inputs, least_squares_rows, RENDER["ls_words"], UPPER_API,
                            POLICY, tags=("least-squares", "words"), meta={"linalg": "least_squares"})
-        return TaskDef(task_id, "linalg", inputs, linalg.projection_rows, _RENDER["projection_words"], _API,
+        return TaskDef(task_id, "linalg", inputs, projection_rows, RENDER["projection_words"], UPPER_API,
                        POLICY, tags=("projection", "words"), meta={"linalg": "projection"})
     name = inputs["question"]
     zero_reason = None
-    if name in _COUNTS:
+    if name in COUNTS:
         rows = linalg_question_rows(**inputs)["rows"]
         if any(v == 0 for row in rows for v in row.values()):
-            zero_reason = _COUNTS[name]
+            zero_reason = COUNTS[name]
     if name == "lasso_path":
         zero_reason = ("the weights outside the support are exactly 0 (at the largest lambda every weight "
                        "is): the lasso's sparsity")
-    return TaskDef(task_id, "linalg", inputs, linalg_question_rows, _RENDER[name], _API, POLICY,
+    return TaskDef(task_id, "linalg", inputs, linalg_question_rows, RENDER[name], UPPER_API, POLICY,
                    tags=("linalg", name), zero_reason=zero_reason, meta={"linalg_question": name})
 
 
-# ---------------------------------------------------------------------------- samplers
-
-
-def _small(draw: Draw) -> F:
-    return draw.dyadic(-2, 2, 1)
-
-
-def sample_inverse(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.linalg import _plain, invertible_matrix
-
-    n = draw.integer(2, 3) if level in (2, 3) else 3
-    if level == 2:
-        matrices = [invertible_matrix(draw, draw.integer(2, 4)) for _ in range(2)]
-        return {"question": "solve", "matrices": matrices,
-                "vectors": [[draw.integer(-3, 3) for _ in m] for m in matrices]}
-    if level == 3:
-        return {"question": "product", "A": invertible_matrix(draw, n), "B": invertible_matrix(draw, n)}
-    a = invertible_matrix(draw, n)
-    entry = [draw.integer(1, n), draw.integer(1, n)]
-    if level == 4 and draw.chance(1, 3):  # an entry whose cofactor is 0, when there is one: the None case
-        from exactgrade.rational import determinant
-
-        flat = [[i, j] for i in range(1, n + 1) for j in range(1, n + 1)
-                if determinant([[x for c, x in enumerate(row) if c != j - 1]
-                                for r, row in enumerate(a) if r != i - 1]) == 0]
-        entry = draw.choice(flat) if flat else entry
-    if level == 4:
-        return {"question": "singular_entry", "A": a, "entry": entry}
-    inputs = {"question": "minimax_entry", "A": _plain(a), "entry": entry}
-    key = linalg_question_rows(**inputs)["rows"][0]
-    limit = minimax_limit(inputs)
-    if limit is not None and key["max_entry"] >= limit:
-        raise Reject("the infimum is approached as t grows without bound (not attained)")
-    if key["t"].denominator == 1:
-        raise Reject("the optimal t is an integer (the named mistake, a search over integers, would find it)")
-    return inputs
-
-
-def minimax_limit(inputs) -> F | None:
-    """The largest absolute inverse entry of inverse L5's A(t) as t -> +-infinity (None when it grows
-    without bound): entry k is (a_k + b_k t) / (c + d t), its limit b_k / d."""
-    from exactgrade.rational import determinant, inverse
-
-    i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1
-
-    def at(t):
-        m = [[F(x) for x in row] for row in inputs["A"]]
-        m[i][j] = F(t)
-        return m
-
-    ts = [t for t in range(6) if determinant(at(t)) != 0][:2]
-    tops = [[[x * determinant(at(t)) for x in row] for row in inverse(at(t))] for t in ts]
-    slope_det = (determinant(at(ts[1])) - determinant(at(ts[0]))) / (ts[1] - ts[0])
-    slopes = [(b - a) / (ts[1] - ts[0])
-              for ra, rb in zip(*tops, strict=True) for a, b in zip(ra, rb, strict=True)]
-    if slope_det == 0:
-        return None if any(slopes) else F(0)
-    return max(abs(b / slope_det) for b in slopes)
-
-
-def sample_least_squares(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.linalg import sample_least_squares as level_one
-
-    base = level_one(draw, 3 if level >= 4 else 2)
-    if level == 2:
-        return base
-    if level == 3:
-        x_new = [1, draw.integer(-6, 12), *([] if len(base["X"][0]) == 2 else [0])]
-        if len(x_new) == 3:
-            x_new[2] = x_new[1] ** 2
-        return {"question": "prediction", **base, "x_new": x_new}
-    if level == 4:
-        return {"question": "leave_one_out", **base}
-    return sample_lasso(draw)
-
-
-def lasso_mistake(x, y) -> list[F]:
-    """least_squares L5's named mistake: soft-thresholding as if the columns were orthogonal, so each
-    column would join at lambda = |X_j . y| (the change points would be those correlations)."""
-    cols = [[F(row[j]) for row in x] for j in range(len(x[0]))]
-    return sorted({abs(sum((a * F(b) for a, b in zip(c, y, strict=True)), F(0))) for c in cols}, reverse=True)
-
-
-def sample_lasso(draw: Draw) -> dict:
-    """3 columns of 5-6 small integers (full rank, columns correlated), y small integers; every change
-    of the support a single event (no two at one lambda), two to five of them, and the orthogonal-design
-    mistake wrong."""
-    from exactgrade.rational import rank
-
-    n = draw.integer(5, 6)
-    x = [[draw.integer(-3, 3) for _ in range(3)] for _ in range(n)]
-    y = [draw.integer(-6, 6) for _ in range(n)]
-    if rank(x) < 3:
-        raise Reject("X is not of full column rank")
-    inputs = {"question": "lasso_path", "X": x, "y": y}
-    rows = linalg_question_rows(**inputs)["rows"]
-    if len({r["lambda"] for r in rows}) != len(rows) or not 2 <= len(rows) <= 5:
-        raise Reject("too few or too many changes of the support")
-    steps = zip(rows, rows[1:], strict=False)
-    if any(len(set(a["support_below"]) ^ set(b["support_below"])) != 1 for a, b in steps) \
-            or len(rows[0]["support_below"]) != 1:
-        raise Reject("two weights join or leave at one lambda")
-    if [r["lambda"] for r in rows] == lasso_mistake(x, y)[:len(rows)]:
-        raise Reject("the orthogonal-design mistake gives the key")
-    return inputs
-
-
-def sample_rank(draw: Draw, level: int) -> dict:
-    from exactgrade import rational
-    from exactgrade.domains.deeplearning.linalg import rank_matrix
-
-    def some(count, size):
-        out = []
-        for _ in range(count):
-            m, n = draw.integer(2, size), draw.integer(2, size)
-            out.append(rank_matrix(draw, m, n, draw.integer(1, min(m, n))))
-        return out
-
-    if level == 2:
-        return {"question": "nullity", "matrices": some(4, 5)}
-    if level == 3:
-        pairs = []
-        for _ in range(4):
-            m, k, n = draw.integer(2, 4), draw.integer(2, 4), draw.integer(2, 4)
-            pairs.append({"A": rank_matrix(draw, m, k, draw.integer(1, min(m, k))),
-                          "B": rank_matrix(draw, k, n, draw.integer(1, min(k, n)))})
-        return {"question": "product_rank", "products": pairs}
-    if level == 4:
-        return {"question": "spanning_prefix", "matrices": some(4, 5)}
-    counts = [draw.integer(0, 3) for _ in range(4)]
-    if len(set(counts)) == 1:  # a constant answer must not pass: the last count differs
-        counts[-1] = draw.choice([c for c in range(4) if c != counts[0]])
-    matrices = [essential_matrix(draw, e) for e in counts]
-    if counts == [len(a[0]) - rational.rank(a) for a in matrices]:
-        raise Reject("the nullities are the counts")
-    return {"question": "essential_columns", "matrices": matrices}
-
-
-def essential_matrix(draw: Draw, essential: int) -> list[list]:
-    """A matrix with exactly ``essential`` essential columns (deleting one lowers the rank) among
-    2-4 that are not: G @ C, G (m x r) of full column rank, r = essential + s. Column j < essential
-    of C is the unit vector e_j plus a mix of the last s coordinates (outside the span of every
-    other column, yet not a plain basis vector); the other d >= s + 1 columns live in the last s
-    coordinates, every one in the span of the rest (no coloop). Columns shuffled; the count is
-    never the rank (r > essential) and often not the nullity (d - s)."""
-    from exactgrade import rational
-    from exactgrade.domains.deeplearning.linalg import _matmul, _plain, full_column_rank
-
-    s = draw.integer(1, 2) if essential else 2  # at least three columns
-    d = s + draw.integer(1, min(2, 6 - essential - s))
-    for _ in range(64):
-        block = [[draw.integer(-2, 2) for _ in range(d)] for _ in range(s)]
-        if rational.rank(block) == s and all(
-                rational.rank([row[:c] + row[c + 1:] for row in block]) == s for c in range(d)):
-            break
-    else:
-        raise Reject("no coefficient block without a coloop")
-    columns = [[int(i == j) for i in range(essential)] + [draw.integer(-1, 1) for _ in range(s)]
-               for j in range(essential)]
-    columns += [[0] * essential + [row[c] for row in block] for c in range(d)]
-    columns = draw.shuffled(columns)
-    r = essential + s
-    left = full_column_rank(draw, draw.integer(r, max(r, 5)), r)
-    return _plain(_matmul(left, rational.transpose(columns)))
-
-
-def sample_projection(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.linalg import sample_projection as level_one
-
-    base = level_one(draw, 3 if level == 5 else 2)
-    if level == 2:
-        return base
-    if level == 5 and len(base["A"][0]) < 2:
-        raise Reject("one column: nothing to choose")
-    name = {3: "distance", 4: "closest_vector", 5: "drop_column"}[level]
-    if level == 4 and len(base["vectors"]) < 3:
-        base["vectors"] = base["vectors"] + [[draw.integer(-2, 2) for _ in base["A"]]]
-    return {"question": name, **base}
-
-
-def sample_eigenvalues(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.linalg import symmetric_with_radical_eigenvalues
-
-    matrices = [symmetric_with_radical_eigenvalues(draw, draw.integer(2, 4)) for _ in range(3)]
-    name = {2: "unit_maximum", 3: "radius", 4: "shift", 5: "count_below"}[level]
-    extra = {"thresholds": [draw.integer(-3, 4) + F(1, 2) for _ in matrices]} if level == 5 else {}
-    return {"question": name, "matrices": matrices, **extra}
-
-
-def sample_pca(draw: Draw, level: int) -> dict:
-    from exactgrade.domains.deeplearning.linalg import sample_pca as level_one
-
-    base = level_one(draw, 2)
-    if level == 2:
-        return {"question": "max_variance", **base}
-    if level == 3:
-        direction = [draw.integer(1, 3), draw.choice((-2, -1, 1, 2, 3))]
-        return {"question": "along", **base, "direction": direction}
-    if level == 4:
-        directions = draw.sample([[1, 0], [0, 1], [1, 1], [1, -1], [2, 1], [1, 2], [2, -1], [1, -2], [3, 1],
-                                  [1, 3]], 5)
-        return {"question": "best_direction", **base, "directions": directions}
-    return {"question": "grid_direction", **base, "bound": draw.integer(2, 4)}
-
-
-# ---------------------------------------------------------------------------- families
-# (here, not in linalg.py: this module sits above the level-1 module, never the other way round)
-
-
-def _linalg_family(name, build_first, first, levels, upper_sample, **rules):
+def linalg_family(name, build_first, first, levels, upper_sample, **rules):
     def sample(draw: Draw, level: int) -> dict:
         return first(draw, level) if level == 1 else upper_sample(draw, level)
 
     upper = {level: build for level in (2, 3, 4, 5)}  # this module's builder of levels 2-5
     return dl_family(name, build_first, sample, levels, upper=upper, **rules)
-
-
-def _lasso_leaves(task):
-    rows = task.expected["rows"] if task.inputs.get("question") == "lasso_path" else []
-    steps = zip(rows, rows[1:], strict=False)
-    return any(len(b["support_below"]) < len(a["support_below"]) for a, b in steps)
-
-
-def _none(key, levels):
-    return lambda task: task.level in levels and answer_field(task, key) is None
-
-
-INVERSE = _linalg_family(
-    "inverse", _builder(inverse_rows, _inverse_prompt, "inverse", ("inverse", "determinant")),
-    _base.sample_inverse,
-    "L1: determinant and inverse of two P L U matrices. L2 (derive): the solution of A x = b (no inverse "
-    "asked). L3 (compose): det(A B) and the trace of (A B)^-1. L4 (inverse): the value of one entry that "
-    "makes A singular (None when the determinant does not depend on it). L5 (regimes): the real value of one "
-    "entry that makes the largest absolute entry of the inverse smallest (each inverse entry is a ratio of "
-    "affine functions of it with one denominator, so the optimum is an exact rational where two entries "
-    "cross or one vanishes; no grid finds it), that value and the entries that bind.",
-    sample_inverse, branches=(Branch("the determinant does not depend on the entry", _none("t", (4,)),
-                                       F(1, 30), (4,)),))
-LEAST_SQUARES = _linalg_family(
-    "least_squares", _builder(least_squares_rows, _least_squares_prompt, "least_squares", ("least-squares",)),
-    _base.sample_least_squares,
-    "L1: OLS weights and rss, normal equations stated. L2 (derive): the same, asked as the minimiser of the "
-    "squared error (no normal equations). L3 (compose): a prediction at a new row and R**2. L4 (search): the "
-    "observation whose removal leaves the smallest rss, ties to the smallest. L5 (regimes): the whole lasso "
-    "path of three correlated columns: every penalty at which the support changes (columns join, and in "
-    "some instances one leaves), the support below it and the weights there, exact rationals at the regime "
-    "boundaries (the KKT conditions derived, no grid finds them); soft-thresholding as if the columns were "
-    "orthogonal never gives the key.", sample_least_squares,
-    branches=(Branch("a weight leaves the support", _lasso_leaves, F(1, 50), (5,)),))
-RANK = _linalg_family(
-    "rank", _builder(rank_rows, _rank_prompt, "rank", ("rank", "low-rank")), _base.sample_rank,
-    "L1: ranks of B @ A matrices of drawn rank. L2 (derive): the dimensions of the null space and the left "
-    "null space. L3 (compose): the rank of a product of two low-rank matrices. L4 (search): the shortest "
-    "prefix of columns spanning the column space. L5 (design): how many columns of each matrix are essential "
-    "(deleting one lowers the rank), the matrices built with a drawn number (0-3) of essential columns "
-    "among 2-4 dependent ones, so the count is neither the rank nor the nullity and differs between the "
-    "matrices of an instance. The counts of L2-L5 vary within an instance.", sample_rank,
-    varying_at={2: ("rows[].nullity", "rows[].left_nullity"), 3: ("rows[].rank",), 4: ("rows[].k",),
-                5: ("rows[].essential",)})
-PROJECTION = _linalg_family(
-    "projection", _builder(projection_rows, _projection_prompt, "projection", ("projection",)),
-    _base.sample_projection,
-    "L1: projections onto a column space with P = A (A^T A)^-1 A^T stated. L2 (derive): the closest point "
-    "of the column space (no projector stated). L3 (compose): squared distance and squared cosine. L4 "
-    "(search): the vector closest to the subspace, ties to the earliest. L5 (design): the column to delete "
-    "that keeps the total squared distance smallest, ties to the smallest.", sample_projection)
-EIGENVALUES = _linalg_family(
-    "eigenvalues",
-    _builder(eigenvalue_rows, _eigenvalue_prompt, "eigenvalues", ("eigenvalues", "irrational")),
-    _base.sample_eigenvalues,
-    "L1: all eigenvalues of symmetric H D H^T matrices (radicals). L2 (derive): the maximum of x^T M x on "
-    "the unit sphere (the largest eigenvalue, not named). L3 (compose): the spectral radius and the sum of "
-    "squared eigenvalues. L4 (inverse): the smallest integer shift making M + s I positive definite. L5 "
-    "(design): how many eigenvalues lie below a threshold.", sample_eigenvalues,
-    reject=_irrational_eigenvalues)
-PCA = _linalg_family(
-    "pca", _builder(pca_rows, _pca_prompt, "pca", ("pca", "eigenvalues", "irrational")), _base.sample_pca,
-    "L1: covariance, eigenvalues and explained ratio, formulas stated. L2 (derive): the largest variance of "
-    "a 1-D projection and its share (not named as an eigenvalue). L3 (compose): the variance along a given "
-    "direction and the rest. L4 (search): the best of five directions, ties to the earliest. L5 (design): "
-    "the best integer direction in a grid, ties to the smallest components.", sample_pca,
-    reject=_irrational_eigenvalues)
-
-FAMILIES = (INVERSE, LEAST_SQUARES, RANK, PROJECTION, EIGENVALUES, PCA)
-
-# ---------------------------------------------------------------------------- canonical tasks
-
-_INVERTIBLE = [[[2, 1, 0], [1, 3, 1], [0, 1, 4]], [[1, F(1, 2)], [F(1, 3), F(1, 4)]]]
-_X = [[1, 0], [1, 1], [1, 2], [1, 4]]
-_Y = [1, 2, 2, 5]
-# A 3x3 whose third row is the sum of the first two (rank 2, like a LoRA product B @ A with
-# 3x2 and 2x3 factors), a 4x4 of rank 2 that looks generic, and a full-rank 3x4.
-_RANK = [[[1, 2, 0], [2, 3, 1], [3, 5, 1]],
-         [[1, 2, 3, 4], [2, 1, 0, -1], [3, 3, 3, 3], [-1, 1, 3, 5]],
-         [[1, 0, 2, 1], [0, 1, 1, 2], [1, 1, 0, 1]]]
-_A = [[1, 0], [1, 1], [1, 2]]
-_VECTORS = [[1, 3, 2], [2, -1, F(1, 2)]]
-_SYMMETRIC = [[[2, 1], [1, 1]], [[2, -1, 0], [-1, 2, -1], [0, -1, 2]], [[3, 1, 1], [1, 3, 1], [1, 1, 3]]]
-_POINTS = [[0, 0], [2, 1], [1, 3], [3, 4]]
-
-TASKS = (
-    INVERSE.task("dl-024", {"matrices": _INVERTIBLE}),
-    LEAST_SQUARES.task("dl-025", {"X": _X, "y": _Y}),
-    RANK.task("dl-026", {"matrices": _RANK}),
-    PROJECTION.task("dl-027", {"A": _A, "vectors": _VECTORS}),
-    EIGENVALUES.task("dl-028", {"matrices": _SYMMETRIC}),
-    PCA.task("dl-029", {"points": _POINTS}),
-)
