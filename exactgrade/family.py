@@ -224,6 +224,54 @@ class Family:
         return dataclasses.replace(build(task_id, inputs), family=self.name)
 
 
+Builder = Callable[[str, Mapping[str, Any]], TaskDef]
+"""``build(task_id, inputs) -> TaskDef``: a level's question (reference, prompt, policy, and in its
+meta the independent check the domain's check() runs)."""
+Sampler = Callable[[Draw, int], Mapping[str, Any]]
+"""``sample(draw, level) -> inputs``, or Reject for a draw not worth posing."""
+Rule = Callable[[Task], str | None]
+"""Why a built, keyed instance must not be posed (None: accept)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a family: the question it asks (``build``), the inputs it draws (``sample``)
+    and the reason it refuses a built instance (``reject``). A level may ask another question of
+    its own inputs than the level below it, so each carries its own builder; a domain's level
+    constructor (``pytorch_level``, ...) fills these from the domain's vocabulary."""
+
+    build: Builder
+    sample: Sampler
+    reject: Rule | None = None
+
+
+def five_levels(name: str, levels: Sequence[Level], *, about: str, reject: Rule | None = None,
+                varying: tuple[str, ...] = (), constant: Mapping[str, str] | None = None,
+                branches: tuple[Branch, ...] = ()) -> Family:
+    """The one way to declare a family: its five Levels in order (level 1 is the canonical
+    question), ``about`` what each level asks (it goes into the docs), ``reject`` a rule every
+    level's instances pass before their own, and the shortcut rules (module docstring).
+    A family without exactly five levels raises ValueError where it is declared, at import."""
+    if len(levels) != len(LEVELS) or not all(isinstance(level, Level) for level in levels):
+        raise ValueError(f"family {name!r} declares {len(levels)} levels: every family has exactly "
+                         f"{len(LEVELS)}, one Level each")
+    table = dict(zip(LEVELS, levels, strict=True))
+
+    def sample(draw: Draw, level: int) -> Mapping[str, Any]:
+        return table[level].sample(draw, level)
+
+    def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
+        return table[level].build(task_id, inputs)
+
+    def reject_instance(task: Task) -> str | None:
+        own = table[task.level or 1].reject
+        problem = reject(task) if reject is not None else None
+        return problem if problem is not None or own is None else own(task)
+
+    return Family(name=name, build=levels[0].build, sample=sample, levels=about, reject=reject_instance,
+                  build_level=build_level, varying=varying, constant=dict(constant or {}), branches=branches)
+
+
 def field_values(expected: Any, path: str) -> list[Any]:
     """The values at ``path`` in a key: dotted dict keys, ``[]`` for every element of a list
     (``"rows[].bound"``, ``"best.fits"``). A missing key or a non-list under ``[]`` is an error

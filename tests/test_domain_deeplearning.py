@@ -16,6 +16,7 @@ from exactgrade import compare
 from exactgrade.domains import deeplearning
 from exactgrade.domains.deeplearning import check
 from exactgrade.domains.deeplearning.ieee import outcome
+from exactgrade.domains.deeplearning.numerical.shared import float_outcome_rows
 from exactgrade.policy import Exact
 from exactgrade.task import Task, TaskDef, materialise
 from exactgrade.verify import iter_leaves
@@ -133,7 +134,7 @@ def _float_entropy_rows(distributions, unit):
 
 def _sgd_ignoring_nesterov(curvature, center, w0, lr, momentum, nesterov, weight_decay, steps):
     """A plausible slip: Nesterov silently run as heavy-ball momentum."""
-    from exactgrade.domains.deeplearning.optimisation import sgd_trajectory
+    from exactgrade.domains.deeplearning.optimisation.sgd import sgd_trajectory
 
     return sgd_trajectory(curvature, center, w0, lr, momentum, False, weight_decay, steps)
 
@@ -159,7 +160,7 @@ def _adam_without_bias_correction(curvature, center, w0, lr, beta1, beta2, eps, 
 
 
 def _schedule_warmup_off_by_one(peak_lr, min_lr, warmup_steps, decay_steps, steps):
-    from exactgrade.domains.deeplearning.optimisation import warmup_cosine_rows
+    from exactgrade.domains.deeplearning.optimisation.shared import warmup_cosine_rows
 
     return warmup_cosine_rows(peak_lr, min_lr, warmup_steps + 1, decay_steps, steps)
 
@@ -262,7 +263,7 @@ def test_check_catches(make, reason):
     ({"op": "max", "args": [1, {"op": "div", "args": [0, 0]}]}, "float64", "nan"),
 ])
 def test_reference_and_numpy_agree_on_ieee_semantics(expr, fmt, category):
-    reference = deeplearning.numerical.float_outcome_rows
+    reference = float_outcome_rows
     rows = reference([{"name": "case", "format": fmt, "expr": expr}])["rows"]
     assert rows == [{"case": "case", "outcome": category}]
     assert outcome(expr, fmt) == category

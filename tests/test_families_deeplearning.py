@@ -18,7 +18,7 @@ import exactgrade
 from exactgrade import wire
 from exactgrade.domains import deeplearning
 from exactgrade.domains.deeplearning import check
-from exactgrade.domains.deeplearning.backprop import own_unit_range
+from exactgrade.domains.deeplearning.backprop.mlp_gradient import own_unit_range
 from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
 from exactgrade.family import LEVELS, family_of
 from exactgrade.task import materialise
@@ -225,7 +225,7 @@ def test_stable_outcome_marks_threshold_cases(expr, fmt, stable):
 
 
 def test_the_kl_asymmetry_builder_refuses_a_symmetric_pair():
-    from exactgrade.domains.deeplearning.information_levels import KL_ASYMMETRY
+    from exactgrade.domains.deeplearning.information.kl_asymmetry import KL_ASYMMETRY
 
     p = [F(1, 2), F(1, 4), F(1, 8), F(1, 8)]
     with pytest.raises(ValueError, match=r"must have D\(p \|\| q\) != D\(q \|\| p\)"):
@@ -247,7 +247,7 @@ def test_divergence_l5_directions_need_their_own_derivations(index):
 
 
 def test_divergence_l5_pools_apart_in_a_share_of_instances():
-    from exactgrade.domains.deeplearning.information_levels import monotone_blocks
+    from exactgrade.domains.deeplearning.information.divergence import monotone_blocks
 
     tasks = [exactgrade.generate("deeplearning", seed=0, index=i, level=5, family="divergence")
              for i in DIVERGENCE_L5]
@@ -328,7 +328,8 @@ def test_the_declared_zero_rule_finds_the_zeros_verify_finds(value, is_zero):
 
 
 def test_the_kl_asymmetry_prescreen_agrees_with_exact_kl():
-    from exactgrade.domains.deeplearning.information import _asymmetric, dyadic_distribution
+    from exactgrade.domains.deeplearning.information.kl_asymmetry import _asymmetric
+    from exactgrade.domains.deeplearning.information.shared import dyadic_distribution
     from exactgrade.family import Draw
     from exactgrade.rational import kl_bits
 
@@ -343,7 +344,7 @@ def test_the_kl_asymmetry_prescreen_agrees_with_exact_kl():
 
 
 def test_sampler_matrix_products_equal_exactgrade_rational():
-    from exactgrade.domains.deeplearning.linalg import _matmul
+    from exactgrade.domains.deeplearning.linalg.shared import _matmul
     from exactgrade.family import Draw
     from exactgrade.rational import matmul
 
@@ -359,7 +360,7 @@ def test_sampler_matrix_products_equal_exactgrade_rational():
 @pytest.mark.parametrize(("q", "square"), [(F(0), True), (F(9, 4), True), (F(2), False), (F(1, 2), False),
                                            (F(-4), False), (F(49, 36), True), (F(12, 3), True)])
 def test_rational_squares(q, square):
-    from exactgrade.domains.deeplearning.linalg import is_rational_square
+    from exactgrade.domains.deeplearning.linalg.shared import is_rational_square
 
     assert is_rational_square(q) is square
 
@@ -368,7 +369,8 @@ def test_rational_squares(q, square):
 def test_linalg_samplers_build_the_property_instead_of_rejecting_it(level):
     """Sampled inputs already have what the key rules demand: non-singular symmetric matrices
     with an irrational eigenvalue, projections and residuals without a zero coordinate."""
-    from exactgrade.domains.deeplearning.linalg import sample_eigenvalues, sample_projection
+    from exactgrade.domains.deeplearning.linalg.eigenvalues import sample_eigenvalues
+    from exactgrade.domains.deeplearning.linalg.projection import sample_projection
     from exactgrade.family import Draw, Reject
     from exactgrade.rational import determinant, matmul, matvec, solve, transpose
 

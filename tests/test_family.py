@@ -15,8 +15,17 @@ import pytest
 
 import exactgrade
 from exactgrade import GenerationError, families, generate, get_task, wire
-from exactgrade.family import Draw, Family, Reject, build_instance, family_of, parse_generated_id
-from exactgrade.task import DOMAINS, UnknownTask, task_defs
+from exactgrade.family import (
+    Draw,
+    Family,
+    Level,
+    Reject,
+    build_instance,
+    family_of,
+    five_levels,
+    parse_generated_id,
+)
+from exactgrade.task import DOMAINS, TaskDef, UnknownTask, materialise, task_defs
 
 DOMAINS_WITH_FAMILIES = [d for d in DOMAINS if families(d)]
 
@@ -207,3 +216,42 @@ def test_family_names_must_fit_in_ids():
     real = family_of("scaling", "matmul_roofline")
     with pytest.raises(ValueError, match="lower_snake_case"):
         Family("Bad-Name", real.build, real.sample, real.levels)
+
+
+# ------------------------------------------------------------------------------ declaring five levels
+
+
+def _level(question: str, refusal: str | None = None) -> Level:
+    """A Level whose builder asks ``question`` through the real matmul_roofline builder and whose
+    sampler gives a canonical task's inputs (a real, buildable level)."""
+    real = family_of("scaling", "matmul_roofline")
+    canonical = next(d for d in task_defs("scaling") if d.family == "matmul_roofline")
+
+    def build(task_id: str, inputs: dict) -> TaskDef:
+        return dataclasses.replace(real.build(task_id, inputs), tags=(question,))
+
+    return Level(build, lambda draw, level: canonical.inputs, (lambda task: refusal) if refusal else None)
+
+
+@pytest.mark.parametrize("count", [0, 4, 6])
+def test_five_levels_refuses_another_count_where_the_family_is_declared(count):
+    with pytest.raises(ValueError, match=rf"family 'short' declares {count} levels: every family has"):
+        five_levels("short", [_level(f"L{n}") for n in range(count)], about="levels")
+
+
+def test_five_levels_refuses_what_is_not_a_level():
+    real = family_of("scaling", "matmul_roofline")
+    with pytest.raises(ValueError, match="one Level each"):
+        five_levels("mixed", [_level("L1"), _level("L2"), _level("L3"), _level("L4"), real], about="levels")
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5])
+def test_five_levels_asks_each_level_its_own_question_and_rule(level):
+    family = five_levels("five", [_level(f"L{n}", f"refused by L{n}") for n in range(1, 6)], about="levels",
+                         reject=lambda task: "refused by all" if task.level == 3 else None)
+    inputs = family.sample(Draw(f"five|{level}"), level)
+    definition = family.task("sc-five-x", inputs, level)
+    assert (definition.family, definition.tags) == ("five", (f"L{level}",))
+    task = materialise(dataclasses.replace(definition, level=level), "scaling", "python")
+    assert family.reject(task) == ("refused by all" if level == 3 else f"refused by L{level}")
+    assert family.task("sc-five-c", inputs).tags == ("L1",)  # a canonical task asks level 1's question

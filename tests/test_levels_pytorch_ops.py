@@ -21,7 +21,7 @@ from shortcut_rules import RULE_SEED
 import exactgrade
 from exactgrade import wire
 from exactgrade.domains.pytorch.common import tensor
-from exactgrade.domains.pytorch.tensor_ops import NONE_SHARE
+from exactgrade.domains.pytorch.tensor_ops.shared import NONE_SHARE
 from exactgrade.family import family_of
 from exactgrade.task import materialise
 

@@ -68,7 +68,7 @@ def test_a_wrong_lr_polynomial_fails_with_its_reason(lr_task, answer, path, reas
     import sympy
 
     from exactgrade.compare import compare
-    from exactgrade.domains.pytorch.optim import _momentum_lr_polynomial
+    from exactgrade.domains.pytorch.optim.sgd_momentum_steps import _momentum_lr_polynomial
 
     lr, row = lr_task.inputs["lr"], dict(lr_task.expected["rows"][0])
     if answer in ("first_step_dampened", "bias_decayed"):

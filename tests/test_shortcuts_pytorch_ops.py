@@ -16,9 +16,21 @@ import pytest
 from shortcut_rules import instances, pytorch_suite_count, rule_problems
 
 import exactgrade
-from exactgrade.domains.pytorch import autograd, levels_ops, tensor_ops
+from exactgrade.domains.pytorch import autograd, tensor_ops
+from exactgrade.domains.pytorch.autograd.accumulated_gradient import _overshoot_window
 from exactgrade.domains.pytorch.common import tensor
 from exactgrade.domains.pytorch.exact import ExactTensor
+from exactgrade.domains.pytorch.tensor_ops.broadcast_arithmetic import _broadcast_product, broadcast_product
+from exactgrade.domains.pytorch.tensor_ops.casts_and_wraparound import (
+    _wrapping_recurrence,
+    wrapping_recurrence,
+)
+from exactgrade.domains.pytorch.tensor_ops.clamp_and_select import _shrink_to_budget, shrink_to_budget
+from exactgrade.domains.pytorch.tensor_ops.integer_division import _division_sums, division_sums
+from exactgrade.domains.pytorch.tensor_ops.normalise import _periodic_standardise, periodic_standardise
+from exactgrade.domains.pytorch.tensor_ops.permute_and_reshape import _view_chain, view_chain
+from exactgrade.domains.pytorch.tensor_ops.running_statistics import _periodic_best_run, periodic_best_run
+from exactgrade.domains.pytorch.tensor_ops.stable_sort import _periodic_stable_order, periodic_stable_order
 from exactgrade.family import LEVELS
 from exactgrade.values import TensorValue
 
@@ -65,7 +77,7 @@ def test_the_overshoot_window_is_where_the_trial_loss_rises(w0, window):
     def rise(a):  # L(w0 - a * gradient) - L(w0), exactly
         return sum((w - a * (3 * w * w - 1)) ** 3 - (w - a * (3 * w * w - 1)) - w ** 3 + w for w in ws)
 
-    found = autograd._overshoot_window(ws)
+    found = _overshoot_window(ws)
     if window is None:
         assert found is None and all(rise(Fraction(k, 64)) < 0 for k in range(1, 1024))
         return
@@ -224,14 +236,14 @@ def _brute_broadcast(rng):
 
 
 BRUTE = [
-    (levels_ops.view_chain, levels_ops._view_chain, _brute_view_chain),
-    (levels_ops.periodic_standardise, levels_ops._periodic_standardise, _brute_standardise),
-    (levels_ops.periodic_best_run, levels_ops._periodic_best_run, _brute_best_run),
-    (levels_ops.shrink_to_budget, levels_ops._shrink_to_budget, _brute_shrink),
-    (levels_ops.wrapping_recurrence, levels_ops._wrapping_recurrence, _brute_wrapping),
-    (levels_ops.periodic_stable_order, levels_ops._periodic_stable_order, _brute_stable_order),
-    (levels_ops.division_sums, levels_ops._division_sums, _brute_division),
-    (levels_ops.broadcast_product, levels_ops._broadcast_product, _brute_broadcast),
+    (view_chain, _view_chain, _brute_view_chain),
+    (periodic_standardise, _periodic_standardise, _brute_standardise),
+    (periodic_best_run, _periodic_best_run, _brute_best_run),
+    (shrink_to_budget, _shrink_to_budget, _brute_shrink),
+    (wrapping_recurrence, _wrapping_recurrence, _brute_wrapping),
+    (periodic_stable_order, _periodic_stable_order, _brute_stable_order),
+    (division_sums, _division_sums, _brute_division),
+    (broadcast_product, _broadcast_product, _brute_broadcast),
 ]
 
 

@@ -8,12 +8,24 @@ verify's generic check so that no generated instance fails ``verify --generated`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from exactgrade.family import Branch, Draw, Family, Reject, constant_fields
-from exactgrade.task import Task, TaskDef
+from exactgrade.family import (
+    LEVELS,
+    Branch,
+    Builder,
+    Draw,
+    Family,
+    Level,
+    Reject,
+    Rule,
+    Sampler,
+    constant_fields,
+    five_levels,
+)
+from exactgrade.task import Task
 
 MAX_KEY_DIGITS = 40
 """A key rational needing more digits than this (numerator or denominator) is rejected."""
@@ -21,33 +33,30 @@ MAX_EXPR_NODES = 160
 """A key sympy expression with more nodes than this is rejected (compare stays fast)."""
 
 
-Builder = Callable[[str, Mapping[str, Any]], TaskDef]
-
-
-def dl_family(name: str, build: Builder, sample: Callable[[Draw, int], Mapping[str, Any]], levels: str,
-              reject: Callable[[Task], str | None] | None = None, *,
-              upper: Mapping[int, Builder] | None = None, varying: tuple[str, ...] = (),
+def dl_family(name: str, build: Builder, sample: Sampler, levels: str, reject: Rule | None = None, *,
+              upper: Mapping[int, Builder], varying: tuple[str, ...] = (),
               varying_at: Mapping[int, tuple[str, ...]] | None = None,
               constant: Mapping[str, str] | None = None, branches: tuple[Branch, ...] = ()) -> Family:
-    """A Family whose instances also pass the key-size and declared-zero rules. ``upper`` maps a
-    level 2..5 to the builder of that level's own question (a level not in it asks level 1's);
-    ``varying_at`` holds the varying fields of one level's own key shape (Family.varying holds
-    those of every level)."""
+    """A Family of five Levels whose instances also pass the key-size and declared-zero rules.
+    ``build`` asks level 1's question and ``upper`` maps each level 2..5 to the builder of that
+    level's own question; ``sample`` draws the inputs of every level; ``varying_at`` holds the
+    varying fields of one level's own key shape (Family.varying holds those of every level)."""
+    builders = {1: build, **upper}
+    if sorted(builders) != list(LEVELS):
+        raise ValueError(f"family {name!r}: upper must give a builder for each level 2..5, "
+                         f"got {sorted(upper)}")
     per_level = dict(varying_at or {})
 
-    def reject_instance(task: Task) -> str | None:
-        return (key_size_problem(task) or zero_problem(task)
-                or constant_fields(task.expected, per_level.get(task.level or 1, ()))
-                or (reject(task) if reject else None))
+    def varying_rule(level: int) -> Rule | None:
+        fields = per_level.get(level, ())
+        return (lambda task: constant_fields(task.expected, fields)) if fields else None
 
-    table = dict(upper or {})
+    def every_level(task: Task) -> str | None:
+        return key_size_problem(task) or zero_problem(task) or (reject(task) if reject else None)
 
-    def build_level(task_id: str, inputs: Mapping[str, Any], level: int) -> TaskDef:
-        return table.get(level, build)(task_id, inputs)
-
-    return Family(name=name, build=build, sample=sample, levels=levels, reject=reject_instance,
-                  build_level=build_level if table else None, varying=varying,
-                  constant=dict(constant or {}), branches=branches)
+    return five_levels(name, [Level(builders[level], sample, varying_rule(level)) for level in LEVELS],
+                       about=levels, reject=every_level, varying=varying, constant=constant,
+                       branches=branches)
 
 
 def answer_field(task: Task, key: str, missing: Any = ...) -> Any:

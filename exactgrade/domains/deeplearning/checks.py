@@ -245,7 +245,7 @@ def _monotone(task: Task) -> list[str]:
 
     import mpmath
 
-    from exactgrade.domains.deeplearning.information_levels import monotone_mistakes
+    from exactgrade.domains.deeplearning.information.divergence import monotone_mistakes
 
     data = [Fraction(x) for x in task.inputs["data"]]
     n, row = len(data), task.expected["rows"][0]
@@ -296,7 +296,7 @@ def _info_question(task: Task) -> list[str]:
     """The upper-level information questions recomputed with exactgrade.rational another way."""
     from itertools import permutations
 
-    from exactgrade.domains.deeplearning.information_levels import merged_table
+    from exactgrade.domains.deeplearning.information.mutual_information import merged_table
 
     inputs, question = task.inputs, task.meta["info_question"]
     kl, entropy = rational.kl_bits, rational.information.entropy_bits
@@ -305,7 +305,7 @@ def _info_question(task: Task) -> list[str]:
         want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
     elif question == "kinks":
         want = _code_length_kinks(inputs["p0"], inputs["p1"])
-        from exactgrade.domains.deeplearning.information_levels import order_changes
+        from exactgrade.domains.deeplearning.information.entropy import order_changes
 
         if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
             return [Degenerate("the named mistake (kinks where the probabilities change order) gives the "
@@ -479,7 +479,7 @@ def _free_bias(task: Task) -> list[str]:
     quadratic is fitted through three exact losses (exactgrade.rational, no coefficients derived)
     and its vertex clipped to the piece, beyond the last kink likewise; the smallest loss of those
     candidates and the kinks must be the key's, and the named mistakes must give other values."""
-    from exactgrade.domains.deeplearning.backprop import free_bias_mistakes
+    from exactgrade.domains.deeplearning.backprop.mlp_forward import free_bias_mistakes
     from exactgrade.rational.piecewise import forward, layers, loss, perturb
 
     inputs = task.inputs
@@ -524,7 +524,7 @@ def _exact_range(task: Task, exact: Fraction, nudged: Callable[[str, Fraction], 
     at one of 11 steps just past H; exactly one hidden pre-activation at 0 at p + H or p - H, the
     key's unit on the key's side and example; and the named mistake (the parameter's own unit
     only) not giving H where a deeper unit ends the range."""
-    from exactgrade.domains.deeplearning.backprop import exact_range_problems, own_unit_range
+    from exactgrade.domains.deeplearning.backprop.mlp_gradient import exact_range_problems, own_unit_range
     from exactgrade.rational.piecewise import forward, layers, loss
 
     inputs, row = task.inputs, task.expected["rows"][0]
@@ -714,7 +714,7 @@ def _lasso_path(task: Task) -> list[str]:
     at each key lambda, the support must change there, and not change between two key lambdas
     (w must be affine in lambda there: checked at three points of every stretch); the
     orthogonal-design mistake must give other lambdas."""
-    from exactgrade.domains.deeplearning.linalg_levels import lasso_mistake
+    from exactgrade.domains.deeplearning.linalg.least_squares import lasso_mistake
 
     x, y, rows = task.inputs["X"], task.inputs["y"], task.expected["rows"]
     lams = [rational.as_fraction(r["lambda"]) for r in rows]
@@ -746,7 +746,7 @@ def _minimax_entry(task: Task) -> list[str]:
     entry and the binding entries are the key's; nudging t by 2**-30 either way never lowers it; no
     point of a grid of t (step 1/4 on [-20, 20], plus +-2**20) does better; and the limit as t grows
     is not below it (the minimum is attained)."""
-    from exactgrade.domains.deeplearning.linalg_levels import minimax_limit
+    from exactgrade.domains.deeplearning.linalg.inverse import minimax_limit
 
     inputs, row = task.inputs, task.expected["rows"][0]
     i, j = inputs["entry"][0] - 1, inputs["entry"][1] - 1

@@ -7,6 +7,10 @@ mpmath) by check(). Every task is an instance of one of FAMILIES (48: one per ca
 plus three chains), which also generate new instances at levels 1-5 (exactgrade.generate); a
 generated key is posed only when check() confirms it the same way. This package imports without
 torch; materialising or checking a task without it raises TorchMissing with the install command.
+
+Layout: one module per family, exactgrade/domains/pytorch/<category>/<family>.py;
+<category>/shared.py holds what two or more families of the category use, and
+<category>/__init__.py their FAMILIES and the canonical TASKS (docs/families.md).
 """
 
 from exactgrade.domains.pytorch import autograd, losses, nn_modules, optim, tensor_ops

@@ -1,5 +1,5 @@
 """Shared pieces of the pytorch domain: the policy, the conventions text, answer schemas,
-input tensors and the task builder.
+input tensors and the level builder.
 
 Nothing here imports torch at module level: the core and the other domains must import
 without it, and the task list (TASKS) must exist even where torch is missing.
@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from exactgrade.domains.pytorch.exact import shape_and_flat
-from exactgrade.family import Draw, Family, Reject
+from exactgrade.family import Draw, Level, Reject
 from exactgrade.policy import AllClose, Exact
 from exactgrade.task import Task, TaskDef
 from exactgrade.values import TensorValue, dtype_family
@@ -233,23 +233,22 @@ def make_task(
 Inputs = Mapping[str, Any]
 
 
-def pytorch_family(
-    name: str,
+def pytorch_level(
     category: str,
-    *,
     reference: Callable[..., Any],
     independent: Callable[..., Any],
     question: str | Callable[[Inputs], str],
     answer: Answer | Callable[[Inputs], Answer],
     sample: Callable[[Draw, int], Inputs],
-    levels: str,
+    *,
     refuse: Callable[[Inputs], str | None] | None = None,
     reject: Callable[[Task], str | None] | None = None,
     zero_reason: Callable[[Inputs], str | None] | None = None,
     tags: tuple[str, ...] = (),
-) -> Family:
-    """A pytorch Family: one question template and answer form (functions of the inputs, so sizes
-    in the text follow the sampled shapes) for its canonical and generated tasks.
+) -> Level:
+    """One level of a pytorch family: its question template and answer form (functions of the
+    inputs, so sizes in the text follow the sampled shapes), its torch reference, its independent
+    recomputation without torch, and its sampler.
 
     ``refuse(inputs)`` says why inputs must not be posed (a tie that makes an index ambiguous, an
     instance that no longer makes the task's point); it runs on the sampler's draw, before torch, and
@@ -290,7 +289,7 @@ def pytorch_family(
             problem = f"the key is exactly zero at {render_path(zeros[0])}"
         return problem
 
-    return Family(name=name, build=build, sample=sample_inputs, levels=levels, reject=reject_instance)
+    return Level(build, sample_inputs, reject_instance)
 
 
 def _leaf(value: Any, path: tuple[str | int, ...]) -> Any:
