@@ -31,12 +31,16 @@ The decision, in order:
      where S, the size of the pair at that point, is SIZE_WEIGHT (2) times the sum over BOTH
      expressions of
        - the bit size (numerator and denominator) of every rational constant, exponents included;
-       - for every subexpression whose value v is below 1 in magnitude, log2(1/|v|) (a tiny
-         constant 2**-300, a power 2**(-p-200), a bump exp(-10**6*x**2) away from its centre, a
-         quotient by something huge);
+       - for each expression, log2(1/|v|) if its value v is below 1 in magnitude (a key of 2**-300 * x
+         is checked to 2**-300 of itself);
        - for every sum, log2 of its largest term over the sum (cancellation: sqrt(2**600 + 1) -
          2**300) plus log2 of its largest term over its smallest (a negligible term: t + 2**-500
-         under a root, 2**300 + 1 under a logarithm);
+         under a root, 2**300 + 1 under a logarithm, x/7 + exp(-10**6*x**2) away from the bump's
+         centre, p/(p+1) + 2**(-p-200));
+       - for every product, the magnitude its factors above 1 and below 1 cancel, in bits
+         (2*cosh(100)*exp(-100) is 1 + exp(-200));
+       - for every power and function, log2(1/|a|) for each argument a below 1 in magnitude
+         (cos(2**-150) is 1 - 2**-301, exp(2**-300) is 1 + 2**-300);
        - for tanh and coth, 3 bits per unit of their argument's magnitude, and for atan and acot
          log2 of it (a saturated function: tanh(100) is 1 - 2**-287).
      Agreement is sought at a working precision chosen from S (at least START_PRECISION), then
@@ -60,7 +64,8 @@ half of the points with x negative, so it never passes; 2**p against 2**p - 1 ha
 
 (b) How small a difference can be where the points land. S makes every way we know of writing a
 nonzero difference that is small at every point count against itself: the smallness has to come
-from some subexpression (a small value, a cancelling or lopsided sum, a saturated function), and
+from some subexpression (a lopsided or cancelling sum or product, a small argument, a saturated
+function, a constant of many bits), and
 each such bit raises the agreement required by SIZE_WEIGHT bits; the factor 2 covers the squaring
 at a critical point (x * cos(2**-150) is x * (1 - 2**-301)) with AGREEMENT_BITS to spare. What is
 left is a nonzero difference below 2**-(192 + S) with no such subexpression: a coincidence of
@@ -416,15 +421,17 @@ def _point_decision(key: Any, answer: Any, domains: dict[str, Domain], deadline:
     agreed = 0
     constants = (_constant_bits(key), _constant_bits(answer))
     skipped = ""
+    start = _round_up(AGREEMENT_BITS + SIZE_WEIGHT * sum(constants) + GUARD_BITS)
     for point in _points(domains, secrets.SystemRandom()):
         test = _PointTest(key, answer, point, deadline, constants)
-        outcome = test.run()
+        outcome = test.run(start)
         if outcome is None:  # the key is not a real number here, or cannot be checked: another point
             skipped = test.skipped or skipped
             continue
         if outcome is not True:
             return Decision(False, outcome)
         agreed += 1
+        start = test.prec  # the next point most likely needs about as much: one evaluation, not two
         if agreed == POINTS:
             return Decision(True)
     raise _real.Undecidable(f"the reference could be checked at only {agreed} of {MAX_DRAWS} random points "
@@ -451,8 +458,8 @@ def _constant_bits(expr: Any) -> int:
 
 class _Sizes:
     """What one evaluation of one expression at a point shows about its subexpressions (fed by
-    _real.measuring): `bits`, the sum over subexpressions of the bits by which each value is below 1
-    in magnitude plus, for a sum, the bits its largest term cancels away; `straddling`, the outermost
+    _real.measuring): `bits`, the sum over its sums, products, powers and functions of the bits each
+    hides (see the module docstring; the value itself is _smallness's); `straddling`, the outermost
     subexpressions whose interval still holds zero without being the point zero (and that the prover
     has not shown to be zero: `proven`, ids of nodes -> whether it showed them zero at this point)."""
 
@@ -478,13 +485,15 @@ class _Sizes:
             return
         low, high = _real._signs(value)
         if low > 0 or high < 0:
-            lower = _real._lower_bits(value)
-            bits = max(0, -lower)
             if expr.is_Add:
-                bits += _sum_bits(children, lower)
-            elif type(expr).__name__ in _SATURATING:
-                bits += _SATURATING[type(expr).__name__](max(map(_real._upper_bits, children[0]._mpi_)))
-            self.bits += bits
+                self.bits += _sum_bits(children, _real._lower_bits(value))
+            elif expr.is_Mul:
+                self.bits += _product_bits(children)
+            else:  # a power or a function: small arguments (cos(2**-150) is 1 - 2**-301), saturation
+                self.bits += sum(max(0, -_real._lower_bits(child)) for child in children if _apart(child))
+                if type(expr).__name__ in _SATURATING:
+                    argument = max(map(_real._upper_bits, children[0]._mpi_))
+                    self.bits += _SATURATING[type(expr).__name__](argument)
         elif (low or high) and not self.proven.get(id(expr)):
             while self.straddling and self.straddling[-1][0] > entered:
                 self.straddling.pop()  # a part of this node: the outermost one is what matters
@@ -496,9 +505,28 @@ def _sum_bits(terms: list[Any], lower: int) -> int:
     largest term over the sum (cancellation: N + 1 - N) plus its largest term over its smallest
     (a negligible term: log(2**300 + 1) / log(2**300) is 1 + 2**-308 with no small value anywhere)."""
     top = max(_real._upper_bits(end) for term in terms for end in term._mpi_)
-    apart_from_zero = [term for term in terms if _real._signs(term)[0] * _real._signs(term)[1] > 0]
-    smallest = min(map(_real._lower_bits, apart_from_zero), default=top)
+    smallest = min((_real._lower_bits(term) for term in terms if _apart(term)), default=top)
     return max(0, top - lower) + max(0, top - smallest)
+
+
+def _smallness(interval: Any) -> int:
+    """log2(1/|v|) for a value below 1 in magnitude (a key of 2**-300 * x is checked to 2**-300 of
+    itself, not of 1), else 0."""
+    return max(0, -_real._lower_bits(interval)) if _apart(interval) else 0
+
+
+def _product_bits(factors: list[Any]) -> int:
+    """The bits a product hides: the magnitude its factors above 1 and its factors below 1 cancel
+    (2 cosh(100) exp(-100) is 1 + exp(-200), with every value far from small but one)."""
+    large = sum(max(0, max(map(_real._upper_bits, factor._mpi_))) for factor in factors)
+    small = sum(max(0, -_real._lower_bits(factor)) for factor in factors if _apart(factor))
+    return min(large, small)
+
+
+def _apart(interval: Any) -> bool:
+    """Whether an interval excludes zero."""
+    low, high = _real._signs(interval)
+    return low * high > 0
 
 
 def _saturation(slope: int) -> Any:
@@ -527,12 +555,14 @@ class _PointTest:
         self.shown = _show_point(point)
         self.proven: dict[int, bool] = {}  # id of a node the prover was asked about -> shown zero here
         self.skipped = ""  # why the key could not be evaluated here, if that is why the point is skipped
+        self.prec = 0
 
-    def run(self) -> bool | str | None:
-        prec = _round_up(AGREEMENT_BITS + SIZE_WEIGHT * sum(self.constants) + GUARD_BITS)
+    def run(self, prec: int) -> bool | str | None:
+        """The outcome, trying working precisions from prec up (self.prec: the last one tried)."""
         key_value = None
         answer_evaluated = False
         while True:
+            self.prec = prec
             following = 4 * prec  # after an interval too wide to evaluate a log, root or reciprocal
             ctx = _real._context(prec, self.deadline, self.point)
             key_sizes = _Sizes(self.proven)
@@ -593,7 +623,7 @@ class _PointTest:
         last = ctx.prec >= MAX_PRECISION
         if key_sizes.straddling:
             return None if last else 2 * ctx.prec
-        key_bits = SIZE_WEIGHT * (self.constants[0] + key_sizes.bits)
+        key_bits = SIZE_WEIGHT * (self.constants[0] + key_sizes.bits + _smallness(ev))
         scale = max(0, max(_real._upper_bits(end) for end in ev._mpi_))
         if AGREEMENT_BITS + 2 * key_bits + scale + GUARD_BITS > MAX_PRECISION:
             return None  # no room here for an answer as large as the key: the key cannot be checked
@@ -602,7 +632,7 @@ class _PointTest:
                 return 2 * ctx.prec
             return (f"the answer cannot be checked at {self.shown}: a part of it cannot be told from zero "
                     f"there at {MAX_PRECISION} bits, and the prover could not show it is zero")
-        bits = key_bits + SIZE_WEIGHT * (self.constants[1] + answer_sizes.bits)
+        bits = key_bits + SIZE_WEIGHT * (self.constants[1] + answer_sizes.bits + _smallness(av))
         need = AGREEMENT_BITS + bits + scale + GUARD_BITS
         if need > MAX_PRECISION:
             return (f"the answer cannot be checked at {self.shown}: its constants, small parts and "
