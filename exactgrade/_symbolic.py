@@ -421,7 +421,7 @@ def _point_decision(key: Any, answer: Any, domains: dict[str, Domain], deadline:
     agreed = 0
     constants = (_constant_bits(key), _constant_bits(answer))
     skipped = ""
-    start = _round_up(AGREEMENT_BITS + SIZE_WEIGHT * sum(constants) + GUARD_BITS)
+    start = min(MAX_PRECISION, _round_up(AGREEMENT_BITS + SIZE_WEIGHT * sum(constants) + GUARD_BITS))
     for point in _points(domains, secrets.SystemRandom()):
         test = _PointTest(key, answer, point, deadline, constants)
         outcome = test.run(start)

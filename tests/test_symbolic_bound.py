@@ -130,6 +130,15 @@ def test_a_key_too_small_to_check_anywhere_is_undecidable_not_passed() -> None:
         verdict.reason, verdict.reason
 
 
+def test_an_answer_of_huge_constants_is_refused_without_evaluating_at_their_size() -> None:
+    """40 integers of 1000 digits that cancel: 2 * 133,000 bits of constants are beyond any check, so
+    the answer fails at the first point at 16384 bits at most (not at 266,000), saying why."""
+    big = [sign * 10**999 for sign in (1, -1)] * 20
+    verdict = compare(sympy.sin(X), unevaluated(sympy.Add, sympy.sin(X), *big), Exact())
+    assert not verdict.ok
+    assert "the answer cannot be checked at x=" in verdict.reason, verdict.reason
+
+
 def test_case_ids_are_unique() -> None:
     ids = [case[0] for case in WRONG + RIGHT]
     assert len(set(ids)) == len(ids)
