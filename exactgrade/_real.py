@@ -111,6 +111,34 @@ def _interval(x: object, ctx: Any) -> Any:
 
 
 def _sympy_interval(expr: Any, ctx: Any) -> Any:
+    """The interval of a sympy node, reported to the thread's measure (if one is set: see
+    measuring) as it is left."""
+    measure = getattr(_local, "measure", None)
+    if measure is None:
+        return _node_interval(expr, ctx)
+    mark = measure.enter()
+    value = _node_interval(expr, ctx)
+    measure.leave(expr, value, mark)
+    return value
+
+
+class measuring:  # noqa: N801 (a context manager, named for the with statement it reads as)
+    """`with measuring(m):` reports every sympy node this thread evaluates to m: m.enter() as a node
+    is entered (its result is passed back to m.leave) and m.leave(expr, interval, mark) as it is left,
+    so m sees the value of every subexpression (exactgrade._symbolic sizes its agreement with it)."""
+
+    def __init__(self, measure: Any) -> None:
+        self.measure = measure
+
+    def __enter__(self) -> Any:
+        _local.measure = self.measure
+        return self.measure
+
+    def __exit__(self, *exc: object) -> None:
+        _local.measure = None
+
+
+def _node_interval(expr: Any, ctx: Any) -> Any:
     if time.monotonic() > _local.deadline:
         raise OutOfTime(f"stopped at {ctx.prec} bits")
     sympy = _sympy()
@@ -562,7 +590,27 @@ def prove_zero_difference(expected_wire: str, actual_wire: str) -> str:
     from exactgrade import wire
 
     sympy = _sympy()
-    difference = _to_sympy(wire.decode(expected_wire) - wire.decode(actual_wire), sympy)
+    return _zero_or_unproven(_to_sympy(wire.decode(expected_wire) - wire.decode(actual_wire), sympy), sympy)
+
+
+def prove_zero_at(node_wire: str, point: list[list[Any]]) -> str:
+    """Worker side: 'zero' iff sympy proves the expression zero with each symbol replaced by its
+    value at the point ([name, numerator, denominator] each), else 'unproven'.
+
+    The caller (exactgrade._symbolic) asks this of a subexpression whose interval still holds zero
+    at high precision: sin(pi*k) at an integer k is exactly zero, and only a proof says so.
+    """
+    from exactgrade import wire
+
+    sympy = _sympy()
+    node = wire.decode(node_wire)
+    values = {name: sympy.Rational(p, q) for name, p, q in point}
+    bound = node.xreplace({s: values[s.name] for s in node.free_symbols if s.name in values})
+    return _zero_or_unproven(bound, sympy)
+
+
+def _zero_or_unproven(difference: Any, sympy: Any) -> str:
+    """'zero' iff sympy proves the difference is 0 (cheapest proofs first), else 'unproven'."""
     if difference == 0:
         return "zero"
     combined = sympy.logcombine(difference, force=True)

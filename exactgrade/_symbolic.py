@@ -18,38 +18,78 @@ The decision, in order:
      (secrets.SystemRandom, fresh on every call; never visible to the sandbox), with the interval
      arithmetic of exactgrade._real. An interval of key - answer that excludes 0 at a point is a
      proof that they differ (the reason names the point); a point where the key is a real number
-     and the answer is not is a difference too; a point where the key is not a real number (a
-     pole, the logarithm of a negative number) is skipped. The two are declared equal after
-     POINTS points at each of which the interval proves
+     and the answer is not is a difference too. A point is skipped only for the key's sake: where
+     the key is not a real number (a pole, the logarithm of a negative number), or where an answer
+     as large as the key (S below counted twice over the key) would need more agreement than
+     MAX_PRECISION bits can show, or where the key holds a part that cannot be told from zero (and
+     the prover does not show is zero). The two are declared equal
+     after POINTS points at each of which the interval proves
 
-         |key - answer| <= 2**-AGREEMENT_BITS * max(1, |key|)  and  |key - answer| <= 2**-ABSOLUTE_BITS
+         |key - answer| <= 2**-(AGREEMENT_BITS + S) * max(1, |key|)  and
+         |key - answer| <= 2**-(ABSOLUTE_BITS + S)
 
-     (192 bits relative, and 2**-64 absolute so that 2**p - 1 is never taken for 2**p however
-     large p is), at a working precision of 256 bits, then 1024, 4096 and 16384 while the
-     interval is too wide to say.
+     where S, the size of the pair at that point, is SIZE_WEIGHT (2) times the sum over BOTH
+     expressions of
+       - the bit size (numerator and denominator) of every rational constant, exponents included;
+       - for each expression, log2(1/|v|) if its value v is below 1 in magnitude (a key of 2**-300 * x
+         is checked to 2**-300 of itself);
+       - for every sum, log2 of its largest term over the sum (cancellation: sqrt(2**600 + 1) -
+         2**300) plus log2 of its largest term over its smallest (a negligible term: t + 2**-500
+         under a root, 2**300 + 1 under a logarithm, x/7 + exp(-10**6*x**2) away from the bump's
+         centre, p/(p+1) + 2**(-p-200));
+       - for every product, the magnitude its factors above 1 and below 1 cancel, in bits
+         (2*cosh(100)*exp(-100) is 1 + exp(-200));
+       - for every power and function, log2(1/|a|) for each argument a below 1 in magnitude
+         (cos(2**-150) is 1 - 2**-301, exp(2**-300) is 1 + 2**-300);
+       - for tanh and coth, 3 bits per unit of their argument's magnitude, and for atan and acot
+         log2 of it (a saturated function: tanh(100) is 1 - 2**-287).
+     Agreement is sought at a working precision chosen from S (at least START_PRECISION), then
+     higher up to MAX_PRECISION. A part whose interval still holds zero at PROVER_PRECISION (sin(pi*k)
+     at an integer k) is sent, with the point, to sympy in a worker process (exactgrade._timeout); it
+     counts as zero only if sympy proves it zero there. An answer that needs more than MAX_PRECISION
+     bits (or holds a part neither separated from zero nor proven zero) fails at that point, saying so.
 
-False-pass bound of step 2 (stated here and in the README). A wrong answer passes only if the
-difference satisfies both inequalities at all POINTS points. For point i let eps_i be the
-probability, under that point's sampling distribution (below), of landing where it does.
-Magnitudes are independent across points, so
+False-pass bound of step 2 (stated here and in docs/symbolic-bound.md). A wrong answer passes only
+if the difference satisfies both inequalities at all POINTS points. The bound has two parts.
+
+(a) Where the points land. For point i let eps_i be the probability, under that point's sampling
+distribution (below), of landing where the difference meets both inequalities. Magnitudes are
+independent across points, so
 
     P(a wrong answer passes) <= eps_1 * ... * eps_POINTS  (<= eps**8 when every eps_i <= eps).
 
-Examples: a difference that is a nonzero polynomial of degree d in a positive integer symbol
-(drawn from 2**10 values) has eps_i <= d / 2**10, so P <= (d / 1024)**8; sqrt(x**2) against x (x real) has
-eps_i = 0 at every point whose x is negative, and half the points have a negative x, so it never
-passes; 2**p against 2**p - 1 has eps_i = 0. What the test cannot see: a difference below both
-bounds everywhere on the sampled ranges (exp(x) + 2**-300 for exp(x), say), and one confined to
-where no point is drawn (|x| beyond 16 or below 1/16 for a real symbol, |k| beyond 2**10 for an
-integer one). A point where the values are too large to resolve at 16384 bits is undecidable
-(the comparison fails, saying so), never a pass.
+A difference that is a nonzero polynomial of degree d in a positive integer symbol (2**10 values)
+has eps_i <= d / 2**10, so P <= (d / 1024)**8; sqrt(x**2) against x (x real) has eps_i = 0 at the
+half of the points with x negative, so it never passes; 2**p against 2**p - 1 has eps_i = 0.
+
+(b) How small a difference can be where the points land. S makes every way we know of writing a
+nonzero difference that is small at every point count against itself: the smallness has to come
+from some subexpression (a lopsided or cancelling sum or product, a small argument, a saturated
+function, a constant of many bits), and
+each such bit raises the agreement required by SIZE_WEIGHT bits; the factor 2 covers the squaring
+at a critical point (x * cos(2**-150) is x * (1 - 2**-301)) with AGREEMENT_BITS to spare. What is
+left is a nonzero difference below 2**-(192 + S) with no such subexpression: a coincidence of
+two different closed forms to 192 bits beyond the information their constants carry (heuristic:
+the uniformity and witness conjectures of Richardson and van der Hoeven say such coincidences of
+short expressions do not exist; no theorem covers exp, log and the trigonometric functions
+together, and equality of such expressions is undecidable in general, so this part is a
+heuristic, not a proof). The best-known near-identities are far from it: exp(pi*sqrt(163)) is
+within 2**-40 of an integer. A difference confined to where no point is drawn (|x| beyond 16 or
+below 1/16 for a real symbol, |k| beyond 2**10 for an integer one) is small on the sampled range,
+so (b) applies to it. A point where the values are too large to resolve at MAX_PRECISION bits is
+undecidable or a failure (saying so), never a pass.
+
+What S costs: a correct answer whose own parts are far below 1 or cancel heavily at a point
+needs a higher working precision there (slower), and fails if that exceeds MAX_PRECISION where the
+key does not (a false fail, with a reason naming the point and the bits it needs); a part that is
+exactly zero but that sympy cannot prove zero at the point fails the answer the same way.
 
 Sampling (each point, each symbol): an integer symbol is uniform on its sign's part of
 [-2**10, 2**10]; a real one is sign * (1 + u/2**20) * 2**e with u uniform in [0, 2**20) and e
 uniform in [-4, 3] (|x| in [1/16, 16)). The sign is the domain's when it has one; for the first
 SIGN_STRATA symbols whose domain allows both signs, point i takes sign pattern (start + i) mod
 2**SIGN_STRATA for a random start (every pattern once in 8 consecutive points); other signs are
-uniform. At most MAX_DRAWS points are drawn; if the key is a real number at fewer than POINTS of
+uniform. At most MAX_DRAWS points are drawn; if the key can be checked at fewer than POINTS of
 them, the question is undecidable (it fails, saying so).
 
 Every step checks the deadline shared with the rest of the comparison (exactgrade.compare).
@@ -69,7 +109,11 @@ from exactgrade import _real
 POINTS = 8
 AGREEMENT_BITS = 192
 ABSOLUTE_BITS = 64
-PRECISIONS = (256, 1024, 4096, 16384)
+SIZE_WEIGHT = 2  # bits of agreement required per bit of size (see the module docstring)
+START_PRECISION = 256
+MAX_PRECISION = 16384
+PROVER_PRECISION = 1024  # a part whose interval still holds zero here goes to the prover
+GUARD_BITS = 64  # working bits beyond the agreement sought
 MAX_TERMS = 4096  # terms of one polynomial in the exact path; beyond, the point path decides
 MAX_COEFFICIENT_BITS = 1 << 14  # likewise for the size of one coefficient (big-int products are slow)
 MAX_DEGREE = 1024  # and for the exponent of a symbol in a term (x**10**12 must not be evaluated exactly)
@@ -375,60 +419,262 @@ def _points(domains: dict[str, Domain], draw: secrets.SystemRandom) -> Any:
 
 def _point_decision(key: Any, answer: Any, domains: dict[str, Domain], deadline: float) -> Decision:
     agreed = 0
+    constants = (_constant_bits(key), _constant_bits(answer))
+    skipped = ""
+    start = min(MAX_PRECISION, _round_up(AGREEMENT_BITS + SIZE_WEIGHT * sum(constants) + GUARD_BITS))
     for point in _points(domains, secrets.SystemRandom()):
-        outcome = _at_point(key, answer, point, deadline)
-        if outcome is None:
-            continue  # the key is not a real number here: another point
+        test = _PointTest(key, answer, point, deadline, constants)
+        outcome = test.run(start)
+        if outcome is None:  # the key is not a real number here, or cannot be checked: another point
+            skipped = test.skipped or skipped
+            continue
         if outcome is not True:
             return Decision(False, outcome)
         agreed += 1
+        start = test.prec  # the next point most likely needs about as much: one evaluation, not two
         if agreed == POINTS:
             return Decision(True)
-    raise _real.Undecidable(f"the reference is a real number at only {agreed} of {MAX_DRAWS} random points "
-                            f"of its domain (at least {POINTS} are needed)")
+    raise _real.Undecidable(f"the reference could be checked at only {agreed} of {MAX_DRAWS} random points "
+                            f"of its domain (at least {POINTS} are needed)" + (skipped and f": {skipped}"))
 
 
-def _at_point(key: Any, answer: Any, point: dict[str, Fraction], deadline: float) -> bool | str | None:
-    """True if they agree at point (to AGREEMENT_BITS), a reason if they differ, None if the key
-    is not a real number there. Undecidable if neither could be shown."""
-    shown = _show_point(point)
-    key_evaluated = answer_evaluated = False
-    key_value = None
-    for prec in PRECISIONS:
-        ctx = _real._context(prec, deadline, point)
-        try:
-            ev = _real._interval(key, ctx)
-        except _real.Undefined:
-            return None
-        except _real._NeedMorePrecision:
+def _constant_bits(expr: Any) -> int:
+    """The bit sizes of expr's rational constants (numerator and denominator; exponents too), summed:
+    the information an expression carries in its constants (a walk of its distinct nodes)."""
+    total = 0
+    stack, seen = [expr], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
             continue
-        key_evaluated, key_value = True, ev
+        seen.add(id(node))
+        q = _real.as_fraction(node)
+        if q is not None:
+            total += q.numerator.bit_length() + q.denominator.bit_length()
+        else:
+            stack.extend(node.args)
+    return total
+
+
+class _Sizes:
+    """What one evaluation of one expression at a point shows about its subexpressions (fed by
+    _real.measuring): `bits`, the sum over its sums, products, powers and functions of the bits each
+    hides (see the module docstring; the value itself is _smallness's); `straddling`, the outermost
+    subexpressions whose interval still holds zero without being the point zero (and that the prover
+    has not shown to be zero: `proven`, ids of nodes -> whether it showed them zero at this point)."""
+
+    __slots__ = ("bits", "straddling", "stack", "entered", "proven")
+
+    def __init__(self, proven: dict[int, bool]) -> None:
+        self.bits = 0
+        self.straddling: list[tuple[int, Any]] = []  # (entry number, node)
+        self.stack: list[Any] = []  # intervals of the nodes left, whose parent has not been left yet
+        self.entered = 0
+        self.proven = proven
+
+    def enter(self) -> tuple[int, int]:
+        self.entered += 1
+        return len(self.stack), self.entered
+
+    def leave(self, expr: Any, value: Any, mark: tuple[int, int]) -> None:
+        depth, entered = mark
+        children = self.stack[depth:]
+        del self.stack[depth:]
+        self.stack.append(value)
+        if expr.is_Atom:  # a rational (counted by _constant_bits), pi, E, a symbol (our own value)
+            return
+        low, high = _real._signs(value)
+        if low > 0 or high < 0:
+            if expr.is_Add:
+                self.bits += _sum_bits(children, _real._lower_bits(value))
+            elif expr.is_Mul:
+                self.bits += _product_bits(children)
+            else:  # a power or a function: small arguments (cos(2**-150) is 1 - 2**-301), saturation
+                self.bits += sum(max(0, -_real._lower_bits(child)) for child in children if _apart(child))
+                if type(expr).__name__ in _SATURATING:
+                    argument = max(map(_real._upper_bits, children[0]._mpi_))
+                    self.bits += _SATURATING[type(expr).__name__](argument)
+        elif (low or high) and not self.proven.get(id(expr)):
+            while self.straddling and self.straddling[-1][0] > entered:
+                self.straddling.pop()  # a part of this node: the outermost one is what matters
+            self.straddling.append((entered, expr))
+
+
+def _sum_bits(terms: list[Any], lower: int) -> int:
+    """The bits a sum of these terms (intervals; its value at least 2**lower in magnitude) hides: its
+    largest term over the sum (cancellation: N + 1 - N) plus its largest term over its smallest
+    (a negligible term: log(2**300 + 1) / log(2**300) is 1 + 2**-308 with no small value anywhere)."""
+    top = max(_real._upper_bits(end) for term in terms for end in term._mpi_)
+    smallest = min((_real._lower_bits(term) for term in terms if _apart(term)), default=top)
+    return max(0, top - lower) + max(0, top - smallest)
+
+
+def _smallness(interval: Any) -> int:
+    """log2(1/|v|) for a value below 1 in magnitude (a key of 2**-300 * x is checked to 2**-300 of
+    itself, not of 1), else 0."""
+    return max(0, -_real._lower_bits(interval)) if _apart(interval) else 0
+
+
+def _product_bits(factors: list[Any]) -> int:
+    """The bits a product hides: the magnitude its factors above 1 and its factors below 1 cancel
+    (2 cosh(100) exp(-100) is 1 + exp(-200), with every value far from small but one)."""
+    large = sum(max(0, max(map(_real._upper_bits, factor._mpi_))) for factor in factors)
+    small = sum(max(0, -_real._lower_bits(factor)) for factor in factors if _apart(factor))
+    return min(large, small)
+
+
+def _apart(interval: Any) -> bool:
+    """Whether an interval excludes zero."""
+    low, high = _real._signs(interval)
+    return low * high > 0
+
+
+def _saturation(slope: int) -> Any:
+    """Bits by which f(y) may be near its asymptote, given |y| < 2**top: slope * |y| bits (tanh:
+    1 - tanh(y) ~ 2 exp(-2y), 2/ln 2 < 3 bits per unit of y); at most 2**40 (far beyond any check)."""
+    return lambda top: slope << min(max(top, 0), 40)
+
+
+_SATURATING: dict[str, Any] = {
+    "tanh": _saturation(3),
+    "coth": _saturation(3),
+    "atan": lambda top: max(top, 0),  # pi/2 - atan(y) ~ 1/y
+    "acot": lambda top: max(top, 0),
+}
+
+
+class _PointTest:
+    """The test at one point (see the module docstring): run() is True if key and answer agree
+    there, a reason if they differ, None if the key cannot be resolved there (not a real number,
+    or too small, cancelling or unresolvable to check at MAX_PRECISION)."""
+
+    def __init__(self, key: Any, answer: Any, point: dict[str, Fraction], deadline: float,
+                 constants: tuple[int, int]) -> None:
+        self.key, self.answer, self.point, self.deadline = key, answer, point, deadline
+        self.constants = constants
+        self.shown = _show_point(point)
+        self.proven: dict[int, bool] = {}  # id of a node the prover was asked about -> shown zero here
+        self.skipped = ""  # why the key could not be evaluated here, if that is why the point is skipped
+        self.prec = 0
+
+    def run(self, prec: int) -> bool | str | None:
+        """The outcome, trying working precisions from prec up (self.prec: the last one tried)."""
+        key_value = None
+        answer_evaluated = False
+        while True:
+            self.prec = prec
+            following = 4 * prec  # after an interval too wide to evaluate a log, root or reciprocal
+            ctx = _real._context(prec, self.deadline, self.point)
+            key_sizes = _Sizes(self.proven)
+            try:
+                with _real.measuring(key_sizes):
+                    key_value = _real._interval(self.key, ctx)
+            except _real.Undefined:
+                return None
+            except _real._NeedMorePrecision:
+                pass
+            except _real.OutOfTime:
+                raise
+            except _real.Undecidable as error:  # too large to evaluate here (exp(10**8)): skip the point
+                self.skipped = str(error)
+                return None
+            else:
+                outcome = self._answer_at(ctx, key_value, key_sizes)
+                if type(outcome) is int:
+                    answer_evaluated, following = True, max(outcome, 2 * prec)
+                elif outcome is not _MORE:
+                    return outcome
+            if prec >= MAX_PRECISION:
+                break
+            prec = min(MAX_PRECISION, _round_up(following))
+        if key_value is None:
+            return None  # a singularity of the key at this very point
+        if not answer_evaluated:
+            return (f"they differ at {self.shown}: expected {_approx(key_value)}, but the answer cannot be "
+                    f"evaluated there (a logarithm, root or reciprocal of a value that may be zero)")
+        raise _real.Undecidable(f"could not tell the values apart or prove them within the agreement they "
+                                f"need at {self.shown} ({MAX_PRECISION} bits)")
+
+    def _answer_at(self, ctx: Any, ev: Any, key_sizes: _Sizes) -> Any:
+        """At ctx's precision, with the key's interval ev: True, a reason, None (skip the point),
+        _MORE (the answer needs more precision to evaluate) or the precision the test needs (int)."""
+        answer_sizes = _Sizes(self.proven)
         try:
-            av = _real._interval(answer, ctx)
+            with _real.measuring(answer_sizes):
+                av = _real._interval(self.answer, ctx)
         except _real.Undefined as error:
-            return (f"they differ at {shown}: expected {_approx(ev)}, but the answer is not a real "
+            return (f"they differ at {self.shown}: expected {_approx(ev)}, but the answer is not a real "
                     f"number there ({error})")
         except _real._NeedMorePrecision:
-            continue
-        answer_evaluated = True
+            return _MORE
+        except _real.OutOfTime:
+            raise
+        except _real.Undecidable as error:
+            return f"the answer cannot be checked at {self.shown}: {error}"
         difference = ev - av
         low, high = _real._signs(difference)
-        if low > 0 or high < 0:
-            return f"they differ at {shown}: expected {_approx(ev)}, got {_approx(av)}"
-        if _within_agreement(difference, ev):
+        if low > 0 or high < 0:  # a proof that they differ, whatever the sizes
+            expected, got = _approx(ev), _approx(av)
+            by = f" (they differ by {_approx(difference)})" if expected == got else ""
+            return f"they differ at {self.shown}: expected {expected}, got {got}{by}"
+        if ctx.prec >= PROVER_PRECISION:
+            self._prove_zero(key_sizes)
+            self._prove_zero(answer_sizes)
+        last = ctx.prec >= MAX_PRECISION
+        if key_sizes.straddling:
+            return None if last else 2 * ctx.prec
+        key_bits = SIZE_WEIGHT * (self.constants[0] + key_sizes.bits + _smallness(ev))
+        scale = max(0, max(_real._upper_bits(end) for end in ev._mpi_))
+        if AGREEMENT_BITS + 2 * key_bits + scale + GUARD_BITS > MAX_PRECISION:
+            return None  # no room here for an answer as large as the key: the key cannot be checked
+        if answer_sizes.straddling:
+            if not last:
+                return 2 * ctx.prec
+            return (f"the answer cannot be checked at {self.shown}: a part of it cannot be told from zero "
+                    f"there at {MAX_PRECISION} bits, and the prover could not show it is zero")
+        bits = key_bits + SIZE_WEIGHT * (self.constants[1] + answer_sizes.bits + _smallness(av))
+        need = AGREEMENT_BITS + bits + scale + GUARD_BITS
+        if need > MAX_PRECISION:
+            return (f"the answer cannot be checked at {self.shown}: its constants, small parts and "
+                    f"cancellations call for agreement to 2**-{AGREEMENT_BITS + bits}, beyond what "
+                    f"{MAX_PRECISION}-bit evaluation can show")
+        if _within_agreement(difference, ev, bits):
             return True
-    if not key_evaluated:
-        return None  # a singularity of the key at this very point
-    if not answer_evaluated:
-        return (f"they differ at {shown}: expected {_approx(key_value)}, but the answer cannot be evaluated "
-                f"there (a logarithm, root or reciprocal of a value that may be zero)")
-    raise _real.Undecidable(f"could not tell the values apart or prove them within 2**-{AGREEMENT_BITS} "
-                            f"relative and 2**-{ABSOLUTE_BITS} at {shown} ({PRECISIONS[-1]} bits)")
+        return need
+
+    def _prove_zero(self, sizes: _Sizes) -> None:
+        """Ask the prover about each straddling part not asked about yet; drop those it shows zero."""
+        for _, node in sizes.straddling:
+            if id(node) not in self.proven:
+                self.proven[id(node)] = self._is_zero(node)
+        sizes.straddling = [(mark, node) for mark, node in sizes.straddling if not self.proven[id(node)]]
+
+    def _is_zero(self, node: Any) -> bool:
+        """Whether the prover (a worker process, under the deadline) shows node is zero at the point."""
+        from exactgrade import _timeout, wire
+
+        point = [[name, q.numerator, q.denominator] for name, q in sorted(self.point.items())]
+        try:
+            answer = _timeout.call("exactgrade._real:prove_zero_at", [wire.encode(node), point],
+                                   self.deadline - time.monotonic())
+        except _timeout.DeadlineExceeded:
+            raise _real.OutOfTime("the prover ran out of time") from None
+        except (wire.WireError, _timeout.WorkerError):
+            return False
+        return answer == "zero"
 
 
-def _within_agreement(difference: Any, key: Any) -> bool:
-    """|difference| <= 2**-AGREEMENT_BITS * max(1, |key|) and <= 2**-ABSOLUTE_BITS, for every point
-    of both intervals."""
+_MORE = object()  # the answer needs more precision to be evaluated at all
+
+
+def _round_up(bits: int) -> int:
+    """A working precision of at least bits (and START_PRECISION), a multiple of 64."""
+    return max(START_PRECISION, -(-bits // 64) * 64)
+
+
+def _within_agreement(difference: Any, key: Any, extra: int) -> bool:
+    """|difference| <= 2**-(AGREEMENT_BITS + extra) * max(1, |key|) and <= 2**-(ABSOLUTE_BITS + extra),
+    for every point of both intervals."""
     from mpmath.libmp import fone, mpf_abs, mpf_cmp, mpf_shift
 
     largest = max((mpf_abs(end) for end in difference._mpi_), key=_Key)
@@ -437,8 +683,8 @@ def _within_agreement(difference: Any, key: Any) -> bool:
         (mpf_abs(low), mpf_abs(high)), key=_Key)
     if mpf_cmp(smallest, fone) < 0:
         smallest = fone
-    relative = mpf_cmp(largest, mpf_shift(smallest, -AGREEMENT_BITS)) <= 0
-    return relative and mpf_cmp(largest, mpf_shift(fone, -ABSOLUTE_BITS)) <= 0
+    relative = mpf_cmp(largest, mpf_shift(smallest, -(AGREEMENT_BITS + extra))) <= 0
+    return relative and mpf_cmp(largest, mpf_shift(fone, -(ABSOLUTE_BITS + extra))) <= 0
 
 
 class _Key:

@@ -519,8 +519,3 @@ def test_the_time_limit_holds_for_symbolic_answers() -> None:
     assert not verdict.ok
     assert re.search(r"could not decide in time: stopped (while expanding|at \d+ bits)", verdict.reason), \
         verdict.reason
-
-
-def test_documented_limit_a_difference_below_the_agreement_precision_passes() -> None:
-    """The stated false-pass bound excludes differences below 2**-192 relative: this one passes."""
-    assert compare(sympy.exp(X), sympy.exp(X) + sympy.Rational(1, 2**300)).ok
