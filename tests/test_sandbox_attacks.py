@@ -20,7 +20,7 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
-from sandbox_leftovers import FOREVER, leftovers, wait_for
+from sandbox_leftovers import FOREVER, HANG_GUARD, busy_loops, leftovers, wait_for
 
 import exactgrade
 from exactgrade.sandbox import Limits, ResultNotEncodable, Sandbox, SandboxDied, backends, uids
@@ -287,6 +287,25 @@ def test_fork_storm(backend):
             """))
         uid = sb.uid
     _assert_no_processes(uid)
+
+
+CLOSES = 50
+
+
+@pytest.mark.timing
+@pytest.mark.alone
+def test_closing_fork_storms_beside_busy_loops_leaves_nothing(backend):
+    """Issue 26: close() returns only once no process of the sandbox is left, also when busy loops on
+    every CPU preempt the killed processes while they exit (one was left right after close, under load)."""
+    left = {}
+    with busy_loops(HANG_GUARD):
+        for _ in range(CLOSES):
+            with Sandbox(backend=backend, limits=Limits(call_timeout=60, max_processes=64)) as sb:
+                out = sb.execute_code("import os, time\n" + FORK_300)
+                uid = sb.uid
+            assert int(out.split("forked ")[1]) > 0, out
+            left.update(leftovers({uid}))  # checked at once: close() has returned
+    assert left == {}
 
 
 def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
