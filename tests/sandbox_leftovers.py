@@ -322,6 +322,31 @@ def cpu_hogs(seconds: float) -> Iterator[Hogs]:
             _remove(group)
 
 
+_BUSY_LOOP = """\
+import sys, time
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    pass
+"""
+
+
+@contextlib.contextmanager
+def busy_loops(seconds: float) -> Iterator[list[int]]:
+    """A plain busy loop per CPU beside the test (no cgroup, no weight: the load .ci/run's timing re-run
+    puts beside the marked tests), each stopping itself after `seconds` so none outlives a killed test;
+    killed on exit. Yields their pids."""
+    procs = [subprocess.Popen([sys.executable, "-S", "-I", "-c", _BUSY_LOOP, str(seconds)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(os.cpu_count() or 1)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
 def _wait_ready(ready: int, hog: subprocess.Popen[bytes]) -> None:
     """Return once `hog` wrote its byte on `ready`; RuntimeError if it died first or HANG_GUARD passed."""
     readable, _, _ = select.select([ready], [], [], HANG_GUARD)

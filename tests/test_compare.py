@@ -13,6 +13,13 @@ import sympy
 from exactgrade import AllClose, Exact, RelTol, TensorValue, Verdict, compare
 
 RTOL = RelTol(1e-9)
+DECIDES = 60.0
+"""Seconds given to a comparison the test needs decided: the slowest here (a sympy proof that
+acosh(2) == log(2 + sqrt(3))) takes 0.3-0.6 s on a loaded 2-core VM, so 100x margin (the default
+limit, 5 s, gave it 8x). Starting a prover worker is not counted (exactgrade._timeout)."""
+NO_TIME = 1e-6
+"""Seconds: below any irrational work (one interval node takes microseconds, a proof milliseconds),
+so the limit always stops it."""
 CLOSE = AllClose(1e-5, 1e-7)
 LOG2 = sympy.log(2)
 # sqrt(2)**2 - 2, sent unevaluated: exactly zero, but its interval always straddles zero.
@@ -190,8 +197,9 @@ CASES = [
 
 @pytest.mark.parametrize(("expected", "actual", "policy", "ok", "fragment"),
                          [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+@pytest.mark.timing
 def test_comparator_table(expected: object, actual: object, policy: object, ok: bool, fragment: str) -> None:
-    verdict = compare(expected, actual, policy)
+    verdict = compare(expected, actual, policy, time_limit=DECIDES)
     assert type(verdict) is Verdict and type(verdict.ok) is bool and type(verdict.reason) is str
     assert verdict.ok is ok, verdict.reason
     if ok:
@@ -238,10 +246,11 @@ def test_irrational_reference_decided_near_the_boundary() -> None:
     assert not compare(sympy.sqrt(2), math.sqrt(2), RelTol(1e-17)).ok
 
 
+@pytest.mark.timing
 def test_equality_needing_a_proof_passes_with_time_and_fails_without() -> None:
     hard = (sympy.log(8) / LOG2, 3)  # agree to every digit; only sympy can prove it
-    assert compare(*hard).ok
-    verdict = compare(*hard, time_limit=1e-4)
+    assert compare(*hard, time_limit=DECIDES).ok
+    verdict = compare(*hard, time_limit=NO_TIME)  # 1e-4 s raced a fast machine's 64- and 256-bit steps
     assert not verdict.ok
     assert "could not decide in time" in verdict.reason
 
@@ -280,20 +289,22 @@ BY_ID = {case[0]: case[1:] for case in CASES}
 
 
 @pytest.mark.parametrize("case_id", SYMMETRIC)
+@pytest.mark.timing
 def test_swapping_reference_and_answer_gives_the_same_outcome(case_id: str) -> None:
     expected, actual, policy, ok, _ = BY_ID[case_id]
-    verdict = compare(actual, expected, policy)
+    verdict = compare(actual, expected, policy, time_limit=DECIDES)
     assert verdict.ok is ok, verdict.reason
     assert verdict.ok or verdict.reason
 
 
+@pytest.mark.timing
 def test_compare_is_safe_from_several_threads() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     pairs = [(sympy.log(2**k) / LOG2, k) for k in range(2, 10)]  # each needs the prover process
     pairs += [(sympy.sqrt(2) * k, math.sqrt(2) * k) for k in range(1, 9)]  # intervals, per thread
     with ThreadPoolExecutor(max_workers=4) as pool:
-        verdicts = list(pool.map(lambda pair: compare(*pair, RTOL, time_limit=60), pairs * 2))
+        verdicts = list(pool.map(lambda pair: compare(*pair, RTOL, time_limit=DECIDES), pairs * 2))
     assert all(verdict.ok for verdict in verdicts), [v.reason for v in verdicts if not v.ok]
 
 
@@ -314,6 +325,7 @@ HOSTILE_THREE = sympy.Add(3, *(_denested_zero(a, b) for a, b in zip(PRIMES[::2],
                           evaluate=False)
 
 
+@pytest.mark.timing
 def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None:
     import threading
     import time
@@ -326,7 +338,7 @@ def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None
     while _timeout.in_use() == 0 and rollout.is_alive():
         time.sleep(0.01)
     assert rollout.is_alive(), hostile  # the hostile proof holds a prover now
-    correct = compare(3, sympy.log(8) / LOG2)  # needs a proof too
+    correct = compare(3, sympy.log(8) / LOG2, time_limit=DECIDES)  # needs a proof too
     rollout.join()
     assert correct.ok, correct.reason
     assert not hostile[0].ok
@@ -334,11 +346,11 @@ def test_a_hostile_answer_holding_a_prover_does_not_fail_a_correct_one() -> None
     assert "could not decide" in hostile[0].reason and "agree to" in hostile[0].reason, hostile[0].reason
 
 
-# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision. The work is
-# sized so that no machine finishes it inside the test's 1 s limit: 40,000 logarithms of 61-digit
-# integers take about 0.1 s per 1,000 at 64 bits on a 2-core VM and far longer at each higher
-# precision, so the deadline always falls inside a precision step (330 logarithms, the old size,
-# finished all four steps inside 1 s on an idle EPYC core: the test raced the clock).
+# |a - 1| is exactly rtol: the interval test can never decide, whatever the precision. 40,000
+# logarithms of 61-digit integers take about 1 s at 64 bits on a loaded 2-core VM (all four
+# precisions: minutes), so a limit of SHORT_LIMIT falls inside the first precision step on any
+# machine, by 100x and more. (330 logarithms under a 1 s limit, then 40,000: each raced a faster
+# machine, which finished inside the limit.)
 EDGE = 1 + F(1e-9)
 LOGS_NEXT_TO_ONE = sympy.Add(sympy.Rational(EDGE.numerator, EDGE.denominator),
                              *(term for k in range(20_000) for term in (
@@ -346,23 +358,26 @@ LOGS_NEXT_TO_ONE = sympy.Add(sympy.Rational(EDGE.numerator, EDGE.denominator),
                                  sympy.Mul(-1, sympy.log(sympy.Integer(10**60 + k), evaluate=False),
                                            evaluate=False))),
                              evaluate=False)
+SHORT_LIMIT = 1e-3
 
 
+@pytest.mark.timing
 def test_the_time_limit_stops_a_precision_step_in_the_middle() -> None:
-    verdict = compare(1.0, LOGS_NEXT_TO_ONE, RelTol(1e-9), time_limit=1)
+    verdict = compare(1.0, LOGS_NEXT_TO_ONE, RelTol(1e-9), time_limit=SHORT_LIMIT)
     assert not verdict.ok
     assert "could not decide in time: stopped at" in verdict.reason, verdict.reason
     assert "(policy RelTol(rtol=1e-09))" in verdict.reason
 
 
+@pytest.mark.timing
 def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
-    # Each of these proofs takes a millisecond or so, far below the limit; 5,000 of them cannot all
-    # finish in 0.2 s on any machine (each is a round trip to a prover process).
+    # Each of these proofs takes a few milliseconds, below the limit; all 5,000 take over 2 minutes on
+    # a loaded 2-core VM (each is a round trip to a prover process), thousands of times the limit.
     pairs = [sympy.log(2**k) / LOG2 for k in range(2, 5002)]
-    verdict = compare(list(range(2, 5002)), pairs, time_limit=0.2)
+    verdict = compare(list(range(2, 5002)), pairs, time_limit=0.05)
     assert not verdict.ok
     assert "could not decide in time" in verdict.reason, verdict.reason
-    assert compare(list(range(2, 12)), pairs[:10], time_limit=60).ok
+    assert compare(list(range(2, 12)), pairs[:10], time_limit=DECIDES).ok
 
 
 # -- values with free symbols (issue 20) ------------------------------------------------------------
@@ -459,8 +474,9 @@ SYMBOLIC_CASES = [
 
 @pytest.mark.parametrize(("expected", "actual", "ok", "fragment"),
                          [case[1:] for case in SYMBOLIC_CASES], ids=[case[0] for case in SYMBOLIC_CASES])
+@pytest.mark.timing
 def test_symbolic_table(expected: object, actual: object, ok: bool, fragment: str) -> None:
-    verdict = compare(expected, actual, Exact())
+    verdict = compare(expected, actual, Exact(), time_limit=DECIDES)
     assert type(verdict) is Verdict and verdict.ok is ok, verdict.reason
     assert fragment in verdict.reason, verdict.reason
 
@@ -492,6 +508,7 @@ def test_a_reference_symbol_with_two_domains_is_refused() -> None:
     assert "symbol x appears in the reference with two sets of assumptions" in verdict.reason
 
 
+@pytest.mark.timing
 def test_a_decoded_hostile_expression_is_decided_or_refused_in_time() -> None:
     """The wire's worst symbolic shapes: a chain of functions as deep as the wire allows, 1000 nodes of
     them, a power too large to expand with huge coefficients. Each is decided (a difference at a
@@ -511,11 +528,13 @@ def test_a_decoded_hostile_expression_is_decided_or_refused_in_time() -> None:
         assert "they differ at x=" in verdict.reason or "could not decide" in verdict.reason, verdict.reason
 
 
-# x times LOGS_NEXT_TO_ONE (not exactly x): every point needs 40,000 logarithms at 256 bits, which no
-# machine finishes inside 1 s (see LOGS_NEXT_TO_ONE above). Which stage the limit stops (expanding
-# the answer, or evaluating it at some precision) is the machine's speed; that it stops is not.
+# x times LOGS_NEXT_TO_ONE (not exactly x): a point needs 40,000 logarithms, about 1 s on a loaded
+# 2-core VM, 1,000 times SHORT_LIMIT (1 s itself was raced: a fast machine decided "they differ at
+# x=..." inside it). Which stage the limit stops (expanding the answer, or evaluating it at some
+# precision) is the machine's speed; that it stops is not.
+@pytest.mark.timing
 def test_the_time_limit_holds_for_symbolic_answers() -> None:
-    verdict = compare(X, sympy.Mul(X, LOGS_NEXT_TO_ONE, evaluate=False), time_limit=1)
+    verdict = compare(X, sympy.Mul(X, LOGS_NEXT_TO_ONE, evaluate=False), time_limit=SHORT_LIMIT)
     assert not verdict.ok
     assert re.search(r"could not decide in time: stopped (while expanding|at \d+ bits)", verdict.reason), \
         verdict.reason

@@ -52,6 +52,7 @@ def orchestrator_start(env_id: str, options: dict) -> tuple[list[vf.Task] | None
 @pytest.mark.parametrize(("env_id", "options", "finite", "count"), SOURCES,
                          ids=[f"{e}-{o.get('source', 'stream' if e.endswith('stream') else 'dataset')}"
                               for e, o, _, _ in SOURCES])
+@pytest.mark.timing
 def test_the_orchestrator_materialises_finite_sources_and_streams_infinite_ones(env_id, options, finite,
                                                                                  count):
     listed, tasks = (None, None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
-from sandbox_leftovers import FOREVER, leftovers, wait_for
+from sandbox_leftovers import FOREVER, HANG_GUARD, busy_loops, leftovers, wait_for
 
 import exactgrade
 from exactgrade.sandbox import Limits, ResultNotEncodable, Sandbox, SandboxDied, backends, uids
@@ -222,6 +222,7 @@ def test_allocating_8_gib(backend):
     _assert_host_fine(backend)
 
 
+@pytest.mark.timing
 def test_cpu_spin(backend):
     limits = Limits(call_timeout=1.5, wall_factor=30)  # spinning is the model's own time, even when starved
     with Sandbox(backend=backend, limits=limits) as sb:
@@ -234,6 +235,7 @@ def test_cpu_spin(backend):
     _assert_host_fine(backend)
 
 
+@pytest.mark.timing
 def test_sleep_past_the_call_limit(backend):
     limits = Limits(call_timeout=1.0)
     with Sandbox(backend=backend, limits=limits) as sb:
@@ -267,6 +269,7 @@ FORK_300 = dedent(f"""
 """Fork up to 300 sleeping children and print how many forks succeeded."""
 
 
+@pytest.mark.timing
 def test_fork_storm(backend):
     code = "import os, time\n" + FORK_300
     with Sandbox(backend=backend, limits=Limits(call_timeout=60, max_processes=64)) as sb:
@@ -287,6 +290,25 @@ def test_fork_storm(backend):
             """))
         uid = sb.uid
     _assert_no_processes(uid)
+
+
+CLOSES = 50
+
+
+@pytest.mark.timing
+@pytest.mark.alone
+def test_closing_fork_storms_beside_busy_loops_leaves_nothing(backend):
+    """Issue 26: close() returns only once no process of the sandbox is left, also when busy loops on
+    every CPU preempt the killed processes while they exit (one was left right after close, under load)."""
+    left = {}
+    with busy_loops(HANG_GUARD):
+        for _ in range(CLOSES):
+            with Sandbox(backend=backend, limits=Limits(call_timeout=60, max_processes=64)) as sb:
+                out = sb.execute_code("import os, time\n" + FORK_300)
+                uid = sb.uid
+            assert int(out.split("forked ")[1]) > 0, out
+            left.update(leftovers({uid}))  # checked at once: close() has returned
+    assert left == {}
 
 
 def test_rlimit_fallback_contains_memory_forks_and_daemons(backend):
@@ -515,7 +537,7 @@ def test_sandboxes_are_the_oom_killers_first_choice(backend):
                 print('refused', type(e).__name__)
     """)
     with Sandbox(backend=backend) as sb:
-        sb.bash("sleep 30 >/dev/null 2>&1 &")
+        sb.bash(f"sleep {FOREVER} >/dev/null 2>&1 &")  # still there when read: close() ends it
         adjustments = {Path(f"/proc/{pid}/oom_score_adj").read_text() for pid in uids.processes_of(sb.uid)}
         out = sb.execute_code(code).splitlines()
     assert adjustments == {"1000\n"}  # the worker, its pid 1 and what it started
@@ -587,6 +609,7 @@ TRICKLE = dedent("""
     ("{", 1, 0, "protocol violation: reply trickled"),  # valid JSON, one byte per read
     ("{", 4096, 0.05, "result timed out after 2 s"),  # page-sized pieces, slowly: held to the limit only
 ])
+@pytest.mark.timing
 def test_a_trickled_reply_ends_at_the_time_limit(backend, prefix, chunk, pause, reason):
     inputs = {"prefix": prefix, "chunk": chunk, "pause": pause}
     with Sandbox(inputs=inputs, backend=backend, limits=Limits(call_timeout=2, wall_factor=30)) as sb:
@@ -611,6 +634,7 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / 1e9
 
 
+@pytest.mark.timing
 def test_busy_loops_left_between_calls_get_almost_no_cpu(backend):
     """60 setsid busy loops (60 sessions, so 60 autogroups outside a cgroup) left running after a call:
     in the sandbox's cpu group they share its quota, which between calls is IDLE_CPUS."""

@@ -8,15 +8,20 @@ with the same checks.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from sandbox_leftovers import FOREVER, HANG_GUARD, on_mark, wait_for
+from sandbox_leftovers import FOREVER, HANG_GUARD, alive, on_mark, wait_for
 
 from exactgrade.sandbox import Sandbox, SandboxDied, backends, cgroups, uids
+from exactgrade.sandbox import sandbox as sandbox_module
 from exactgrade.sandbox.cgroups import SandboxCgroup
 from exactgrade.sandbox.runtime import default_state_dir
 from exactgrade.sandbox.sandbox import reclaim_stale, reclaim_uid
@@ -107,6 +112,71 @@ def test_close_from_another_thread_ends_a_blocked_call(backend):
     assert not caller.is_alive()
     assert [type(e) for e in errors] == [SandboxDied] and "closed" in str(errors[0])
     assert _leftovers(sb.uid) == []
+
+
+FREEZER = cgroups.CGROUP_ROOT / "freezer"
+
+
+@contextlib.contextmanager
+def _frozen(pid: int) -> Iterator[None]:
+    """Hold `pid` in a frozen cgroup v1 freezer group: a SIGKILL stays pending until it is thawed."""
+    group = FREEZER / f"eg-test-frozen-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "cgroup.procs").write_text(str(pid))
+        (group / "freezer.state").write_text("FROZEN")
+        wait_for(lambda: (group / "freezer.state").read_text().strip() == "FROZEN", "the freeze")
+        yield
+    finally:
+        (group / "freezer.state").write_text("THAWED")
+        wait_for(lambda: not alive(pid), f"the thawed process {pid} to die")
+        wait_for(lambda: _removed(group), f"the removal of {group}")
+
+
+def _removed(group: Path) -> bool:
+    try:
+        group.rmdir()
+    except OSError as error:
+        if error.errno != errno.EBUSY:
+            raise
+        return False
+    return True
+
+
+@pytest.mark.timing
+def test_a_process_that_outlives_close_keeps_its_uid_out_of_use(backend, monkeypatch):
+    """A process SIGKILL cannot end yet (frozen): close() gives up after its bounded wait, flags a
+    harness failure, and no sandbox gets the uid while that process lives."""
+    if os.geteuid() != 0 or not (FREEZER / "cgroup.procs").is_file():
+        pytest.skip("needs root and a cgroup v1 freezer (v2's lets SIGKILL through)")
+    monkeypatch.setattr(sandbox_module, "CLOSE_WAIT", 0.5)  # the frozen process never exits: any wait ends
+    sb = Sandbox(backend=backend)
+    uid = sb.uid
+    sb.bash(f"sleep {FOREVER} >/dev/null 2>&1 &")
+    sleep = wait_for(lambda: [p for p in uids.processes_of(uid) if _comm(p) == "sleep"], "the sleep")[0]
+    try:
+        with _frozen(sleep):
+            with pytest.raises(SandboxDied) as died:
+                sb.close()
+            death = died.value.death
+            assert death.cause == "harness" and not died.value.by_model, death
+            assert death.reason.startswith("close() could not end every process of the sandbox"), death
+            assert str(sleep) in death.evidence, death
+            assert uids.try_claim(default_state_dir(), uid) is None  # its slot stays held
+            sb.close()  # closed already: nothing more to say
+    finally:
+        for slot in [s for s in sandbox_module._kept_out_of_use if s.uid == uid]:
+            sandbox_module._kept_out_of_use.remove(slot)
+            slot.release()
+    assert reclaim_uid(default_state_dir(), uid)
+    assert _leftovers(uid) == []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 KILLED_HOST = """

@@ -51,6 +51,7 @@ MODEL_DEATHS = [
 @pytest.mark.parametrize(("code", "limits", "reason", "evidence"), MODEL_DEATHS, ids=[
     "os._exit", "SIGKILL itself", "SIGTERM itself from a thread", "a child kills it", "one big allocation",
     "memory bomb", "CPU spin", "fork storm", "forged reply", "closed its reply pipe"])
+@pytest.mark.timing
 def test_a_death_the_model_causes_is_the_models(backend: str, code: str, limits: Limits,
                                                 reason: str | tuple[str, str],
                                                 evidence: str | tuple[str, str]) -> None:

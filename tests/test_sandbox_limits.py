@@ -222,11 +222,12 @@ def test_writing_within_the_budget_is_fine(backend):
 
 SPIN = "while True:\n    pass"
 SLEEP = f"import time\ntime.sleep({FOREVER})"
-# 0.1 s of the sandbox's own CPU, however fast the CPU: under the hogs that takes several times the limit
+# 0.05 s of the sandbox's own CPU, however fast the CPU: a tenth of the limit (0.5 s) it must finish in,
+# and under the hogs (at most 1/17 of a CPU) at least 0.85 s of wall time, past that limit
 WORK = dedent("""
     import time
     start = time.process_time()
-    while time.process_time() - start < 0.1:
+    while time.process_time() - start < 0.05:
         pass
     result = 42
 """)
@@ -249,8 +250,9 @@ def _hogs():
 
 
 @pytest.mark.parametrize("use_cgroups", [True, False], ids=["cgroup", "no cgroup"])
+@pytest.mark.timing
 def test_a_starved_call_that_finishes_keeps_its_answer(backend, use_cgroups):
-    """0.1 s of work at a limit of 0.5 s, on a host where it gets a small share of a CPU: it runs past
+    """0.05 s of work at a limit of 0.5 s, on a host where it gets a small share of a CPU: it runs past
     the limit in wall time and is not killed for it."""
     if not use_cgroups and backend == "namespaces":
         pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
@@ -264,6 +266,7 @@ def test_a_starved_call_that_finishes_keeps_its_answer(backend, use_cgroups):
 
 
 @pytest.mark.parametrize("use_cgroups", [True, False], ids=["cgroup", "no cgroup"])
+@pytest.mark.timing
 def test_a_call_the_host_starves_to_the_wall_cap_is_the_harnesss(backend, use_cgroups):
     if not use_cgroups and backend == "namespaces":
         pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
@@ -290,6 +293,7 @@ def test_a_call_the_host_starves_to_the_wall_cap_is_the_harnesss(backend, use_cg
     (NICE_SPIN, 1.0, False),  # no cgroup, starved host: a niced worker's waits are its own
 ], ids=["sleep, starved host", "own quota", "own processes", "sleep, no cgroup", "own processes, no cgroup",
         "niced, no cgroup, starved host"])
+@pytest.mark.timing
 def test_a_call_that_makes_its_own_waits_times_out_as_the_models(backend, code, cpus, use_cgroups):
     if not use_cgroups and backend == "namespaces":
         pytest.skip("namespaces without a cgroup has no host pid of the worker: wall time (calltime.py)")
@@ -315,6 +319,7 @@ def _sandbox(backend, limits, use_cgroups):
         return Sandbox(backend=backend, limits=limits, use_cgroups=False)
 
 
+@pytest.mark.timing
 def test_without_any_cpu_accounting_the_limit_is_wall_time():
     """namespaces without a cgroup: no host pid of the worker to read, so wall time (calltime.py)."""
     if backends.probe().unavailable("namespaces") is not None:

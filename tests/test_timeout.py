@@ -11,6 +11,8 @@ from exactgrade import _timeout
 
 FOREVER = 10**6  # seconds: a sleep no test outlives, so its outcome never depends on the machine's speed
 
+pytestmark = pytest.mark.timing  # every test here is about a deadline or waits on a worker
+
 
 def test_call_returns_the_result() -> None:
     assert _timeout.call("math:factorial", [20], 30.0) == 2432902008176640000

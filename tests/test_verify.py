@@ -179,6 +179,7 @@ def test_summary_and_check_are_called_and_their_failures_reported():
     assert "test: 1 task(s) summarised" in format_report(result)
 
 
+@pytest.mark.timing
 def test_a_hanging_reference_times_out_and_is_never_run_in_process():
     hanging, sound = _task("t-200", spin, {"n": 0}), _task("t-201", difference, {"a": 2, "b": 1})
     result = verify_definitions("test", [hanging, sound], "python", task_timeout=5)
@@ -193,6 +194,7 @@ def test_a_hanging_reference_times_out_and_is_never_run_in_process():
 # ---------------------------------------------------------------- fresh processes
 
 
+@pytest.mark.timing
 def test_run_fresh_survives_a_hang_and_a_dead_process():
     empty = wire.encode({})
     jobs = [
@@ -327,6 +329,7 @@ STARTS = [
 
 
 @pytest.mark.parametrize(("code", "why"), STARTS, ids=["ready", "died", "garbage", "never ready"])
+@pytest.mark.timing
 def test_a_fresh_process_that_does_not_start_is_told_apart_from_a_slow_task(monkeypatch, code, why):
     # Only the process that never starts waits out a short START_TIMEOUT; the others keep the real
     # one, so a loaded machine's slow Python start-up (seen: over 0.5 s at load 20) is not a failure.

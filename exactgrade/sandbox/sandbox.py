@@ -10,6 +10,7 @@ model's or the harness's, see deaths.py). Values come back only through exactgra
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import secrets
@@ -37,6 +38,10 @@ _FORGED = "a reply only the worker's process (model code included) could have wr
 # but the last: far fewer bytes per read means a trickle costing the host a syscall per byte.
 _FREE_READS = 8
 _MIN_BYTES_PER_READ = 1024
+CLOSE_WAIT = 10.0
+"""Seconds close() waits at each step (the cgroup's processes gone and reaped, its groups removed, then
+the uid's processes gone) before it gives up: killed processes need CPU to exit, a loaded host gives
+little, and one that never exits (frozen, stuck in the kernel) must not hang the host."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,9 @@ class Limits:
 
 
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_kept_out_of_use: list[uids.UidSlot] = []
+"""Slots of closed sandboxes some process of which outlived close(): held (never released) so no
+sandbox of this process or any other gets the uid while that process may live (issue 26)."""
 _swept = threading.Event()
 _sweep_lock = threading.Lock()  # sandboxes created in parallel: every one waits for the one sweep
 
@@ -99,7 +107,8 @@ def reclaim_uid(state: Path, uid: int) -> bool:
     if slot is None:
         return False
     try:
-        if not cgroups.SandboxCgroup(f"sb-{uid}").destroy() or uids.processes_of(uid):
+        if not cgroups.SandboxCgroup(f"sb-{uid}").destroy(alive=lambda: bool(uids.processes_of(uid))) \
+                or uids.processes_of(uid):
             uids.kill_all(uid)
         workdirs.remove_tree(state / "work" / str(uid))
     finally:
@@ -128,7 +137,11 @@ def _sweep_once(state: Path) -> None:
 @atexit.register
 def _close_all() -> None:
     for sandbox in list(_live):
-        sandbox.close()
+        try:
+            sandbox.close()
+        except SandboxDied as died:  # the others must still be closed
+            warnings.warn(f"exactgrade.sandbox: uid {sandbox.uid}: {died} ({died.death.evidence})",
+                          RuntimeWarning, stacklevel=1)
     backends.shutdown_zygotes()
 
 
@@ -184,7 +197,8 @@ class Sandbox:
             if self.backend == "namespaces" and self._disk is not None:
                 self._disk.hold_tmpfs(self._pids())
         except BaseException:
-            self.close()
+            with contextlib.suppress(SandboxDied):  # the start-up failure is the one to report
+                self.close()
             raise
         self.ready_seconds = time.monotonic() - started
 
@@ -212,18 +226,30 @@ class Sandbox:
         return wire.decode(text, max_bytes=self.limits.max_result_bytes)
 
     def close(self) -> None:
-        """Kill every process of the sandbox and delete its work dir (idempotent)."""
+        """Kill every process of the sandbox and delete its work dir (idempotent). Returns once no
+        process of the sandbox is left, so its uid can go to the next sandbox. If some survive the
+        bounded wait, the uid stays out of use while this process lives and SandboxDied is raised
+        with a harness Death (the host failed to end it; nothing the model did)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             if self._death is None:
                 self._death = Death("the sandbox was closed", "harness", "closed by the host")
+            left: str | None = "the teardown did not finish"
             try:
-                self._teardown()
-            finally:  # whatever teardown met, the uid goes back (reclaim_stale retries the rest)
-                self._slot.release()
+                left = self._teardown()
+            finally:  # the uid goes back unless a process of it lives (reclaim_stale retries the rest)
+                alive = left is not None and uids.processes_of(self.uid)
+                if alive:
+                    _kept_out_of_use.append(self._slot)
+                else:
+                    self._slot.release()
                 _live.discard(self)
+            if alive:
+                raise SandboxDied(Death("close() could not end every process of the sandbox; its uid is "
+                                        "kept out of use while this host process lives", "harness",
+                                        f"{left}: pids {sorted(alive)[:20]}"))
 
     def __enter__(self) -> Sandbox:
         return self
@@ -239,7 +265,8 @@ class Sandbox:
     def _start_worker(self, zygote: backends.Zygote, state: Path) -> None:
         if self._use_cgroups:  # creating it also kills leftovers
             self._cgroup = cgroups.SandboxCgroup.create(f"sb-{self.uid}", self.limits.memory_bytes,
-                                                        self.limits.max_processes, self.limits.cpus)
+                                                        self.limits.max_processes, self.limits.cpus,
+                                                        self._uid_in_use)
         else:
             uids.kill_all(self.uid)  # leftovers of a crashed host that held this uid
         paths = zygote.paths()
@@ -287,6 +314,10 @@ class Sandbox:
         os.set_blocking(self._reply_fd, False)
         os.set_blocking(self._status_fd, False)
 
+    def _uid_in_use(self) -> bool:
+        """A process (not a zombie) of the sandbox's uid lives."""
+        return bool(uids.processes_of(self.uid))
+
     def _pids(self) -> set[int]:
         return self._cgroup.pids() if self._cgroup is not None else set(uids.processes_of(self.uid))
 
@@ -300,10 +331,16 @@ class Sandbox:
             self._die(f"the sandbox wrote more than its disk budget ({self.limits.disk_bytes} bytes, "
                       f"{self.limits.max_files} files) and was killed", found)
 
-    def _teardown(self) -> None:
+    def _teardown(self) -> str | None:
+        """Kill every process, close the pipes, drop the disk budget and the work dir. None once no
+        process of the sandbox is left (the cgroup's or the uid's, waited for: cgroups.destroy and
+        uids.kill_all, each bounded), else what was left."""
         # Kill first, close the pipes after: a call blocked in another thread then wakes on EOF.
-        if self._cgroup is None or not self._cgroup.destroy():
-            uids.kill_all(self.uid)  # no cgroup, or one that could not be emptied: kill by uid
+        left = None
+        if self._cgroup is None or not self._cgroup.destroy(CLOSE_WAIT, self._uid_in_use):
+            # no cgroup, or one that could not be emptied: kill by uid
+            if not uids.kill_all(self.uid, CLOSE_WAIT):
+                left = f"processes of uid {self.uid} outlived SIGKILL for {CLOSE_WAIT:g} s"
         for fd in (self._request_fd, self._reply_fd, self._status_fd):
             if fd >= 0:
                 os.close(fd)
@@ -316,6 +353,7 @@ class Sandbox:
             except OSError as error:  # left for reclaim_stale, or the next sandbox of this uid
                 message = f"exactgrade.sandbox: could not remove {self._workdir}: {error}"
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return left
 
     def _die(self, reason: str, evidence: str) -> NoReturn:
         """End the sandbox for a failure its model code can cause (a harness failure before any ran)."""

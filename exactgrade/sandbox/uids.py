@@ -107,7 +107,8 @@ def processes_of(uid: int) -> list[int]:
 
 
 def kill_all(uid: int, timeout: float = 10.0) -> bool:
-    """SIGKILL every process of uid (as that uid, via kill(-1)) until none is left."""
+    """SIGKILL every process of uid (as that uid, via kill(-1)) until none is left; False if some
+    process of it was still alive after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while processes_of(uid):
         if time.monotonic() > deadline:
