@@ -24,11 +24,11 @@ from exactgrade.domains.scaling import (
 )
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_inputs,
     hbm_bandwidth,
     hbm_capacity,
     jitter,
     n_params,
-    peak_flops,
     round_numbers,
     rows,
     sorted_sample,
@@ -356,8 +356,7 @@ def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
     inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "kv_bytes_per_token": per_token, "peak_flops": peak_flops(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+              "kv_bytes_per_token": per_token, **chip_inputs(draw, level)}
     # Past S* = 2*N*bw / (peak*kv) a sequence's KV read outlasts its compute: no batch is
     # compute-bound (None). Half the instances reach past it; every one keeps a length below.
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token) / 128
@@ -428,8 +427,7 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
     prompt_lens = [128 * p - jitter(draw, level, 128)
                    for p in sorted_sample(draw, 1, 64 * 2**level, rows(level, 3))]
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "prompt_lens": prompt_lens, "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            "prompt_lens": prompt_lens, **chip_inputs(draw, level)}
 
 
 _PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
@@ -536,8 +534,7 @@ def sample_quantized_decode(draw: Draw, level: int) -> dict:
     formats = [("bf16", 16), *draw.sample(pool, rows(level, 3) - 1)]
     return {"n_params": n_params(draw, level),
             "formats": [{"name": name, "bits_per_weight": bits} for name, bits in formats],
-            "batch": draw.integer(1, 128 * level), "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            "batch": draw.integer(1, 128 * level), **chip_inputs(draw, level)}
 
 
 def _quantized_not_tied(task: Task) -> str | None:
@@ -582,7 +579,7 @@ def sample_serving_cost(draw: Draw, level: int) -> dict:
     else:
         price = Fraction(draw.integer(5000, 99999), 10_000)
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level),
+            **chip_inputs(draw, level),
             "dollars_per_chip_hour": price,
             "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)})}
 

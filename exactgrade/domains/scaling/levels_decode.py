@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, n_params, peak_flops, sorted_sample
+from exactgrade.domains.scaling._sample import chip_inputs, n_params, sorted_sample
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -247,8 +247,7 @@ def sample_throughput(draw: Draw, level: int) -> dict:
         "n_params": n_params(draw, level),
         "weight_bytes": draw.choice((1, 2)),
         **shape,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token)
@@ -290,8 +289,7 @@ def sample_largest(draw: Draw, level: int) -> dict:
         "kv_bytes_per_token": per_token,
         "seq_lens": seq_lens,
         "hbm_bytes": hbm,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
 
 

@@ -495,8 +495,7 @@ def sample_fraction(draw: Draw, level: int) -> dict:
     return {
         "shapes": shapes,
         "bytes_per_value": draw.choice((1, 2, 4)),
-        "peak_flops": sample.peak_flops(draw, level),
-        "hbm_bandwidth": sample.hbm_bandwidth(draw, level),
+        **sample.chip_inputs(draw, level),
         "target_fraction": Fraction(draw.integer(50, 99), 100),
     }
 

@@ -13,10 +13,9 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    hbm_bandwidth,
+    chip_inputs,
     jitter,
     n_params,
-    peak_flops,
     round_numbers,
     rows,
     value_bytes,
@@ -251,8 +250,7 @@ def _kv_shape(draw: Draw, level: int) -> dict:
 
 def _model(draw: Draw, level: int) -> dict:
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            **_kv_shape(draw, level), "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            **_kv_shape(draw, level), **chip_inputs(draw, level)}
 
 
 def _ridge(i: dict) -> Fraction:
@@ -263,8 +261,7 @@ def _ridge(i: dict) -> Fraction:
 def sample_prefill_l2(draw: Draw, level: int) -> dict:
     """Prompts on both sides of the ridge, so the throughput ratio is not one constant."""
     inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "prompt_lens": [], "peak_flops": peak_flops(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+              "prompt_lens": [], **chip_inputs(draw, level)}
     ridge = _ridge(inputs)
     if ridge < 4:
         raise Reject("the prefill ridge is below four tokens")

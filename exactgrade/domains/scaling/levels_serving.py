@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    hbm_bandwidth,
+    chip_inputs,
     letters,
     n_params,
     peak_flops,
@@ -211,8 +211,7 @@ def sample_cache_cost(draw: Draw, level: int) -> dict:
         "weight_bytes": value_bytes(draw, level, (1, 2)),
         **_shape(draw, level),
         "seq_len": draw.integer(64, 2048),
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
         "dollars_per_chip_hour": _price(draw),
         "batches": [],
     }

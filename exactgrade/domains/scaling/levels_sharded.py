@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_inputs,
     hbm_bandwidth,
     link_bandwidth,
     n_params,
@@ -413,8 +414,7 @@ def sample_layout(draw: Draw, level: int) -> dict:
         "d_model": 128 * draw.integer(16, 128),
         "act_bytes": 2,
         "hbm_bytes_per_chip": 0,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
         "link_bandwidth": link_bandwidth(draw, level),
         "step_latency_s": Fraction(draw.integer(1, 100), 10**7),
         "max_step_s": Fraction(0),
