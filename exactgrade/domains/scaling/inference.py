@@ -42,6 +42,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -552,12 +553,12 @@ QUANTIZED_DECODE = scaling_family(
     "quantized_decode", "inference", quantized_decode,
     """\
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
-2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
-weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
-bits_per_weight / 8 bytes (bits_per_weight already includes any quantization scales of the
-format; ignore the KV cache). For each format in `formats`, give the
-roofline step time in seconds, the speedup over the first format (its time / this time) and the
-bound.""",
+2*n_params*batch FLOPs at `peak_flops` FLOP/s
+""" + SAME_SPEED_ANY_FORMAT + """
+and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
+(bits_per_weight already includes any quantization scales of the format; ignore the KV cache). For
+each format in `formats`, give the roofline step time in seconds, the speedup over the first
+format (its time / this time) and the bound.""",
     '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",

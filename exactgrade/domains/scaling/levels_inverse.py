@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import fraction, hbm_capacity, n_params, n_tokens, peak_flops
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Branch, Draw
 from exactgrade.task import Task
 
@@ -667,7 +668,8 @@ communication takes at most `comm_budget_s` seconds, and which of the two limits
 
 QUANTIZED_L4 = """\
 A model of `n_params` parameters decodes a batch of B sequences; each step costs 2*n_params*B
-FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the weight format)
+FLOPs at `peak_flops` FLOP/s
+""" + SAME_SPEED_ANY_FORMAT + """
 and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
 (bits_per_weight already includes any quantization scales; ignore the KV cache). For each format
 in `formats`, give the largest batch at which the step is still strictly memory-bound, or None if

@@ -261,7 +261,7 @@ _USES = (
     ("inference_bf16", 2),
     ("inference_int8", 1),
     ("inference_int4_g32_scales", Fraction(9, 16)),
-    ("training_adam", 14),
+    ("training_adam_state_no_grads", 14),
     ("training_adam_fp32_grads", 18),
     ("inference_fp8_g128_scales", Fraction(65, 64)),
 )

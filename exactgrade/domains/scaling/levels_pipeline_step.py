@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import peak_flops, round_numbers, rows
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, rounding_edge
-from exactgrade.domains.scaling.levels_pipeline import SCHEDULE_P
+from exactgrade.domains.scaling.levels_pipeline import ONE_F_ONE_B, SCHEDULE_P
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -449,7 +449,7 @@ The bubble fraction is the share of the step during which a stage is idle (the s
 stage). For each stage count P in `stage_counts`, take the smallest integer M >= 1 whose bubble
 fraction is at most `max_bubble_fraction`, and give the step time in seconds."""
 
-_L4 = SCHEDULE_P + """
+_L4 = (SCHEDULE_P + """
 The model has `layers` layers of `params_per_layer` parameters each, split evenly over P stages (P
 must divide `layers`). A step trains on `global_batch_tokens` tokens split into M equal
 microbatches (a microbatch need not hold whole sequences); training costs 6 FLOPs per parameter
@@ -457,13 +457,12 @@ per token, and a stage's slot for one microbatch lasts its FLOPs / (peak_flops *
 The bubble fraction is the share of the step during which a stage is idle; for a bubble limit,
 M is the smallest integer >= 1 whose bubble fraction is at most that limit. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; the
-schedule runs each microbatch's backward as early as it can, so the first stage, which holds the
-most, has min(M, P) microbatches in flight at its peak. A stage count is allowed only when that
-peak is at most `hbm_bytes`. For each limit in `bubble_limits`, give the fewest stages allowed and
-the step time in seconds with them; None for both if no divisor of `layers` is allowed."""
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
++ ONE_F_ONE_B + """. A stage count is allowed only when that peak is at most `hbm_bytes`. For each
+limit in `bubble_limits`, give the fewest stages allowed and the step time in seconds with them;
+None for both if no divisor of `layers` is allowed.""")
 
-_L5 = SCHEDULE_P + """
+_L5 = (SCHEDULE_P + """
 You lay out the training of a model of `layers` layers of `params_per_layer` parameters each on
 `devices` devices: P pipeline stages (P must divide both `layers` and `devices`, the layers
 split evenly), replicated over D = devices / P data-parallel pipelines. A step's global batch of
@@ -476,12 +475,11 @@ all-reduces the gradients of its layers (`grad_bytes` bytes per parameter) with 
 holding the same stage in the other pipelines, a ring over links of `link_bandwidth` bytes/s per
 device (nothing to do when D = 1); the step ends when that all-reduce does. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; the
-schedule runs each microbatch's backward as early as it can, so the first stage, which holds the
-most, has min(M, P) microbatches in flight at its peak, which must be at most `hbm_bytes`. For
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
++ ONE_F_ONE_B + """, which must be at most `hbm_bytes`. For
 each global batch (in tokens) in `global_batches`, give the allowed (P, M) of the shortest step
 (on a tie, the fewer stages, then the fewer microbatches) and that step time in seconds; None for
-all three if no layout is allowed."""
+all three if no layout is allowed.""")
 
 LEVELS = {
     3: Level(

@@ -20,6 +20,7 @@ from exactgrade.domains.scaling._sample import (
     rows,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -390,10 +391,11 @@ _L2 = (
     FORMATS
     + """
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
-2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
-weight format) and reads every weight, with its share of the scales, once at `hbm_bandwidth`
-bytes/s (8 bits per byte; ignore the KV cache). For each format in `formats`, give the roofline
-step time in seconds, the speedup over the first format (its time / this time) and the bound."""
+2*n_params*batch FLOPs at `peak_flops` FLOP/s
+""" + SAME_SPEED_ANY_FORMAT + """
+and reads every weight, with its share of the scales, once at `hbm_bandwidth` bytes/s (8 bits per
+byte; ignore the KV cache). For each format in `formats`, give the roofline step time in seconds,
+the speedup over the first format (its time / this time) and the bound."""
 )
 
 _L3 = """\
