@@ -21,6 +21,7 @@ from exactgrade.domains.scaling._sample import (
     rows,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, tie_edge
+from exactgrade.domains.scaling.hardware import ANY_LINK, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -188,7 +189,7 @@ def sample_accumulated(draw: Draw, level: int) -> dict:
     # accumulated microbatches (T / k tokens, between the two) then hide it or not.
     hiding = fit_tokens * Fraction(draw.integer(50, 100), 100)
     ideal = inputs["grad_bytes"] * inputs["peak_flops"] * inputs["mfu"] / (2 * hiding)
-    inputs["link_bandwidth"] = 10**6 * max(1, round(ideal / 10**6))
+    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(ideal / 10**6)), ANY_LINK)
     return inputs
 
 
