@@ -12,7 +12,6 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import chip_inputs, n_params, sorted_sample
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
-from exactgrade.domains.scaling.hardware import HBM_CAPACITY, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -314,8 +313,7 @@ def sample_layout(draw: Draw, level: int) -> dict:
     inputs = sample_largest(draw, level)
     chips = sorted(draw.sample((1, 2, 4, 8, 16, 32), 3 + level // 2))
     hbm = inputs.pop("hbm_bytes")
-    per_chip = require("hbm_bytes_per_chip", max(1, hbm // draw.choice((1, 2, 4))), HBM_CAPACITY)
-    inputs.update(chip_counts=chips, hbm_bytes_per_chip=per_chip)
+    inputs.update(chip_counts=chips, hbm_bytes_per_chip=max(1, hbm // draw.choice((1, 2, 4))))
     weight_read = Fraction(inputs["n_params"] * inputs["weight_bytes"], chips[-1] * inputs["hbm_bandwidth"])
     inputs["max_step_s"] = weight_read * Fraction(draw.integer(101, 400), 100)
     inputs["max_step_s"] = Fraction(math.ceil(inputs["max_step_s"] * 10**6), 10**6)
