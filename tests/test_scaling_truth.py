@@ -20,8 +20,9 @@ COUNT = 12
 
 
 def generated(family: str, level: int, count: int = COUNT) -> list[Task]:
-    return [exactgrade.generate("scaling", seed=SEED, index=i, level=level, family=family)
-            for i in range(count)]
+    return [
+        exactgrade.generate("scaling", seed=SEED, index=i, level=level, family=family) for i in range(count)
+    ]
 
 
 # ---------------------------------------------------------------- 1. memory tiers in their real order
@@ -91,8 +92,11 @@ def test_the_pipeline_keys_are_the_step_of_gpipe_and_of_1f1b(forward, backward):
                 assert peak[1] == (min(m, i["stages"]) if one_f_one_b else m)
 
 
-PIPELINE_LEVELS = [(family, level) for family in ("pipeline_bubble", "min_microbatches", "pipeline_step_time")
-                   for level in (2, 3, 4, 5)]
+PIPELINE_LEVELS = [
+    (family, level)
+    for family in ("pipeline_bubble", "min_microbatches", "pipeline_step_time")
+    for level in (2, 3, 4, 5)
+]
 
 
 @pytest.mark.parametrize(("family", "level"), PIPELINE_LEVELS)
@@ -152,8 +156,10 @@ def test_tensor_parallel_degrees_divide_the_heads_and_replicate_kv_heads():
 # ---------------------------------------------------------------- 5. the instances the issue named
 
 
-@pytest.mark.parametrize("task_id", ["sc-min_compute_bound_batch-L5-s0-i0", "sc-data_parallel_step-L5-s2-i0",
-                                     "sc-decode_step-L5-s7-i0"])
+@pytest.mark.parametrize(
+    "task_id",
+    ["sc-min_compute_bound_batch-L5-s0-i0", "sc-data_parallel_step-L5-s2-i0", "sc-decode_step-L5-s7-i0"],
+)
 def test_the_instances_the_review_found_pose_real_hardware(task_id):
     from test_scaling_hardware import hardware_problems
 

@@ -49,13 +49,20 @@ class Range:
     parts: str
 
     def __contains__(self, value: object) -> bool:
-        return isinstance(value, (int, Fraction)) and not isinstance(value, bool) and \
-            self.low <= value <= self.high
+        return (
+            isinstance(value, (int, Fraction))
+            and not isinstance(value, bool)
+            and self.low <= value <= self.high
+        )
 
     def within(self, low: int | None = None, high: int | None = None) -> Range:
         """The part of this range between low and high (a level's narrower draw)."""
-        return Range(max(self.low, low if low is not None else self.low),
-                     min(self.high, high if high is not None else self.high), self.unit, self.parts)
+        return Range(
+            max(self.low, low if low is not None else self.low),
+            min(self.high, high if high is not None else self.high),
+            self.unit,
+            self.parts,
+        )
 
 
 def _in_steps(draw: Draw, rng: Range, step: int) -> int:
@@ -63,8 +70,14 @@ def _in_steps(draw: Draw, rng: Range, step: int) -> int:
     return step * draw.integer(-(-rng.low // step), rng.high // step)
 
 
-def draw_in(draw: Draw, rng: Range, step: int, round_step: int | None = None, round_numbers: bool = False,
-            round_high: int | None = None) -> int:
+def draw_in(
+    draw: Draw,
+    rng: Range,
+    step: int,
+    round_step: int | None = None,
+    round_numbers: bool = False,
+    round_high: int | None = None,
+) -> int:
     """A value of rng: a multiple of round_step up to round_high when round_numbers (levels 1-2:
     round numbers a model can work with), else a multiple of step anywhere in the range."""
     if round_numbers and round_step is not None:
@@ -82,44 +95,76 @@ def require(name: str, value: int | Fraction, rng: Range) -> int | Fraction:
 
 TERA, GIGA = 10**12, 10**9
 
-PEAK_FLOPS = Range(100 * TERA, 2500 * TERA, "FLOP/s",
-                   "dense bf16/fp16 matmul peak of one chip: V100 125 T, TPU v5e 197 T ... B200 2.25 P, "
-                   "GB200 2.5 P per GPU")
-PEAK_FLOPS_8BIT = Range(390 * TERA, 5000 * TERA, "FLOP/s",
-                        "dense int8/fp8 peak: TPU v5e 394 T, A100 624 T ... B200 4.5 P")
-PEAK_FLOPS_FP32 = Range(15 * TERA, 170 * TERA, "FLOP/s",
-                        "fp32 without tensor cores: V100 15.7 T, A100 19.5 T ... MI300X 163 T")
-ACHIEVED_FLOPS = Range(10 * TERA, PEAK_FLOPS.high, "FLOP/s",
-                       "FLOP/s a chip sustains: a utilization of 10-100% of a bf16 peak")
-HBM_BANDWIDTH = Range(480 * GIGA, 8000 * GIGA, "bytes/s",
-                      "HBM of one chip: MI25 484 GB/s, TPU v5e 819 GB/s, A100 2.04 TB/s ... B200 8 TB/s")
-HBM_CAPACITY = Range(16 * GIGA, 192 * GIGA, "bytes",
-                     "HBM of one chip: V100 / TPU v5e 16 GB ... B200 / MI300X 192 GB")
-SERVER_HBM = Range(16 * GIGA, 16 * 192 * GIGA, "bytes",
-                   "HBM of one server in total: one chip of 16 GB ... 16 chips of 192 GB")
-RIDGE = Range(50, 700, "FLOP/byte",
-              "peak FLOP/s over HBM bytes/s: MI25 about 51, A100 153, H100 295, TPU v6e 560")
-NVLINK = Range(150 * GIGA, 900 * GIGA, "bytes/s",
-               "NVLink per GPU one way: V100 150 GB/s ... B200 900 GB/s")
-ICI = Range(45 * GIGA, 540 * GIGA, "bytes/s",
-            "TPU inter-chip links per chip one way: one v5e link 45 GB/s ... v5p 6 links of 90 GB/s")
-HOST_LINK = Range(15 * GIGA, 450 * GIGA, "bytes/s",
-                  "a chip's link to host memory one way: PCIe Gen3 x16 15.75 GB/s ... NVLink-C2C (GH200, "
-                  "GB200) 450 GB/s")
+PEAK_FLOPS = Range(
+    100 * TERA,
+    2500 * TERA,
+    "FLOP/s",
+    "dense bf16/fp16 matmul peak of one chip: V100 125 T, TPU v5e 197 T ... B200 2.25 P, GB200 2.5 P per GPU",
+)
+PEAK_FLOPS_8BIT = Range(
+    390 * TERA, 5000 * TERA, "FLOP/s", "dense int8/fp8 peak: TPU v5e 394 T, A100 624 T ... B200 4.5 P"
+)
+PEAK_FLOPS_FP32 = Range(
+    15 * TERA, 170 * TERA, "FLOP/s", "fp32 without tensor cores: V100 15.7 T, A100 19.5 T ... MI300X 163 T"
+)
+ACHIEVED_FLOPS = Range(
+    10 * TERA, PEAK_FLOPS.high, "FLOP/s", "FLOP/s a chip sustains: a utilization of 10-100% of a bf16 peak"
+)
+HBM_BANDWIDTH = Range(
+    480 * GIGA,
+    8000 * GIGA,
+    "bytes/s",
+    "HBM of one chip: MI25 484 GB/s, TPU v5e 819 GB/s, A100 2.04 TB/s ... B200 8 TB/s",
+)
+HBM_CAPACITY = Range(
+    16 * GIGA, 192 * GIGA, "bytes", "HBM of one chip: V100 / TPU v5e 16 GB ... B200 / MI300X 192 GB"
+)
+SERVER_HBM = Range(
+    16 * GIGA,
+    16 * 192 * GIGA,
+    "bytes",
+    "HBM of one server in total: one chip of 16 GB ... 16 chips of 192 GB",
+)
+RIDGE = Range(
+    50, 700, "FLOP/byte", "peak FLOP/s over HBM bytes/s: MI25 about 51, A100 153, H100 295, TPU v6e 560"
+)
+NVLINK = Range(150 * GIGA, 900 * GIGA, "bytes/s", "NVLink per GPU one way: V100 150 GB/s ... B200 900 GB/s")
+ICI = Range(
+    45 * GIGA,
+    540 * GIGA,
+    "bytes/s",
+    "TPU inter-chip links per chip one way: one v5e link 45 GB/s ... v5p 6 links of 90 GB/s",
+)
+HOST_LINK = Range(
+    15 * GIGA,
+    450 * GIGA,
+    "bytes/s",
+    "a chip's link to host memory one way: PCIe Gen3 x16 15.75 GB/s ... NVLink-C2C (GH200, GB200) 450 GB/s",
+)
 PCIE = Range(15 * GIGA, 64 * GIGA, "bytes/s", "PCIe x16 one way: Gen3 15.75 GB/s ... Gen5 63 GB/s")
-NETWORK = Range(3 * GIGA, 100 * GIGA, "bytes/s",
-                "data-centre network per device: 25 GbE 3.1 GB/s, InfiniBand NDR 50 GB/s ... XDR 100 GB/s")
-ANY_LINK = Range(NETWORK.low, NVLINK.high, "bytes/s",
-                 "a device's link of an unnamed kind: from a 25 GbE NIC to NVLink5")
-NVME = Range(2 * GIGA, 14 * GIGA, "bytes/s",
-             "one NVMe drive: PCIe Gen3 x4 about 3.5 GB/s ... Gen5 x4 14 GB/s")
+NETWORK = Range(
+    3 * GIGA,
+    100 * GIGA,
+    "bytes/s",
+    "data-centre network per device: 25 GbE 3.1 GB/s, InfiniBand NDR 50 GB/s ... XDR 100 GB/s",
+)
+ANY_LINK = Range(
+    NETWORK.low, NVLINK.high, "bytes/s", "a device's link of an unnamed kind: from a 25 GbE NIC to NVLink5"
+)
+NVME = Range(
+    2 * GIGA, 14 * GIGA, "bytes/s", "one NVMe drive: PCIe Gen3 x4 about 3.5 GB/s ... Gen5 x4 14 GB/s"
+)
 HARD_DISK = Range(10**8, 3 * 10**8, "bytes/s", "one 7200 rpm hard disk: 100-285 MB/s sequential")
-SHARED_STORAGE = Range(GIGA, 10**13, "bytes/s",
-                       "a cluster's checkpoint writes: one NFS server over 10 GbE ... a parallel file system")
-HOST_MEMORY = Range(128 * GIGA, 4000 * GIGA, "bytes",
-                    "host DRAM of one node: a small host ... DGX B200 4 TB")
-SHARED_MEMORY = Range(64 * 1024, 256 * 1024, "bytes",
-                      "GPU shared memory per SM: V100 96 KiB ... H100 228 KiB")
+SHARED_STORAGE = Range(
+    GIGA,
+    10**13,
+    "bytes/s",
+    "a cluster's checkpoint writes: one NFS server over 10 GbE ... a parallel file system",
+)
+HOST_MEMORY = Range(128 * GIGA, 4000 * GIGA, "bytes", "host DRAM of one node: a small host ... DGX B200 4 TB")
+SHARED_MEMORY = Range(
+    64 * 1024, 256 * 1024, "bytes", "GPU shared memory per SM: V100 96 KiB ... H100 228 KiB"
+)
 
 TIERS: tuple[tuple[str, Range], ...] = (
     ("hbm", HBM_BANDWIDTH),
@@ -170,8 +215,33 @@ def ridge_ok(peak_flops: int | Fraction, hbm_bandwidth: int | Fraction) -> bool:
     return Fraction(peak_flops, 1) / hbm_bandwidth in RIDGE
 
 
-__all__ = ["ACHIEVED_FLOPS", "ANY_LINK", "FAMILY_INPUT_RANGES", "HARD_DISK", "HBM_BANDWIDTH", "HBM_CAPACITY",
-           "HOST_LINK", "HOST_MEMORY", "ICI", "INPUT_RANGES", "NETWORK", "NVLINK", "NVME", "PCIE",
-           "PEAK_FLOPS", "PEAK_FLOPS_8BIT", "PEAK_FLOPS_FP32", "RIDGE", "Range", "SERVER_HBM",
-           "SHARED_MEMORY", "SHARED_STORAGE", "TIERS", "TIER_RANGES", "draw_in", "input_range", "require",
-           "ridge_ok"]
+__all__ = [
+    "ACHIEVED_FLOPS",
+    "ANY_LINK",
+    "FAMILY_INPUT_RANGES",
+    "HARD_DISK",
+    "HBM_BANDWIDTH",
+    "HBM_CAPACITY",
+    "HOST_LINK",
+    "HOST_MEMORY",
+    "ICI",
+    "INPUT_RANGES",
+    "NETWORK",
+    "NVLINK",
+    "NVME",
+    "PCIE",
+    "PEAK_FLOPS",
+    "PEAK_FLOPS_8BIT",
+    "PEAK_FLOPS_FP32",
+    "RIDGE",
+    "Range",
+    "SERVER_HBM",
+    "SHARED_MEMORY",
+    "SHARED_STORAGE",
+    "TIERS",
+    "TIER_RANGES",
+    "draw_in",
+    "input_range",
+    "require",
+    "ridge_ok",
+]
