@@ -102,8 +102,6 @@ NOT_YET_IN_RANGE = {
     ("pipeline_step_time", 4),
     ("pipeline_step_time", 5),
     ("expert_parallel_all_to_all", 3),
-    ("zero_memory", 2),
-    ("zero_memory", 3),
     ("decode_compute_bound_batch", 4),
     ("decode_compute_bound_batch", 5),
     ("prefill_vs_decode", 5),

@@ -104,6 +104,18 @@ def n_params(draw: Draw, level: int) -> int:
     return draw.integer(10**9, 10**11 * 2 ** (level - 2))
 
 
+def n_params_between(draw: Draw, level: int, low: int | Fraction, high: int | Fraction) -> int:
+    """A dense model size strictly between low and high, within n_params' range at the level
+    (tenths of billions at levels 1-2): the model chosen to fit a real device, never the device
+    to fit the model. Reject when no such size exists."""
+    step = 10**8 if round_numbers(level) else 1
+    most = 5 * 10**10 * level if round_numbers(level) else 10**11 * 2 ** (level - 2)
+    fewest, most = max(10**9 // step, low // step + 1), min(most // step, -(-high // step) - 1)
+    if fewest > most:
+        raise Reject(f"no model of {low:.4g}-{high:.4g} parameters is of the level's sizes")
+    return step * draw.integer(fewest, most)
+
+
 def n_tokens(draw: Draw, level: int) -> int:
     """Training tokens: whole hundreds of billions at levels 1-2, any count above."""
     if round_numbers(level):
