@@ -105,8 +105,6 @@ NOT_YET_IN_RANGE = {
     ("decode_compute_bound_batch", 4),
     ("decode_compute_bound_batch", 5),
     ("prefill_vs_decode", 5),
-    ("sharded_decode_latency", 1),
-    ("sharded_decode_latency", 2),
     ("quantized_decode", 4),
     ("serving_cost", 4),
     ("serving_cost", 5),

@@ -112,7 +112,7 @@ def n_params_between(draw: Draw, level: int, low: int | Fraction, high: int | Fr
     most = 5 * 10**10 * level if round_numbers(level) else 10**11 * 2 ** (level - 2)
     fewest, most = max(10**9 // step, low // step + 1), min(most // step, -(-high // step) - 1)
     if fewest > most:
-        raise Reject(f"no model of {low:.4g}-{high:.4g} parameters is of the level's sizes")
+        raise Reject(f"no model of {float(low):.4g}-{float(high):.4g} parameters is of the level's sizes")
     return step * draw.integer(fewest, most)
 
 

@@ -29,6 +29,7 @@ from exactgrade.domains.scaling._sample import (
     hbm_capacity,
     jitter,
     n_params,
+    n_params_between,
     round_numbers,
     rows,
     sorted_sample,
@@ -464,26 +465,19 @@ second).""",
 
 def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
     """The chip counts straddle the fewest chips that hold weights plus cache, so fits takes
-    both values in every instance."""
+    both values in every instance: the HBM per chip is a real capacity, and the model size puts
+    weights plus cache between two chip counts' HBM."""
     counts = sorted({2 ** draw.integer(0, 3 + level) if round_numbers(level) else draw.integer(1, 16 * level)
                      for _ in range(rows(level, 4))})
-    kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
-    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
-    total = inputs["n_params"] * inputs["weight_bytes"] + kv
     if len(counts) < 2:
         raise Reject("a single chip count")
-    # Rescale the HBM so the fewest chips that fit fall strictly inside the counts drawn.
+    kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
+    hbm, weight_bytes = hbm_capacity(draw, level), value_bytes(draw, level, (1, 2))
     need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
-    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
-    unit = 10**9 if round_numbers(level) else 1  # whole GB at levels 1-2
-    first = math.ceil(low / unit)
-    hbm = unit * (first + draw.below(max(1, math.ceil(high / unit) - first)))
-    if not low <= hbm < high:
-        raise Reject("no whole HBM size between the two chip counts")
-    inputs["hbm_bytes_per_chip"] = hbm
-    return inputs
+    params = n_params_between(draw, level, Fraction(counts[need - 1] * hbm - kv, weight_bytes),
+                              Fraction(counts[need] * hbm - kv, weight_bytes))
+    return {"n_params": params, "weight_bytes": weight_bytes, "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm,
+            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
 
 
 def _sharded_fits_not_tied(task: Task) -> str | None:

@@ -15,8 +15,10 @@ from exactgrade.domains.scaling._sample import (
     attention_shape,
     chip_inputs,
     hbm_bandwidth,
+    hbm_capacity,
     link_bandwidth,
     n_params,
+    n_params_between,
     rows,
     value_bytes,
 )
@@ -283,8 +285,11 @@ def decode_layout_float(
     for s in seq_lens:
         head_kv = 2.0 * layers * head_dim * kv_bytes * s  # one KV head's cache per sequence
         found = []
-        degrees = [c for c in range(1, max_chips + 1)
-                   if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)]
+        degrees = [
+            c
+            for c in range(1, max_chips + 1)
+            if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)
+        ]
         for c in degrees:
             kv = head_kv * (n_kv_heads / c if c <= n_kv_heads else 1)  # one chip's share per sequence
 
@@ -350,25 +355,37 @@ def _total(i: dict) -> int:
 
 
 def sample_cache(draw: Draw, level: int) -> dict:
-    """The HBM is set so the fewest chips that hold weights plus cache fall inside the counts."""
+    """The HBM per chip is a real capacity; the batch keeps the cache within half the HBM of the
+    smallest count that fits, and the model size puts weights plus cache between two counts."""
     counts = sorted({draw.integer(1, 16 * level) for _ in range(rows(level, 4))})
     if len(counts) < 2:
         raise Reject("a single chip count")
-    inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
-        "batch": draw.integer(1, 64 * level),
-        "seq_len": draw.integer(512, 32768),
-        **_shape(draw, level),
-        "hbm_bytes_per_chip": 0,
+    hbm, weight_bytes = hbm_capacity(draw, level), value_bytes(draw, level, (1, 2))
+    seq_len = draw.integer(512, 32768)
+    shape = _shape(draw, level)
+    need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
+    per_sequence = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"] * seq_len
+    most = min(64 * level, counts[need] * hbm // (2 * per_sequence))
+    if most < 1:
+        raise Reject("one sequence's cache takes over half the HBM")
+    batch = draw.integer(1, most)
+    kv = batch * per_sequence
+    params = n_params_between(
+        draw,
+        level,
+        Fraction(counts[need - 1] * hbm - kv, weight_bytes),
+        Fraction(counts[need] * hbm - kv, weight_bytes),
+    )
+    return {
+        "n_params": params,
+        "weight_bytes": weight_bytes,
+        "batch": batch,
+        "seq_len": seq_len,
+        **shape,
+        "hbm_bytes_per_chip": hbm,
         "hbm_bandwidth": hbm_bandwidth(draw, level),
         "chip_counts": counts,
     }
-    need = draw.integer(1, len(counts) - 1)
-    total = _total(inputs)
-    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
-    inputs["hbm_bytes_per_chip"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
-    return inputs
 
 
 def _cache_edges(task: Task) -> str | None:
@@ -385,8 +402,9 @@ def _cache_edges(task: Task) -> str | None:
 def tp_degrees(n_heads: int, n_kv_heads: int, most: int) -> list[int]:
     """Tensor-parallel degrees up to most: c divides the query heads, and divides the KV heads or is
     a multiple of them (KV heads replicated past n_kv_heads), as Megatron-LM and vLLM require."""
-    return [c for c in range(1, most + 1)
-            if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)]
+    return [
+        c for c in range(1, most + 1) if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)
+    ]
 
 
 def _per_chip(i: dict, chips: int) -> Fraction:
@@ -422,17 +440,33 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
     hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
     inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
     inputs["chip_counts"] = counts
-    order = ("n_params", "weight_bytes", "batch", "seq_len", "layers", "n_heads", "n_kv_heads", "head_dim",
-             "kv_bytes", "d_model", "act_bytes", "hbm_bytes_per_chip", "peak_flops", "hbm_bandwidth",
-             "link_bandwidth", "chip_counts")
+    order = (
+        "n_params",
+        "weight_bytes",
+        "batch",
+        "seq_len",
+        "layers",
+        "n_heads",
+        "n_kv_heads",
+        "head_dim",
+        "kv_bytes",
+        "d_model",
+        "act_bytes",
+        "hbm_bytes_per_chip",
+        "peak_flops",
+        "hbm_bandwidth",
+        "link_bandwidth",
+        "chip_counts",
+    )
     return {name: inputs[name] for name in order}
 
 
 def _tensor_parallel_edges(task: Task) -> str | None:
     i = task.inputs
     for c in i["chip_counts"]:
-        problem = tie_edge(f"{c} chips: a chip's share against its HBM", _per_chip(i, c),
-                           i["hbm_bytes_per_chip"])
+        problem = tie_edge(
+            f"{c} chips: a chip's share against its HBM", _per_chip(i, c), i["hbm_bytes_per_chip"]
+        )
         if problem:
             return problem
     for c in i["chip_counts"]:
@@ -469,9 +503,11 @@ def sample_layout(draw: Draw, level: int) -> dict:
     inputs = {name: inputs[name] for name in (*first, *(name for name in inputs if name not in first))}
     weights = inputs["n_params"] * inputs["weight_bytes"]
     holding = draw.integer(1, 8)
-    inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", math.ceil(
-        Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)
-    ), HBM_CAPACITY)
+    inputs["hbm_bytes_per_chip"] = require(
+        "hbm_bytes_per_chip",
+        math.ceil(Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)),
+        HBM_CAPACITY,
+    )
     read = Fraction(weights, holding * inputs["hbm_bandwidth"])
     inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(120, 400), 100) * 10**6), 10**6)
     exponents = sorted(draw.sample(range(9, 18), rows(level, 1) - 1))
@@ -566,7 +602,9 @@ step yields the next token of every sequence)."""
 _L3 = (
     CACHE
     + """
-""" + TENSOR_PARALLEL + """ Each chip does 1/c of the step's FLOPs (2 per parameter per
+"""
+    + TENSOR_PARALLEL
+    + """ Each chip does 1/c of the step's FLOPs (2 per parameter per
 sequence) at `peak_flops` FLOP/s and reads its share of the weights and of the KV cache at
 `hbm_bandwidth` bytes/s; its compute and its reads overlap (roofline). Each layer then sums
 partial results over the c chips twice (after attention and after the MLP), each time by a ring
@@ -577,12 +615,15 @@ the weights and of the KV cache fits in its HBM, and give the decode step time i
 throughput in tokens per second."""
 )
 
-_L5 = ("""\
+_L5 = (
+    """\
 A model of `n_params` parameters (`weight_bytes` bytes each) decodes a batch of B sequences that
 each have S cached positions; every cached position holds a key and a value of `head_dim`
 values for each of `layers` layers and `n_kv_heads` KV heads (of `n_heads` query heads),
 `kv_bytes` bytes per value. You choose the number of chips c (1 to `max_chips`) and B (an integer
->= 1). """ + TENSOR_PARALLEL + """ A chip's share of the weights and of the KV cache must fit in
+>= 1). """
+    + TENSOR_PARALLEL
+    + """ A chip's share of the weights and of the KV cache must fit in
 its `hbm_bytes_per_chip` bytes of HBM. Each chip does 1/c of the step's FLOPs (2 per parameter per
 sequence) at `peak_flops` FLOP/s and reads its share of the weights and of the KV cache at
 `hbm_bandwidth` bytes/s; its compute and its reads overlap (roofline). Each layer then sums
@@ -593,7 +634,8 @@ link of `link_bandwidth` bytes/s and pays a fixed `step_latency_s` seconds; noth
 all-reduces, and c = 1 needs none. A decode step (which yields one token per sequence) must take
 at most `max_step_s` seconds. For each context length S in `seq_lens`, give the (c, B) with the
 most tokens per second per chip (on a tie, the fewer chips, then the smaller batch) and that
-throughput per chip; None for all three if no choice is allowed.""")
+throughput per chip; None for all three if no choice is allowed."""
+)
 
 LEVELS = {
     2: Level(
