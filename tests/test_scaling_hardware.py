@@ -102,8 +102,6 @@ NOT_YET_IN_RANGE = {
     ("pipeline_step_time", 4),
     ("pipeline_step_time", 5),
     ("expert_parallel_all_to_all", 3),
-    ("decode_compute_bound_batch", 4),
-    ("decode_compute_bound_batch", 5),
     ("prefill_vs_decode", 5),
     ("quantized_decode", 4),
     ("serving_cost", 4),
