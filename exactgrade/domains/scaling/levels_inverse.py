@@ -10,7 +10,15 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import fraction, hbm_capacity, n_params, n_tokens, peak_flops
+from exactgrade.domains.scaling._sample import (
+    chip_inputs,
+    fraction,
+    hbm_capacity,
+    n_params,
+    n_tokens,
+    peak_and_bandwidth,
+    peak_flops,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Branch, Draw
@@ -596,8 +604,7 @@ def sample_quantized_batch(draw: Draw, level: int) -> dict:
     return {
         "n_params": n_params(draw, level),
         "formats": [{"name": name, "bits_per_weight": bits} for name, bits in picked],
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": 10**9 * draw.integer(500, 5000),
+        **chip_inputs(draw, level),
     }
 
 
@@ -612,7 +619,7 @@ def _quantized_edges(task: Task) -> str | None:
 def sample_price(draw: Draw, level: int) -> dict:
     """Targets from below the compute-bound floor (None) to the batch-1 cost."""
     params, width = n_params(draw, level), draw.choice((1, 2))
-    peak, bandwidth = peak_flops(draw, level), 10**9 * draw.integer(500, 5000)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     price = Fraction(draw.integer(50, 1000), 100)
     floor_cost = price * Fraction(2 * params, peak) / 3600 * 10**6
     batch_one = price * Fraction(params * width, bandwidth) / 3600 * 10**6
@@ -669,14 +676,18 @@ collectives over links of `link_bandwidth` bytes/s per device. For each device c
 communication takes at most `comm_budget_s` seconds, and which of the two limits it ("memory" or
 "communication"; "memory" when both bind equally)."""
 
-QUANTIZED_L4 = """\
+QUANTIZED_L4 = (
+    """\
 A model of `n_params` parameters decodes a batch of B sequences; each step costs 2*n_params*B
 FLOPs at `peak_flops` FLOP/s
-""" + SAME_SPEED_ANY_FORMAT + """
+"""
+    + SAME_SPEED_ANY_FORMAT
+    + """
 and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
 (bits_per_weight already includes any quantization scales; ignore the KV cache). For each format
 in `formats`, give the largest batch at which the step is still strictly memory-bound, or None if
 even batch 1 is not."""
+)
 
 PRICE_L4 = """\
 One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`
