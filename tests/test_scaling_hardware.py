@@ -102,7 +102,6 @@ NOT_YET_IN_RANGE = {
     ("pipeline_step_time", 4),
     ("pipeline_step_time", 5),
     ("expert_parallel_all_to_all", 3),
-    ("prefill_vs_decode", 5),
 }
 """(family, level) whose samplers still derive an HBM capacity, a link or a chip outside the table
 (issue 28, open): strict, so a fixed one fails here until it leaves this set. Found at the suite

@@ -14,8 +14,10 @@ from fractions import Fraction
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     chip_inputs,
+    hbm_capacity,
     jitter,
     n_params,
+    n_params_between,
     round_numbers,
     rows,
     value_bytes,
@@ -368,8 +370,20 @@ def sample_waves(draw: Draw, level: int) -> dict:
     compute-bound plateau; the HBM and the limit are drawn around the caps of two profiles."""
     inputs = _model(draw, level)
     per_token = _per_token(inputs)
+    # A real HBM capacity; the model size leaves the caches room for 2^e to 2^e * 15/8 tokens,
+    # 2^e between 2k and 1M tokens and the room at most half the HBM.
+    hbm = hbm_capacity(draw, level)
+    most = 20
+    while most >= 11 and 2 * per_token * 2**most > hbm:
+        most -= 1
+    if most < 11:
+        raise Reject("not 2k tokens of cache fit in half the HBM")
+    room = per_token * 2 ** draw.integer(11, most)
+    width = inputs["weight_bytes"]
+    low, high = Fraction(hbm - room * 15 // 8, width), Fraction(hbm - room, width)
+    inputs["n_params"] = n_params_between(draw, level, low, high)
+    inputs["hbm_bytes"] = hbm
     weights = inputs["n_params"] * inputs["weight_bytes"]
-    inputs["hbm_bytes"] = weights + per_token * 2 ** draw.integer(11, 20) * draw.integer(8, 15) // 8
     read = Fraction(weights, inputs["hbm_bandwidth"])
     inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(105, 400), 100) * 10**7), 10**7)
     profiles = []
