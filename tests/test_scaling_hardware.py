@@ -91,9 +91,6 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
 
 
 NOT_YET_IN_RANGE = {
-    ("utilization_by_counting", 5),
-    ("moe_training_flops", 5),
-    ("dense_param_count", 5),
     ("largest_model", 5),
     ("fsdp_step_communication", 5),
     ("tensor_parallel_layer", 3),
