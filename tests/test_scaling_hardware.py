@@ -91,7 +91,6 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
 
 
 NOT_YET_IN_RANGE = {
-    ("fsdp_step_communication", 5),
     ("tensor_parallel_layer", 3),
     ("tensor_parallel_layer", 5),
     ("min_microbatches", 3),

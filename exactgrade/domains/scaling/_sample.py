@@ -16,6 +16,7 @@ from exactgrade.domains.scaling.hardware import (
     HOST_LINK,
     PEAK_FLOPS,
     RIDGE,
+    Range,
     draw_in,
     ridge_ok,
 )
@@ -69,13 +70,18 @@ def chip_at_ridge(draw: Draw, level: int, low: int, high: int) -> tuple[int, int
             return bandwidth * draw.choice(ratios), bandwidth
 
 
-def host_link(draw: Draw, hbm: int, low: int, high: int) -> int:
-    """Bytes/s of a host-memory link (hardware.HOST_LINK) 1/low to 1/high of the HBM bandwidth,
-    the ratio drawn among those that give a real link; Reject when none does."""
-    ratios = range(max(low, -(-hbm // HOST_LINK.high)), min(high, hbm // HOST_LINK.low) + 1)
+def slower_link(draw: Draw, faster: int, low: int, high: int, rng: Range) -> int:
+    """Bytes/s of a link in rng (a range of hardware.py) 1/low to 1/high of a faster one's, the
+    ratio drawn among those that give a link of rng; Reject when none does."""
+    ratios = range(max(low, -(-faster // rng.high)), min(high, faster // rng.low) + 1)
     if not ratios:
-        raise Reject(f"no host link is 1/{low} to 1/{high} of {hbm} bytes/s")
-    return hbm // draw.choice(ratios)
+        raise Reject(f"no link of {rng.parts} is 1/{low} to 1/{high} of {faster} bytes/s")
+    return faster // draw.choice(ratios)
+
+
+def host_link(draw: Draw, hbm: int, low: int, high: int) -> int:
+    """Bytes/s of a host-memory link (hardware.HOST_LINK) 1/low to 1/high of the HBM bandwidth."""
+    return slower_link(draw, hbm, low, high, HOST_LINK)
 
 
 def chip_inputs(draw: Draw, level: int) -> dict:

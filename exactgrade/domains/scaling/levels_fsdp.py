@@ -13,12 +13,16 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     fraction,
+    hbm_capacity,
     link_bandwidth,
     n_params,
+    n_params_between,
     peak_flops,
     rows,
+    slower_link,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import NETWORK, NVLINK, draw_in
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -266,26 +270,29 @@ def sample_hybrid(draw: Draw, level: int) -> dict:
     else:
         need = draw.integer(2, node // 2)
         counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
-    n = n_params(draw, 3)
-    state = draw.choice((16, 18))
+    hbm, state = hbm_capacity(draw, level), draw.choice((16, 18))
     tokens = 1024 * draw.integer(1, 16)
-    acts = tokens * 1024 * draw.integer(16, 512)
-    fast = 10**6 * draw.integer(100_000, 900_000)
-    # the HBM between the memory of groups need - 1 and need
-    low, high = Fraction(n * state, need) + acts, Fraction(n * state, need - 1) + acts
+    most = min(512, hbm // (2 * tokens * 1024))  # the activations take at most half the HBM
+    if most < 16:
+        raise Reject("the tokens' activations take over half the HBM")
+    acts = tokens * 1024 * draw.integer(16, most)
+    # the model size puts the real HBM between the memory of groups need - 1 and need
+    room = hbm - acts
+    n = n_params_between(draw, 4, Fraction(room * (need - 1), state), Fraction(room * need, state))
+    fast = draw_in(draw, NVLINK, 10**6)
     return {
         "n_params": n,
         "param_bytes": 2,
         "state_bytes_per_param": state,
         "act_bytes_per_token": acts // tokens,
-        "hbm_bytes_per_device": math.ceil(low + (high - low) / 2),
+        "hbm_bytes_per_device": hbm,
         "tokens_per_device": tokens,
         "node_size": node,
         "device_counts": counts,
         "peak_flops": peak_flops(draw, level),
         "mfu": fraction(draw, level, 20, 60),
         "intra_bandwidth": fast,
-        "inter_bandwidth": fast // draw.integer(4, 40),
+        "inter_bandwidth": slower_link(draw, fast, 4, 40, NETWORK),
     }
 
 
