@@ -91,12 +91,9 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
 
 
 NOT_YET_IN_RANGE = {
-    ("tensor_parallel_layer", 3),
-    ("tensor_parallel_layer", 5),
     ("min_microbatches", 3),
     ("pipeline_step_time", 4),
     ("pipeline_step_time", 5),
-    ("expert_parallel_all_to_all", 3),
 }
 """(family, level) whose samplers still derive an HBM capacity, a link or a chip outside the table
 (issue 28, open): strict, so a fixed one fails here until it leaves this set. Found at the suite
