@@ -90,32 +90,7 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
     return problems
 
 
-NOT_YET_IN_RANGE = {
-    ("min_microbatches", 3),
-    ("pipeline_step_time", 4),
-    ("pipeline_step_time", 5),
-}
-"""(family, level) whose samplers still derive an HBM capacity, a link or a chip outside the table
-(issue 28, open): strict, so a fixed one fails here until it leaves this set. Found at the suite
-default; the full run (200 instances) shows more of the same kind."""
-
-
-@pytest.mark.parametrize(
-    ("name", "level"),
-    [
-        pytest.param(
-            name,
-            level,
-            marks=pytest.mark.xfail(
-                (name, level) in NOT_YET_IN_RANGE,
-                strict=True,
-                reason="the sampler still derives a hardware number outside the table (issue 28, open)",
-            ),
-        )
-        for name in FAMILIES
-        for level in LEVELS
-    ],
-)
+@pytest.mark.parametrize(("name", "level"), [(name, level) for name in FAMILIES for level in LEVELS])
 def test_every_hardware_input_lies_in_its_table_range(name, level):
     found = []
     for index in range(COUNT):

@@ -7,6 +7,7 @@ a model cannot lean on mental arithmetic, and the ranges widen with the level.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling.hardware import (
@@ -100,6 +101,21 @@ def link_bandwidth(draw: Draw, level: int) -> int:
 def hbm_capacity(draw: Draw, level: int) -> int:
     """HBM bytes of one chip (hardware.HBM_CAPACITY): whole GB at levels 1-2, any byte count above."""
     return draw_in(draw, HBM_CAPACITY, 1, 10**9, round_numbers(level))
+
+
+def capacity_between(draw: Draw, low: int | Fraction, high: int | Fraction) -> int:
+    """An HBM capacity of one chip (hardware.HBM_CAPACITY) 1-99% of the way between two memory
+    needs, clipped to the real range; Reject when the needs leave it (a capacity set between two
+    needs must still be one a real part has)."""
+    low, high = max(low, HBM_CAPACITY.low), min(high, HBM_CAPACITY.high)
+    if low >= high:
+        raise Reject("no real HBM capacity lies between the two needs")
+    return math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+
+
+def overlaps_capacities(low: int | Fraction, high: int | Fraction) -> bool:
+    """Whether some real HBM capacity lies strictly between two memory needs."""
+    return max(low, HBM_CAPACITY.low) < min(high, HBM_CAPACITY.high)
 
 
 def n_params(draw: Draw, level: int) -> int:
