@@ -29,7 +29,7 @@ from exactgrade.domains.scaling._sample import (
     sample_utilization_by_counting,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
-from exactgrade.domains.scaling.hardware import HBM_CAPACITY, require
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, SHARED_STORAGE, draw_in, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -1175,7 +1175,7 @@ def sample_checkpoints(draw: Draw, level: int) -> dict:
             "chips": draw.integer(64, 2**13),
             "peak_flops": peak_flops(draw, level),
             "mfu": fraction(draw, level, 20, 60),
-            "checkpoint_write_bandwidth": 10**6 * draw.integer(500, 100_000),
+            "checkpoint_write_bandwidth": draw_in(draw, SHARED_STORAGE.within(high=10**11), 10**6),
         }
         for name in letters("cluster", 2 + level // 2)
     ]

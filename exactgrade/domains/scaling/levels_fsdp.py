@@ -8,15 +8,16 @@ the ``*_float`` twins take another route in floats and can reproduce one named m
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
+    capacity_between,
     fraction,
     hbm_capacity,
     link_bandwidth,
     n_params,
     n_params_between,
+    overlaps_capacities,
     peak_flops,
     rows,
     slower_link,
@@ -228,10 +229,11 @@ def sample_batch_step(draw: Draw, level: int) -> dict:
         )
         for d in counts
     ]
-    k = draw.integer(1, len(counts) - 1)
-    inputs["hbm_bytes_per_device"] = math.ceil(
-        memories[k] + (memories[k - 1] - memories[k]) * Fraction(draw.integer(1, 99), 100)
-    )
+    real = [k for k in range(1, len(counts)) if overlaps_capacities(memories[k], memories[k - 1])]
+    if not real:
+        raise Reject("no two neighbouring device counts leave a real HBM between their memories")
+    k = draw.choice(real)
+    inputs["hbm_bytes_per_device"] = capacity_between(draw, memories[k], memories[k - 1])
     return inputs
 
 

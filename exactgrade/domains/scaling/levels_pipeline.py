@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling._sample import capacity_between
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -358,8 +359,8 @@ def _tied(task: Task) -> bool:
 
 
 def sample_design(draw: Draw, level: int) -> dict:
-    """One instance in ten fits no layout (the None branch: a whole answer of None, so it is kept
-    rare); in the rest the memory limit lies below the stage memory of the fastest layout, so the
+    """About one instance in ten fits no layout (the None branch: a whole answer of None, so it is
+    kept rare); in the rest the memory limit lies below the stage memory of the fastest layout, so the
     limit decides the answer (above it, ignoring the activations gives the key), and at or above
     the smallest stage memory of the candidates."""
     layers = draw.choice((12, 16, 24, 32, 40, 48))
@@ -379,10 +380,12 @@ def sample_design(draw: Draw, level: int) -> dict:
     weights = min(Fraction(layers, p) * inputs["weight_bytes_per_layer"] for p in _divisors(layers))
     if fastest == low:  # refused on both branches, so the None branch keeps its share of 1 in 10
         raise Reject("the fastest layout also holds the least memory: the limit cannot bind")
-    if draw.chance(1, 10):  # the weights alone would fit: only the activations rule every layout out
-        inputs["hbm_bytes"] = int(weights + (low - weights) * Fraction(draw.integer(5, 95), 100))
+    # the weights alone would fit, only the activations rule every layout out; drawn one time in
+    # five, as a real HBM between the weights and the least memory is rarer than above it
+    if draw.chance(1, 5):
+        inputs["hbm_bytes"] = capacity_between(draw, weights, low)
     else:
-        inputs["hbm_bytes"] = int(low + (fastest - low) * Fraction(draw.integer(5, 95), 100))
+        inputs["hbm_bytes"] = capacity_between(draw, low, fastest)
     return inputs
 
 
