@@ -28,7 +28,7 @@ def test_no_shortcut_passes(name, level):
 # The families the issue named: a level-1 instance cut down to one row (so its boolean is
 # constant) is refused for that reason.
 @pytest.mark.parametrize(("name", "rows_input", "field"), [
-    ("data_parallel_step", "tokens_per_device", "rows[].allreduce_exceeds_compute"),
+    ("data_parallel_step", "tokens_per_device", "rows[].allreduce_exceeds_backward"),
     ("tensor_parallel_layer", "tp_degrees", "rows[].comm_bound"),
     ("sharded_decode_latency", "chip_counts", "rows[].fits"),
     ("matmul_roofline", "batches", "rows[].bound"),

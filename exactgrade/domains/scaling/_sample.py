@@ -7,8 +7,20 @@ a model cannot lean on mental arithmetic, and the ranges widen with the level.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling.hardware import (
+    ANY_LINK,
+    HBM_BANDWIDTH,
+    HBM_CAPACITY,
+    HOST_LINK,
+    PEAK_FLOPS,
+    RIDGE,
+    Range,
+    draw_in,
+    ridge_ok,
+)
 from exactgrade.family import Draw, Reject
 
 
@@ -21,32 +33,89 @@ def round_numbers(level: int) -> bool:
     return level <= 2
 
 
-def peak_flops(draw: Draw, level: int) -> int:
-    """FLOP/s of one chip: 100 to 1000 TFLOP/s in steps of 10 at levels 1-2, any GFLOP/s above."""
-    if round_numbers(level):
-        return 10**13 * draw.integer(10, 100)
-    return 10**9 * draw.integer(100_000, 2_500_000)
+def peak_flops(draw: Draw, level: int, bandwidth: int | None = None) -> int:
+    """FLOP/s of one chip (hardware.PEAK_FLOPS): 100 to 1000 TFLOP/s in steps of 10 at levels 1-2,
+    any GFLOP/s above; given the chip's HBM bandwidth, redrawn until the ridge point is real."""
+    while True:
+        peak = draw_in(draw, PEAK_FLOPS, 10**9, 10**13, round_numbers(level), 10**15)
+        if bandwidth is None or ridge_ok(peak, bandwidth):
+            return peak
 
 
-def hbm_bandwidth(draw: Draw, level: int) -> int:
-    """HBM bytes/s: 500 to 5000 GB/s in steps of 100 at levels 1-2, any MB/s above."""
-    if round_numbers(level):
-        return 10**11 * draw.integer(5, 50)
-    return 10**6 * draw.integer(500_000, 6_000_000)
+def hbm_bandwidth(draw: Draw, level: int, peak: int | None = None) -> int:
+    """HBM bytes/s (hardware.HBM_BANDWIDTH): 500 to 5000 GB/s in steps of 100 at levels 1-2, any
+    MB/s up to 6 TB/s above; given the chip's peak FLOP/s, redrawn until the ridge point is real."""
+    rng = HBM_BANDWIDTH.within(low=5 * 10**11, high=6 * 10**12)
+    while True:
+        bandwidth = draw_in(draw, rng, 10**6, 10**11, round_numbers(level), 5 * 10**12)
+        if peak is None or ridge_ok(peak, bandwidth):
+            return bandwidth
+
+
+def peak_and_bandwidth(draw: Draw, level: int) -> tuple[int, int]:
+    """A chip's peak FLOP/s and HBM bandwidth, with a ridge point of a real order."""
+    peak = peak_flops(draw, level)
+    return peak, hbm_bandwidth(draw, level, peak)
+
+
+def chip_at_ridge(draw: Draw, level: int, low: int, high: int) -> tuple[int, int]:
+    """A chip's peak FLOP/s and HBM bytes/s with a ridge point of low..high FLOPs per byte (a
+    part of hardware.RIDGE), both numbers in their real ranges: the bandwidth drawn first (again
+    while no such ridge gives a real peak), the ridge then."""
+    if not RIDGE.low <= low <= high <= RIDGE.high:
+        raise ValueError(f"a ridge of {low}..{high} FLOPs per byte is not of a real order")
+    while True:
+        bandwidth = hbm_bandwidth(draw, level)
+        ratios = range(max(low, -(-PEAK_FLOPS.low // bandwidth)), min(high, PEAK_FLOPS.high // bandwidth) + 1)
+        if ratios:
+            return bandwidth * draw.choice(ratios), bandwidth
+
+
+def slower_link(draw: Draw, faster: int, low: int, high: int, rng: Range) -> int:
+    """Bytes/s of a link in rng (a range of hardware.py) 1/low to 1/high of a faster one's, the
+    ratio drawn among those that give a link of rng; Reject when none does."""
+    ratios = range(max(low, -(-faster // rng.high)), min(high, faster // rng.low) + 1)
+    if not ratios:
+        raise Reject(f"no link of {rng.parts} is 1/{low} to 1/{high} of {faster} bytes/s")
+    return faster // draw.choice(ratios)
+
+
+def host_link(draw: Draw, hbm: int, low: int, high: int) -> int:
+    """Bytes/s of a host-memory link (hardware.HOST_LINK) 1/low to 1/high of the HBM bandwidth."""
+    return slower_link(draw, hbm, low, high, HOST_LINK)
+
+
+def chip_inputs(draw: Draw, level: int) -> dict:
+    """A chip's inputs ``peak_flops`` and ``hbm_bandwidth`` (peak_and_bandwidth)."""
+    peak, bandwidth = peak_and_bandwidth(draw, level)
+    return {"peak_flops": peak, "hbm_bandwidth": bandwidth}
 
 
 def link_bandwidth(draw: Draw, level: int) -> int:
-    """Per-device link bytes/s: 25 to 400 GB/s in steps of 25 at levels 1-2, any MB/s above."""
-    if round_numbers(level):
-        return 25 * 10**9 * draw.integer(1, 16)
-    return 10**6 * draw.integer(20_000, 450_000)
+    """Per-device link bytes/s (hardware.ANY_LINK): 25 to 400 GB/s in steps of 25 at levels 1-2,
+    any MB/s from 20 to 450 GB/s above."""
+    return draw_in(draw, ANY_LINK.within(low=20 * 10**9, high=450 * 10**9), 10**6, 25 * 10**9,
+                   round_numbers(level), 400 * 10**9)
 
 
 def hbm_capacity(draw: Draw, level: int) -> int:
-    """HBM bytes of one chip: 16 to 192 whole GB at levels 1-2, any byte count above."""
-    if round_numbers(level):
-        return 10**9 * draw.integer(16, 192)
-    return draw.integer(16 * 10**9, 192 * 10**9)
+    """HBM bytes of one chip (hardware.HBM_CAPACITY): whole GB at levels 1-2, any byte count above."""
+    return draw_in(draw, HBM_CAPACITY, 1, 10**9, round_numbers(level))
+
+
+def capacity_between(draw: Draw, low: int | Fraction, high: int | Fraction) -> int:
+    """An HBM capacity of one chip (hardware.HBM_CAPACITY) 1-99% of the way between two memory
+    needs, clipped to the real range; Reject when the needs leave it (a capacity set between two
+    needs must still be one a real part has)."""
+    low, high = max(low, HBM_CAPACITY.low), min(high, HBM_CAPACITY.high)
+    if low >= high:
+        raise Reject("no real HBM capacity lies between the two needs")
+    return math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+
+
+def overlaps_capacities(low: int | Fraction, high: int | Fraction) -> bool:
+    """Whether some real HBM capacity lies strictly between two memory needs."""
+    return max(low, HBM_CAPACITY.low) < min(high, HBM_CAPACITY.high)
 
 
 def n_params(draw: Draw, level: int) -> int:
@@ -55,6 +124,18 @@ def n_params(draw: Draw, level: int) -> int:
     if round_numbers(level):
         return 10**8 * draw.integer(10, 500 * level)
     return draw.integer(10**9, 10**11 * 2 ** (level - 2))
+
+
+def n_params_between(draw: Draw, level: int, low: int | Fraction, high: int | Fraction) -> int:
+    """A dense model size strictly between low and high, within n_params' range at the level
+    (tenths of billions at levels 1-2): the model chosen to fit a real device, never the device
+    to fit the model. Reject when no such size exists."""
+    step = 10**8 if round_numbers(level) else 1
+    most = 5 * 10**10 * level if round_numbers(level) else 10**11 * 2 ** (level - 2)
+    fewest, most = max(10**9 // step, low // step + 1), min(most // step, -(-high // step) - 1)
+    if fewest > most:
+        raise Reject(f"no model of {float(low):.4g}-{float(high):.4g} parameters is of the level's sizes")
+    return step * draw.integer(fewest, most)
 
 
 def n_tokens(draw: Draw, level: int) -> int:
@@ -83,8 +164,7 @@ def letters(prefix: str, k: int) -> list[str]:
 
 def chips(draw: Draw, level: int, k: int) -> list[dict]:
     """k named chips with their peak FLOP/s and HBM bandwidth."""
-    return [{"name": name, "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
-            for name in letters("chip", k)]
+    return [{"name": name, **chip_inputs(draw, level)} for name in letters("chip", k)]
 
 
 def attention_shape(draw: Draw, level: int) -> dict:

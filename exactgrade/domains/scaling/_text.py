@@ -32,8 +32,11 @@ Units and conventions (they hold for every task unless the prompt says otherwise
 - bf16 values take 2 bytes, fp32 values 4 bytes, int8 values 1 byte.
 - Training a dense model with N parameters on D tokens costs 6*N*D FLOPs (2N forward + 4N
   backward per token); inference costs 2*N FLOPs per generated token.
-- Adam mixed-precision training state is 2 + 4 + 4 + 4 = 14 bytes per parameter: bf16 weights,
-  fp32 master weights, fp32 first moment, fp32 second moment.
+- Adam mixed-precision training state, as counted here unless the prompt says otherwise, is
+  2 + 4 + 4 + 4 = 14 bytes per parameter: bf16 weights, fp32 master weights, fp32 first moment,
+  fp32 second moment. This count leaves out the gradients (2 more bytes per parameter in bf16, the
+  16 bytes ZeRO counts; 4 in fp32), the activations and temporary buffers: a task that needs them
+  states them.
 - Ring collectives over N devices, with V the size in bytes of the full (unsharded) array: an
   all-gather or a reduce-scatter moves V*(N-1)/N bytes per device; an all-reduce moves twice that,
   2*V*(N-1)/N. Collective time = bytes per device / per-device link bandwidth.
@@ -68,6 +71,13 @@ It is "compute"-bound when FLOPs / peak_flops >= bytes / hbm_bandwidth, else "me
 Throughput in tokens per second = batch / step time.
 """,
 }
+
+
+SAME_SPEED_ANY_FORMAT = """\
+(a simplification: the matmuls run at `peak_flops` whatever the weight format, as when every weight
+is widened to bf16 before it is multiplied; it leaves out the cost of that widening and the faster
+int8/fp8 peaks of chips that multiply narrow formats natively)"""
+"""The quantized-decode convention, stated once: real chips differ on both counts it leaves out."""
 
 
 INPUT_LISTING = "Inputs (already defined as Python variables in the sandbox):"

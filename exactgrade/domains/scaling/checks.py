@@ -40,8 +40,8 @@ def _optimizer_outweighs_weights(rows: Rows) -> bool:
     return all(row["optimizer_to_weights"] > 1 for row in rows) and any(row["min_chips"] > 1 for row in rows)
 
 
-def _some_allreduce_exceeds_compute(rows: Rows) -> bool:
-    return any(row["allreduce_exceeds_compute"] for row in rows)
+def _some_allreduce_exceeds_backward(rows: Rows) -> bool:
+    return any(row["allreduce_exceeds_backward"] for row in rows)
 
 
 def _decode_ignores_peak_flops(rows: Rows) -> bool:
@@ -77,9 +77,9 @@ HEADLINES: dict[str, tuple[str, Callable[[Rows], bool]]] = {
     "headline:adam_state_multiple": (
         "Adam state is a multiple of the weights and needs several chips to hold",
         _optimizer_outweighs_weights),
-    "headline:allreduce_exceeds_compute": (
-        "a data-parallel gradient all-reduce outlasts the compute it overlaps",
-        _some_allreduce_exceeds_compute),
+    "headline:allreduce_exceeds_backward": (
+        "a data-parallel gradient all-reduce outlasts the backward pass, the only compute it overlaps",
+        _some_allreduce_exceeds_backward),
     "headline:decode_memory_bound": (
         "batch-1 decode throughput is set by HBM bandwidth; peak FLOPs play no part",
         _decode_ignores_peak_flops),

@@ -24,11 +24,12 @@ from exactgrade.domains.scaling import (
 )
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_inputs,
     hbm_bandwidth,
     hbm_capacity,
     jitter,
     n_params,
-    peak_flops,
+    n_params_between,
     round_numbers,
     rows,
     sorted_sample,
@@ -42,6 +43,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -356,8 +358,7 @@ def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
     inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "kv_bytes_per_token": per_token, "peak_flops": peak_flops(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+              "kv_bytes_per_token": per_token, **chip_inputs(draw, level)}
     # Past S* = 2*N*bw / (peak*kv) a sequence's KV read outlasts its compute: no batch is
     # compute-bound (None). Half the instances reach past it; every one keeps a length below.
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token) / 128
@@ -428,8 +429,7 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
     prompt_lens = [128 * p - jitter(draw, level, 128)
                    for p in sorted_sample(draw, 1, 64 * 2**level, rows(level, 3))]
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "prompt_lens": prompt_lens, "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            "prompt_lens": prompt_lens, **chip_inputs(draw, level)}
 
 
 _PREFILL_ROW = ('{"rows": [{"prompt_len": <int>, "prefill_s": <number>, "decode_step_s": <number>, '
@@ -465,26 +465,19 @@ second).""",
 
 def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
     """The chip counts straddle the fewest chips that hold weights plus cache, so fits takes
-    both values in every instance."""
+    both values in every instance: the HBM per chip is a real capacity, and the model size puts
+    weights plus cache between two chip counts' HBM."""
     counts = sorted({2 ** draw.integer(0, 3 + level) if round_numbers(level) else draw.integer(1, 16 * level)
                      for _ in range(rows(level, 4))})
-    kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
-    inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm_capacity(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
-    total = inputs["n_params"] * inputs["weight_bytes"] + kv
     if len(counts) < 2:
         raise Reject("a single chip count")
-    # Rescale the HBM so the fewest chips that fit fall strictly inside the counts drawn.
+    kv = 10**9 * draw.integer(1, 100 * level) if round_numbers(level) else draw.integer(10**9, 10**11 * level)
+    hbm, weight_bytes = hbm_capacity(draw, level), value_bytes(draw, level, (1, 2))
     need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
-    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
-    unit = 10**9 if round_numbers(level) else 1  # whole GB at levels 1-2
-    first = math.ceil(low / unit)
-    hbm = unit * (first + draw.below(max(1, math.ceil(high / unit) - first)))
-    if not low <= hbm < high:
-        raise Reject("no whole HBM size between the two chip counts")
-    inputs["hbm_bytes_per_chip"] = hbm
-    return inputs
+    params = n_params_between(draw, level, Fraction(counts[need - 1] * hbm - kv, weight_bytes),
+                              Fraction(counts[need] * hbm - kv, weight_bytes))
+    return {"n_params": params, "weight_bytes": weight_bytes, "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm,
+            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
 
 
 def _sharded_fits_not_tied(task: Task) -> str | None:
@@ -536,8 +529,7 @@ def sample_quantized_decode(draw: Draw, level: int) -> dict:
     formats = [("bf16", 16), *draw.sample(pool, rows(level, 3) - 1)]
     return {"n_params": n_params(draw, level),
             "formats": [{"name": name, "bits_per_weight": bits} for name, bits in formats],
-            "batch": draw.integer(1, 128 * level), "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            "batch": draw.integer(1, 128 * level), **chip_inputs(draw, level)}
 
 
 def _quantized_not_tied(task: Task) -> str | None:
@@ -555,12 +547,12 @@ QUANTIZED_DECODE = scaling_family(
     "quantized_decode", "inference", quantized_decode,
     """\
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
-2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
-weight format) and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking
-bits_per_weight / 8 bytes (bits_per_weight already includes any quantization scales of the
-format; ignore the KV cache). For each format in `formats`, give the
-roofline step time in seconds, the speedup over the first format (its time / this time) and the
-bound.""",
+2*n_params*batch FLOPs at `peak_flops` FLOP/s
+""" + SAME_SPEED_ANY_FORMAT + """
+and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
+(bits_per_weight already includes any quantization scales of the format; ignore the KV cache). For
+each format in `formats`, give the roofline step time in seconds, the speedup over the first
+format (its time / this time) and the bound.""",
     '{"rows": [{"format": <str>, "time_s": <number>, "speedup": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per format, in order',
     quantized_decode_float, "bits_as_bytes",
@@ -582,7 +574,7 @@ def sample_serving_cost(draw: Draw, level: int) -> dict:
     else:
         price = Fraction(draw.integer(5000, 99999), 10_000)
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level),
+            **chip_inputs(draw, level),
             "dollars_per_chip_hour": price,
             "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)})}
 

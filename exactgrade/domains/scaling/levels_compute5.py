@@ -22,13 +22,16 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
-    hbm_bandwidth,
+    chip_at_ridge,
+    chip_inputs,
+    host_link,
     letters,
-    peak_flops,
+    peak_and_bandwidth,
     round_numbers,
     sample_min_compute_bound_batch,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, RIDGE, SHARED_MEMORY, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -90,7 +93,7 @@ def sample_epilogue(draw: Draw, level: int) -> dict:
     d_model = 1024 * draw.integer(1, 8) + (0 if round_numbers(level) else 64 * draw.integer(1, 15))
     d_ff = d_model * draw.choice((2, 3, 4))
     width = draw.choice((1, 2, 4))
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     top = math.floor(Fraction(peak * 2 * width, bandwidth)) - 1  # the activation stays memory-bound
     if top < 2:
         raise Reject("even one FLOP per element makes the activation compute-bound")
@@ -210,7 +213,7 @@ def sample_fusion_plan(draw: Draw, level: int) -> dict:
     three together compute-bound), outputs of 1, 2 or 4 bytes, a kernel limit below the chain
     length (fusing everything is not allowed) and a launch cost comparable to one pass."""
     n = 4 + level
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     critical = Fraction(peak, bandwidth)
     if critical < 4:
         raise Reject("a chip this slow makes every op compute-bound")
@@ -384,7 +387,7 @@ def sample_decode_layer(draw: Draw, level: int) -> dict:
     memory-bound: the weights are read for a single token)."""
     shape = _decode_shape(draw, level)
     width, seq_len = draw.choice((1, 2)), 256 * draw.integer(1, 16) + draw.integer(0, 255)
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     gain = Fraction(
         2 * shape["layer_params"] + 4 * shape["n_heads"] * seq_len * shape["head_dim"], peak
     ) - Fraction(width * 2 * seq_len * shape["n_kv_heads"] * shape["head_dim"], bandwidth)
@@ -481,7 +484,7 @@ def sample_min_decode_layer(draw: Draw, level: int) -> dict:
     KV bytes) falls with the context, below the chip's critical intensity for the longest ones."""
     shape = _decode_shape(draw, level)
     width = draw.choice((1, 2))
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     critical = Fraction(peak, bandwidth)
     # the context where per-sequence FLOPs/peak equal per-sequence KV bytes/bandwidth
     kv = 2 * shape["n_kv_heads"] * shape["head_dim"] * width
@@ -659,8 +662,7 @@ def sample_kv_serving(draw: Draw, level: int) -> dict:
         d_model, n_heads, n_kv_heads, head_dim, d_model * draw.choice((3, 4))
     ) + 2 * d_model * draw.integer(32_000, 160_000)
     weight_bytes = draw.choice((1, 2))
-    peak = peak_flops(draw, level)
-    bandwidth = 10**6 * max(1, peak // (10**6 * draw.integer(20, 200)))
+    peak, bandwidth = chip_at_ridge(draw, level, 50, 200)
     seq_len = 64 * draw.integer(2, 48) + draw.integer(0, 63)
     formats = [{"name": "bf16", "bits_per_value": 16, "dequant_flops_per_value": 0}] + [
         {"name": name, "bits_per_value": bits, "dequant_flops_per_value": draw.integer(low, high)}
@@ -686,8 +688,7 @@ def sample_kv_serving(draw: Draw, level: int) -> dict:
             draw.integer(80, 250), 100
         )
     capacity = weights + values * 2 * sequences + draw.integer(0, values)
-    if capacity > 10**12:
-        raise Reject("an HBM capacity above 1 TB")
+    require("hbm_capacity", capacity, HBM_CAPACITY)
     budget = Fraction(math.ceil(budget * 10**7), 10**7)
     return {
         "n_params": n_params,
@@ -992,10 +993,7 @@ def min_width_for_batch_float(
 def sample_min_width(draw: Draw, level: int) -> dict:
     """A batch that some chips can make compute-bound with a wide enough layer and others cannot
     (the batch's own intensity limit 2*batch/weight_bytes sits below their critical intensity)."""
-    chips = [
-        {"name": name, "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
-        for name in letters("chip", 3 + level // 2)
-    ]
+    chips = [{"name": name, **chip_inputs(draw, level)} for name in letters("chip", 3 + level // 2)]
     weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (1, 1), (2, 4)))
     criticals = sorted(Fraction(c["peak_flops"], c["hbm_bandwidth"]) for c in chips)
     middle = criticals[draw.below(len(criticals))]
@@ -1090,18 +1088,14 @@ _WEIGHT_FORMATS = (
 
 
 def sample_format_batch(draw: Draw, level: int) -> dict:
-    """Chips of low critical intensity (tens of FLOPs per byte), where the decode FLOPs of narrow
-    formats are comparable to the bytes they save: which format wins changes with the chip."""
+    """Chips over the whole real range of critical intensity (50 to 700 FLOPs per byte): the
+    decode FLOPs of narrow formats weigh against the bytes they save differently on each, so which
+    format wins changes with the chip (the low end alone, 50 to 120, made too few instances where
+    it does: 1 index in 300 found none in 200 attempts)."""
     chips = []
     for name in letters("chip", 3 + level // 2):
-        peak = peak_flops(draw, level)
-        chips.append(
-            {
-                "name": name,
-                "peak_flops": peak,
-                "hbm_bandwidth": 10**6 * max(1, peak // (10**6 * draw.integer(6, 120))),
-            }
-        )
+        peak, bandwidth = chip_at_ridge(draw, level, RIDGE.low, RIDGE.high)
+        chips.append({"name": name, "peak_flops": peak, "hbm_bandwidth": bandwidth})
     formats = [{"name": "bf16", "bits_per_weight": 16, "dequant_flops_per_weight": 0}] + [
         {"name": name, "bits_per_weight": bits, "dequant_flops_per_weight": draw.integer(low, high)}
         for name, bits, low, high in draw.sample(_WEIGHT_FORMATS, draw.integer(2, 4))
@@ -1241,7 +1235,7 @@ def attention_matmuls_fraction_float(
 
 def sample_attention_matmuls(draw: Draw, level: int) -> dict:
     """Lengths on both sides of where the kernels turn compute-bound."""
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     head_dim, width = draw.choice((64, 80, 96, 128, 256)), draw.choice((1, 2, 4))
     # compute-bound once 2*s*d*s / peak >= b*(2*s*d + s*s) / bw, i.e. s*(2*d - c*b) >= 2*c*b*d
     critical = Fraction(peak, bandwidth)
@@ -1349,9 +1343,8 @@ def sample_tiles(draw: Draw, level: int) -> dict:
         "shapes": shapes,
         "tiles": tiles,
         "bytes_per_value": width,
-        "sram_bytes": sram,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        "sram_bytes": require("sram_bytes", sram, SHARED_MEMORY),
+        **chip_inputs(draw, level),
     }
 
 
@@ -1480,8 +1473,8 @@ def sample_split_weights(draw: Draw, level: int) -> dict:
     d_model = 1024 * draw.integer(2, 16)
     d_ff = d_model * draw.choice((2, 3, 4))
     width = draw.choice((1, 2))
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
-    host = bandwidth // draw.integer(4, 40)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
+    host = host_link(draw, bandwidth, 4, 40)
     w = width * d_model * d_ff
     # compute time set near the balanced stream time w / (bandwidth + host)
     balanced = Fraction(w, bandwidth + host)
@@ -1599,8 +1592,8 @@ def sample_resident(draw: Draw, level: int) -> dict:
     d_model = 1024 * draw.integer(2, 12)
     d_ff = d_model * draw.choice((2, 3, 4))
     width = draw.choice((1, 2))
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
-    host = bandwidth // draw.integer(3, 30)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
+    host = host_link(draw, bandwidth, 3, 30)
     per_layer = width * 2 * d_model * d_ff
     balanced = Fraction(layers * per_layer, bandwidth + host)
     edge = balanced * peak / (layers * 4 * d_model * d_ff)  # the batch whose compute equals it

@@ -21,6 +21,7 @@ from exactgrade.domains.scaling._sample import (
     rows,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, tie_edge
+from exactgrade.domains.scaling.hardware import ANY_LINK, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -75,14 +76,14 @@ def accumulated_step(n_params, grad_bytes, state_bytes_per_param, act_bytes_per_
 
 def data_parallel_step_l2_float(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops,
                                 mfu, mistake=None):
-    known_mistake(mistake, "forward_only")
-    per_token = 2.0 if mistake == "forward_only" else 6.0
+    known_mistake(mistake, "overlap_whole_step")
+    per_token = 6.0 if mistake == "overlap_whole_step" else 4.0
     allreduce = 2.0 * (devices - 1) / devices * n_params * grad_bytes / link_bandwidth
     out = []
     for t in tokens_per_device:
-        compute = per_token * n_params / (peak_flops * mfu) * t
-        out.append({"tokens_per_device": t, "compute_s": compute, "allreduce_s": allreduce,
-                    "allreduce_exceeds_compute": allreduce > compute})
+        backward = per_token * n_params / (peak_flops * mfu) * t
+        out.append({"tokens_per_device": t, "backward_s": backward, "allreduce_s": allreduce,
+                    "allreduce_exceeds_backward": allreduce > backward})
     return {"rows": out}
 
 
@@ -188,7 +189,7 @@ def sample_accumulated(draw: Draw, level: int) -> dict:
     # accumulated microbatches (T / k tokens, between the two) then hide it or not.
     hiding = fit_tokens * Fraction(draw.integer(50, 100), 100)
     ideal = inputs["grad_bytes"] * inputs["peak_flops"] * inputs["mfu"] / (2 * hiding)
-    inputs["link_bandwidth"] = 10**6 * max(1, round(ideal / 10**6))
+    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(ideal / 10**6)), ANY_LINK)
     return inputs
 
 
@@ -217,9 +218,10 @@ def _accumulated_rules(task: Task) -> str | None:
 # ---------------------------------------------------------------- levels
 
 _L2 = STEP + """
-For each per-device batch in `tokens_per_device` (tokens per device per step), with `devices`
-devices, give the compute time of the step, the all-reduce time (both in seconds) and whether the
-all-reduce takes strictly longer than the compute it could overlap."""
+The all-reduce can overlap only the backward pass: gradients become ready during it, and the next
+step's forward needs the updated weights. For each per-device batch in `tokens_per_device` (tokens
+per device per step), with `devices` devices, give the time of the backward pass, the all-reduce
+time (both in seconds) and whether the all-reduce takes strictly longer than the backward pass."""
 
 _L3 = STEP + """
 The all-reduce runs alongside the backward pass (gradients become ready during it), so it cannot
@@ -241,15 +243,15 @@ last microbatch's backward pass starts, and runs alongside it; the step ends whe
 finished. For each device count in `device_counts`, give k, the step time in seconds and the
 training throughput in tokens per second."""
 
-_L2_ROW = ('{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
-           '"allreduce_exceeds_compute": <bool>}, ...]}'
+_L2_ROW = ('{"rows": [{"tokens_per_device": <int>, "backward_s": <number>, "allreduce_s": <number>, '
+           '"allreduce_exceeds_backward": <bool>}, ...]}'
            "  # one row per entry of `tokens_per_device`, in order")
 
 
 def l2_level(reference, sample, reject) -> Level:
     """L1's question with the step described (L1's own reference and sampler)."""
-    return Level(reference, _L2, _L2_ROW, data_parallel_step_l2_float, "forward_only", sample=sample,
-                 reject=reject, varying=("rows[].allreduce_exceeds_compute",))
+    return Level(reference, _L2, _L2_ROW, data_parallel_step_l2_float, "overlap_whole_step", sample=sample,
+                 reject=reject, varying=("rows[].allreduce_exceeds_backward",))
 
 
 LEVELS = {

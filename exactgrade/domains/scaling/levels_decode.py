@@ -10,7 +10,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, n_params, peak_flops, sorted_sample
+from exactgrade.domains.scaling._sample import (
+    chip_inputs,
+    hbm_capacity,
+    n_params,
+    n_params_between,
+    sorted_sample,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -247,8 +253,7 @@ def sample_throughput(draw: Draw, level: int) -> dict:
         "n_params": n_params(draw, level),
         "weight_bytes": draw.choice((1, 2)),
         **shape,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token)
@@ -271,28 +276,33 @@ def _throughput_edges(task: Task) -> str | None:
     return None
 
 
-def sample_largest(draw: Draw, level: int) -> dict:
-    """The HBM leaves room for a batch that is compute-bound at the shortest length and not at the
-    longest in most instances; a quarter leave no room for one longest sequence (None)."""
+def _fitting(draw: Draw, level: int, hbm: int) -> dict:
+    """A model and contexts for `hbm` bytes of real HBM: the longest context's cache takes at most
+    half of it, and the model size leaves room for a batch that is compute-bound at the shortest
+    length and not at the longest in most instances; a quarter leave no room for one longest
+    sequence (None). The model is chosen to fit the HBM, never the HBM to fit the model."""
     shape = _kv_shape(draw)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
-    params, width = n_params(draw, level), draw.choice((1, 2))
-    seq_lens = [128 * s for s in sorted_sample(draw, 1, 256 * level, 2 + level)]
-    weights = params * width
-    longest = seq_lens[-1] * per_token
-    if draw.chance(1, 4):
-        hbm = weights + draw.integer(seq_lens[0] * per_token, longest - 1)
-    else:
-        hbm = weights + longest * draw.integer(1, 512)
+    most = min(256 * level, hbm // (2 * 128 * per_token))
+    if most < 2 + level:
+        raise Reject("too few contexts fit half the HBM")
+    seq_lens = [128 * s for s in sorted_sample(draw, 1, most, 2 + level)]
+    width = draw.choice((1, 2))
+    shortest, longest = seq_lens[0] * per_token, seq_lens[-1] * per_token
+    room_low, room_high = (shortest, longest) if draw.chance(1, 4) else (longest, 512 * longest)
+    params = n_params_between(draw, level, Fraction(hbm - room_high, width), Fraction(hbm - room_low, width))
     return {
         "n_params": params,
         "weight_bytes": width,
         "kv_bytes_per_token": per_token,
         "seq_lens": seq_lens,
         "hbm_bytes": hbm,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
+
+
+def sample_largest(draw: Draw, level: int) -> dict:
+    return _fitting(draw, level, hbm_capacity(draw, level))
 
 
 def _largest_edges(task: Task) -> str | None:
@@ -312,10 +322,10 @@ def _largest_edges(task: Task) -> str | None:
 
 
 def sample_layout(draw: Draw, level: int) -> dict:
-    inputs = sample_largest(draw, level)
+    per_chip = hbm_capacity(draw, level)
+    inputs = _fitting(draw, level, per_chip * draw.choice((1, 2, 4)))  # one, two or four chips' HBM
     chips = sorted(draw.sample((1, 2, 4, 8, 16, 32), 3 + level // 2))
-    hbm = inputs.pop("hbm_bytes")
-    inputs.update(chip_counts=chips, hbm_bytes_per_chip=max(1, hbm // draw.choice((1, 2, 4))))
+    inputs.update(chip_counts=chips, hbm_bytes_per_chip=per_chip)
     weight_read = Fraction(inputs["n_params"] * inputs["weight_bytes"], chips[-1] * inputs["hbm_bandwidth"])
     inputs["max_step_s"] = weight_read * Fraction(draw.integer(101, 400), 100)
     inputs["max_step_s"] = Fraction(math.ceil(inputs["max_step_s"] * 10**6), 10**6)

@@ -20,6 +20,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import ANY_LINK, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -141,24 +142,24 @@ def sample_moe(draw: Draw, level: int) -> dict:
     inputs = {
         "tokens_per_device": 1024 * draw.integer(1, 32) - jitter(draw, level, 1024),
         "d_model": shape["d_model"],
-        "d_ff": 64 * draw.integer(4, 64),
+        "d_ff": 0,
         "bytes_per_value": value_bytes(draw, level),
         "top_k": draw.integer(1, 8),
         "ep_degrees": degrees,
         "peak_flops": peak_flops(draw, level),
         "link_bandwidth": 0,
     }
-    # comm / compute = 2 (ep - 1) / ep * bytes * peak / (4 d_ff * link): put the crossing inside
+    # comm / compute = 2 (ep - 1) / ep * bytes * peak / (4 d_ff * link): put the crossing inside,
+    # with d_ff (a multiple of 64, 256 to 32k) such that the link it needs is a real one
     crossing = Fraction(draw.integer(degrees[0], degrees[-1] - 1)) + Fraction(1, 2)
-    ideal = (
-        2
-        * (crossing - 1)
-        / crossing
-        * inputs["bytes_per_value"]
-        * inputs["peak_flops"]
-        / (4 * inputs["d_ff"])
-    )
-    inputs["link_bandwidth"] = 10**6 * max(1, round(ideal / 10**6))
+    pull = 2 * (crossing - 1) / crossing * inputs["bytes_per_value"] * inputs["peak_flops"] / 4
+    fewest = max(4, math.ceil(pull / (64 * ANY_LINK.high)))
+    most = min(512, math.floor(pull / (64 * ANY_LINK.low)))
+    if fewest > most:
+        raise Reject("no expert width puts the crossing inside over a real link")
+    inputs["d_ff"] = 64 * draw.integer(fewest, most)
+    ideal = pull / inputs["d_ff"]
+    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(ideal / 10**6)), ANY_LINK)
     return inputs
 
 

@@ -29,6 +29,7 @@ from exactgrade.domains.scaling._sample import (
     sample_utilization_by_counting,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, SHARED_STORAGE, draw_in, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -269,7 +270,8 @@ def sample_design_trainable(draw: Draw, level: int) -> dict:
     _, days, _ = numbers[draw.below(len(numbers))]
     _, _, memory = numbers[draw.below(len(numbers))]
     inputs["budget_days"] = Fraction(math.ceil(days * Fraction(draw.integer(1001, 1400), 1000) * 1000), 1000)
-    inputs["hbm_bytes_per_chip"] = math.ceil(memory * Fraction(draw.integer(1001, 1400), 1000))
+    hbm = math.ceil(memory * Fraction(draw.integer(1001, 1400), 1000))
+    inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
     return inputs
 
 
@@ -614,13 +616,11 @@ def sample_recompute(draw: Draw, level: int) -> dict:
     roomy = draw.chance(1, 3)  # every policy reaches the microbatch cap: nothing to recompute for
     per_sequence = seq_len * layers * (none if roomy else draw.choice((selective, full)))
     low = cap if roomy else 1
-    most = math.floor((200 * 10**9 - static) / per_sequence) - 1  # keep HBM at most 200 GB
+    most = math.floor((HBM_CAPACITY.high - static) / per_sequence) - 1  # keep the HBM real
     if most < low:
-        raise Reject("too few sequences fit in 200 GB")
+        raise Reject("too few sequences fit in a real HBM")
     room = per_sequence * draw.integer(low, min(2 * cap, most)) + draw.integer(0, per_sequence)
-    hbm = math.ceil(static + room)
-    if hbm > 200 * 10**9:
-        raise Reject("an HBM capacity above 200 GB")
+    hbm = require("hbm_bytes_per_chip", math.ceil(static + room), HBM_CAPACITY)
     return {
         "n_params": params,
         "layers": layers,
@@ -1175,7 +1175,7 @@ def sample_checkpoints(draw: Draw, level: int) -> dict:
             "chips": draw.integer(64, 2**13),
             "peak_flops": peak_flops(draw, level),
             "mfu": fraction(draw, level, 20, 60),
-            "checkpoint_write_bandwidth": 10**6 * draw.integer(500, 100_000),
+            "checkpoint_write_bandwidth": draw_in(draw, SHARED_STORAGE.within(high=10**11), 10**6),
         }
         for name in letters("cluster", 2 + level // 2)
     ]
@@ -2030,12 +2030,9 @@ def sample_expert_parallel(draw: Draw, level: int) -> dict:
     expert = inputs["layers"] * inputs["mlp_matrices"] * d_model * inputs["expert_d_ff"]
     need = [16 * (dense + n_experts // ep * expert) for ep in (1, 2, 4, 8, 16)]
     activation = draw.integer(10**9, 8 * 10**9)
-    inputs["hbm_bytes_per_device"] = (
-        math.ceil(need[draw.integer(1, 4)] * Fraction(draw.integer(101, 300), 100)) + activation
-    )
+    hbm = math.ceil(need[draw.integer(1, 4)] * Fraction(draw.integer(101, 300), 100)) + activation
+    inputs["hbm_bytes_per_device"] = require("hbm_bytes_per_device", hbm, HBM_CAPACITY)
     inputs["activation_bytes_per_device"] = activation
-    if inputs["hbm_bytes_per_device"] > 200 * 10**9:
-        raise Reject("an HBM capacity above 200 GB")
     return inputs
 
 

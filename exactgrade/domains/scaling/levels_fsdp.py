@@ -8,17 +8,22 @@ the ``*_float`` twins take another route in floats and can reproduce one named m
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
+    capacity_between,
     fraction,
+    hbm_capacity,
     link_bandwidth,
     n_params,
+    n_params_between,
+    overlaps_capacities,
     peak_flops,
     rows,
+    slower_link,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import NETWORK, NVLINK, draw_in
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -224,10 +229,11 @@ def sample_batch_step(draw: Draw, level: int) -> dict:
         )
         for d in counts
     ]
-    k = draw.integer(1, len(counts) - 1)
-    inputs["hbm_bytes_per_device"] = math.ceil(
-        memories[k] + (memories[k - 1] - memories[k]) * Fraction(draw.integer(1, 99), 100)
-    )
+    real = [k for k in range(1, len(counts)) if overlaps_capacities(memories[k], memories[k - 1])]
+    if not real:
+        raise Reject("no two neighbouring device counts leave a real HBM between their memories")
+    k = draw.choice(real)
+    inputs["hbm_bytes_per_device"] = capacity_between(draw, memories[k], memories[k - 1])
     return inputs
 
 
@@ -266,26 +272,29 @@ def sample_hybrid(draw: Draw, level: int) -> dict:
     else:
         need = draw.integer(2, node // 2)
         counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
-    n = n_params(draw, 3)
-    state = draw.choice((16, 18))
+    hbm, state = hbm_capacity(draw, level), draw.choice((16, 18))
     tokens = 1024 * draw.integer(1, 16)
-    acts = tokens * 1024 * draw.integer(16, 512)
-    fast = 10**6 * draw.integer(100_000, 900_000)
-    # the HBM between the memory of groups need - 1 and need
-    low, high = Fraction(n * state, need) + acts, Fraction(n * state, need - 1) + acts
+    most = min(512, hbm // (2 * tokens * 1024))  # the activations take at most half the HBM
+    if most < 16:
+        raise Reject("the tokens' activations take over half the HBM")
+    acts = tokens * 1024 * draw.integer(16, most)
+    # the model size puts the real HBM between the memory of groups need - 1 and need
+    room = hbm - acts
+    n = n_params_between(draw, 4, Fraction(room * (need - 1), state), Fraction(room * need, state))
+    fast = draw_in(draw, NVLINK, 10**6)
     return {
         "n_params": n,
         "param_bytes": 2,
         "state_bytes_per_param": state,
         "act_bytes_per_token": acts // tokens,
-        "hbm_bytes_per_device": math.ceil(low + (high - low) / 2),
+        "hbm_bytes_per_device": hbm,
         "tokens_per_device": tokens,
         "node_size": node,
         "device_counts": counts,
         "peak_flops": peak_flops(draw, level),
         "mfu": fraction(draw, level, 20, 60),
         "intra_bandwidth": fast,
-        "inter_bandwidth": fast // draw.integer(4, 40),
+        "inter_bandwidth": slower_link(draw, fast, 4, 40, NETWORK),
     }
 
 

@@ -10,8 +10,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import fraction, hbm_capacity, n_params, n_tokens, peak_flops
+from exactgrade.domains.scaling._sample import (
+    chip_inputs,
+    fraction,
+    hbm_capacity,
+    n_params,
+    n_tokens,
+    peak_and_bandwidth,
+    peak_flops,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Branch, Draw
 from exactgrade.task import Task
 
@@ -47,14 +56,15 @@ def zero_min_devices(n_params, hbm_bytes_per_device, param_bytes, grad_bytes, op
 
 
 def min_hiding_batch(n_params, grad_bytes, device_counts, link_bandwidth, peak_flops, mfu):
-    """Smallest tokens per device whose compute time is at least the gradient all-reduce."""
+    """Smallest tokens per device whose backward pass lasts at least the gradient all-reduce (the
+    all-reduce overlaps only the backward pass)."""
     import math
     from fractions import Fraction
 
     rows = []
     for devices in device_counts:
         allreduce_s = 2 * n_params * grad_bytes * Fraction(devices - 1, devices) / link_bandwidth
-        tokens = math.ceil(allreduce_s * peak_flops * mfu / (6 * n_params))
+        tokens = math.ceil(allreduce_s * peak_flops * mfu / (4 * n_params))
         rows.append({"devices": devices, "allreduce_s": allreduce_s, "min_tokens_per_device": max(1, tokens)})
     return {"rows": rows}
 
@@ -134,7 +144,7 @@ def min_hiding_batch_float(
         allreduce = (
             (1 if mistake == "allreduce_once" else 2) * (1 - 1 / d) * grad_bytes * n_params / link_bandwidth
         )
-        t = _smallest(lambda t, a=allreduce: 6.0 * n_params * t / (mfu * peak_flops) >= a, 10**12)
+        t = _smallest(lambda t, a=allreduce: 4.0 * n_params * t / (mfu * peak_flops) >= a, 10**12)
         rows.append({"devices": d, "allreduce_s": allreduce, "min_tokens_per_device": t})
     return {"rows": rows}
 
@@ -220,7 +230,7 @@ def sample_hiding(draw: Draw, level: int) -> dict:
 def _hiding_edges(task: Task) -> str | None:
     i = task.inputs
     for row in task.expected["rows"]:
-        if near_integer(row["allreduce_s"] * i["peak_flops"] * i["mfu"] / (6 * i["n_params"])):
+        if near_integer(row["allreduce_s"] * i["peak_flops"] * i["mfu"] / (4 * i["n_params"])):
             return f"{row['devices']} devices: the batch bound sits on an integer"
     return None
 
@@ -297,12 +307,14 @@ from 1 to `max_devices`, at which the bytes per device fit in `hbm_bytes_per_dev
 ignore activations), or None if no such count does."""
 
 HIDING_L4 = """\
-Pure data parallelism: every device holds the whole model of `n_params` parameters, computes on a
-batch of tokens per step (6*N FLOPs per token, at `peak_flops` FLOP/s and utilization `mfu`), then
-all-reduces the gradients (`grad_bytes` bytes per parameter) with a ring all-reduce over links of
-`link_bandwidth` bytes/s per device, overlapped with the next step's compute. For each device count
-in `device_counts`, give the all-reduce time in seconds and the smallest integer number of tokens
-per device whose compute time is at least the all-reduce time (so the overlap hides it)."""
+Synchronous data parallelism (as PyTorch DDP): every device holds the whole model of `n_params`
+parameters and computes on a batch of tokens per step, 2*N FLOPs per token forward and 4*N
+backward, at `peak_flops` FLOP/s and utilization `mfu`. The gradients (`grad_bytes` bytes per
+parameter) are summed by a ring all-reduce over links of `link_bandwidth` bytes/s per device, which
+overlaps only the backward pass: gradients become ready during it, and the next step's forward
+needs the updated weights. For each device count in `device_counts`, give the all-reduce time in
+seconds and the smallest integer number of tokens per device whose backward pass lasts at least
+the all-reduce (so the overlap hides it)."""
 
 DEADLINE_L4 = """\
 A dense model with `n_params` parameters is to be trained on `n_tokens` tokens (6*N*D training
@@ -592,8 +604,7 @@ def sample_quantized_batch(draw: Draw, level: int) -> dict:
     return {
         "n_params": n_params(draw, level),
         "formats": [{"name": name, "bits_per_weight": bits} for name, bits in picked],
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": 10**9 * draw.integer(500, 5000),
+        **chip_inputs(draw, level),
     }
 
 
@@ -608,7 +619,7 @@ def _quantized_edges(task: Task) -> str | None:
 def sample_price(draw: Draw, level: int) -> dict:
     """Targets from below the compute-bound floor (None) to the batch-1 cost."""
     params, width = n_params(draw, level), draw.choice((1, 2))
-    peak, bandwidth = peak_flops(draw, level), 10**9 * draw.integer(500, 5000)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     price = Fraction(draw.integer(50, 1000), 100)
     floor_cost = price * Fraction(2 * params, peak) / 3600 * 10**6
     batch_one = price * Fraction(params * width, bandwidth) / 3600 * 10**6
@@ -665,13 +676,18 @@ collectives over links of `link_bandwidth` bytes/s per device. For each device c
 communication takes at most `comm_budget_s` seconds, and which of the two limits it ("memory" or
 "communication"; "memory" when both bind equally)."""
 
-QUANTIZED_L4 = """\
+QUANTIZED_L4 = (
+    """\
 A model of `n_params` parameters decodes a batch of B sequences; each step costs 2*n_params*B
-FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the weight format)
+FLOPs at `peak_flops` FLOP/s
+"""
+    + SAME_SPEED_ANY_FORMAT
+    + """
 and reads every weight once at `hbm_bandwidth` bytes/s, a weight taking bits_per_weight / 8 bytes
 (bits_per_weight already includes any quantization scales; ignore the KV cache). For each format
 in `formats`, give the largest batch at which the step is still strictly memory-bound, or None if
 even batch 1 is not."""
+)
 
 PRICE_L4 = """\
 One chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s serves a model of `n_params`

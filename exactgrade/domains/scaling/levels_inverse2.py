@@ -261,7 +261,7 @@ _USES = (
     ("inference_bf16", 2),
     ("inference_int8", 1),
     ("inference_int4_g32_scales", Fraction(9, 16)),
-    ("training_adam", 14),
+    ("training_adam_state_no_grads", 14),
     ("training_adam_fp32_grads", 18),
     ("inference_fp8_g128_scales", Fraction(65, 64)),
 )
@@ -495,8 +495,7 @@ def sample_fraction(draw: Draw, level: int) -> dict:
     return {
         "shapes": shapes,
         "bytes_per_value": draw.choice((1, 2, 4)),
-        "peak_flops": sample.peak_flops(draw, level),
-        "hbm_bandwidth": sample.hbm_bandwidth(draw, level),
+        **sample.chip_inputs(draw, level),
         "target_fraction": Fraction(draw.integer(50, 99), 100),
     }
 

@@ -13,10 +13,10 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_inputs,
     hbm_bandwidth,
     jitter,
     n_params,
-    peak_flops,
     rows,
     value_bytes,
 )
@@ -255,8 +255,7 @@ def sample_roofline(draw: Draw, level: int) -> dict:
         "n_kv_heads": shape["n_kv_heads"],
         "head_dim": shape["head_dim"],
         "kv_bytes": value_bytes(draw, level, (1, 2)),
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
         "cases": [],
     }
     ridge = Fraction(inputs["weight_bytes"] * inputs["peak_flops"], 2 * inputs["hbm_bandwidth"])  # no cache

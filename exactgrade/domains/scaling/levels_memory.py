@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import attention_shape, sorted_sample
+from exactgrade.domains.scaling._sample import attention_shape, hbm_capacity, peak_flops, sorted_sample
 from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, tie_edge
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -167,37 +167,76 @@ def best_recompute_float(
 # ---------------------------------------------------------------- samplers and rules
 
 
-def _shape(draw: Draw, level: int) -> dict:
-    """One device's model: widths of level 2 (a device holds it), contexts up to 32k."""
+def _per_layer(i: dict, seq_len: int) -> int:
+    """Bytes one layer stores for one sequence without recomputation."""
+    return seq_len * (34 * i["d_model"] + 5 * i["n_heads"] * seq_len)
+
+
+def _free(i: dict) -> int:
+    return i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+
+
+def _device(draw: Draw, level: int) -> dict:
+    """One device of a real HBM capacity (hardware.HBM_CAPACITY) and a model whose training state
+    takes 10-70% of it, with widths of level 2: the model is chosen to fit the device, never the
+    device to fit the model. The sequence lengths come after (_seq_lens)."""
     shape = attention_shape(draw, 2)
-    seq_lens = [512 * s for s in sorted_sample(draw, 1, 64, 2 + level)]
-    if level >= 3:
-        seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
+    hbm = hbm_capacity(draw, level)
+    state_bytes = draw.choice((16, 18, 20))
     return {
-        "n_params": draw.integer(10**8, 10**10),
-        "state_bytes_per_param": draw.choice((16, 18, 20)),
-        "layers": draw.integer(8, 80),
+        "n_params": draw.integer(hbm // (10 * state_bytes), 7 * hbm // (10 * state_bytes)),
+        "state_bytes_per_param": state_bytes,
         "d_model": shape["d_model"],
         "n_heads": shape["n_heads"],
-        "seq_lens": seq_lens,
+        "hbm_bytes": hbm,
     }
+
+
+def _seq_lens(draw: Draw, level: int, i: dict, longest_fits: bool = False) -> dict:
+    """2 + level contexts of up to 32k (multiples of 512 from level 3 on, minus up to 511); with
+    longest_fits, only those of which 8 layers store one unrecomputed sequence in the free HBM."""
+    most = 64
+    while longest_fits and most >= 1 and 8 * _per_layer(i, 512 * most) > _free(i):
+        most -= 1
+    if most < 2 + level:
+        raise Reject("too few contexts fit the free HBM")
+    seq_lens = [512 * s for s in sorted_sample(draw, 1, most, 2 + level)]
+    if level >= 3:
+        seq_lens = sorted({s - draw.integer(0, 511) for s in seq_lens})
+    return {**i, "seq_lens": seq_lens}
 
 
 def _activations(i: dict, seq_len: int) -> tuple[int, int]:
     return (
-        i["layers"] * seq_len * (34 * i["d_model"] + 5 * i["n_heads"] * seq_len),
+        i["layers"] * _per_layer(i, seq_len),
         i["layers"] * seq_len * 2 * i["d_model"],
     )
 
 
+def _layers(draw: Draw, fewest: int, most: int) -> int:
+    """A layer count of 8-80 in [fewest, most] (the counts that put the free HBM where a level
+    needs it); Reject when none is."""
+    fewest, most = max(8, fewest), min(80, most)
+    if fewest > most:
+        raise Reject("no layer count of 8-80 puts the free HBM between the stored activations")
+    return draw.integer(fewest, most)
+
+
+def _inputs(i: dict, layers: int, **more: int) -> dict:
+    """The device's inputs with the layer count, in the order the prompt names them."""
+    head = {key: i[key] for key in ("n_params", "state_bytes_per_param")}
+    middle = {key: i[key] for key in ("d_model", "n_heads", "seq_lens")}
+    return {**head, "layers": layers, **middle, **more, "hbm_bytes": i["hbm_bytes"]}
+
+
 def sample_training_memory(draw: Draw, level: int) -> dict:
-    """The HBM lies between the totals of the shortest and the longest sequence: fits varies."""
-    i = _shape(draw, level)
-    i["batch"] = draw.integer(1, 4 * level)
-    state = i["n_params"] * i["state_bytes_per_param"]
-    low, high = (state + i["batch"] * _activations(i, s)[0] for s in (i["seq_lens"][0], i["seq_lens"][-1]))
-    hbm = draw.integer(low, high - 1)
-    return {**i, "hbm_bytes": hbm}
+    """The layer count puts the free HBM between the activations of the shortest and the
+    longest sequence: fits varies."""
+    i = _seq_lens(draw, level, _device(draw, level))
+    batch = draw.integer(1, 4 * level)
+    shortest, longest = (batch * _per_layer(i, s) for s in (i["seq_lens"][0], i["seq_lens"][-1]))
+    layers = _layers(draw, _free(i) // longest + 1, _free(i) // shortest)
+    return _inputs(i, layers, batch=batch)
 
 
 def _total_not_tied(task: Task) -> str | None:
@@ -212,27 +251,22 @@ def _total_not_tied(task: Task) -> str | None:
     return None
 
 
-def _free_hbm(draw: Draw, i: dict, level: int) -> int:
-    """Half the instances leave too little HBM for one unrecomputed longest sequence (None)."""
-    state = i["n_params"] * i["state_bytes_per_param"]
-    longest = _activations(i, i["seq_lens"][-1])
-    shortest = _activations(i, i["seq_lens"][0])
-    if draw.chance(1, 2):
-        return state + draw.integer(shortest[0] + 1, longest[0] - 1) if shortest[0] + 1 < longest[0] else 0
-    return state + longest[0] * draw.integer(1, 8 * level) + draw.integer(0, longest[0])
-
-
 def sample_max_training_batch(draw: Draw, level: int) -> dict:
-    i = _shape(draw, level)
-    hbm = _free_hbm(draw, i, level)
-    if hbm <= 0:
-        raise Reject("the sequence lengths are too close for the None branch")
-    return {**i, "hbm_bytes": hbm}
+    """Half the instances have too many layers for one unrecomputed longest sequence (None) but
+    not for the shortest; the others fit at least one longest sequence."""
+    none = draw.chance(1, 2)
+    i = _seq_lens(draw, level, _device(draw, level), longest_fits=not none)
+    shortest, longest = (_per_layer(i, s) for s in (i["seq_lens"][0], i["seq_lens"][-1]))
+    if none:
+        layers = _layers(draw, _free(i) // longest + 1, _free(i) // shortest)
+    else:
+        layers = _layers(draw, 8, _free(i) // longest)
+    return _inputs(i, layers)
 
 
 def _batch_edges(task: Task) -> str | None:
     i = task.inputs
-    free = i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+    free = _free(i)
     for seq_len in i["seq_lens"]:
         for name, per in zip(("no recompute", "full recompute"), _activations(i, seq_len), strict=True):
             problem = rounding_edge(f"seq_len {seq_len}, {name}: the sequences that fit", Fraction(free, per))
@@ -248,7 +282,7 @@ def _some_none(task: Task) -> bool:
 def sample_best_recompute(draw: Draw, level: int) -> dict:
     i = sample_max_training_batch(draw, level)
     flops = 6 * i["n_params"]
-    peak = 10**12 * draw.integer(100, 2000)
+    peak = peak_flops(draw, level)
     return {
         **i,
         "flops_per_token": flops,
@@ -262,7 +296,7 @@ def _recompute_rules(task: Task) -> str | None:
     if problem:
         return problem
     i = task.inputs
-    free = i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
+    free = _free(i)
     for seq_len in i["seq_lens"]:
         speeds = []
         for per, cost in zip(_activations(i, seq_len), (Fraction(1), Fraction(4, 3)), strict=True):

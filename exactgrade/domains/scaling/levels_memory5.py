@@ -1091,8 +1091,9 @@ def pipeline_layers_float(
 
 
 def sample_pipeline(draw: Draw, level: int) -> dict:
-    """A room per chip of a drawn number of layers plus part of an embedding, so the first or the
-    last stage binds, or a middle one."""
+    """A real HBM per chip (hardware.HBM_CAPACITY) holding, besides the activations, 2 to 64
+    layers per stage and part of an embedding (the layers' KV cache fills the rest), so the first
+    or the last stage binds, or a middle one."""
     head_dim = draw.choice((64, 128))
     n_heads = draw.integer(8, 64)
     n_kv_heads = draw.choice([d for d in range(1, n_heads + 1) if n_heads % d == 0 and d <= 8])
@@ -1100,13 +1101,18 @@ def sample_pipeline(draw: Draw, level: int) -> dict:
     d_ff = 128 * draw.integer(2 * d_model // 128, 4 * d_model // 128)
     weight_bytes, vocab = draw.choice((1, 2)), draw.integer(32_000, 260_000)
     per_layer = (2 * d_model * (n_heads + n_kv_heads) * head_dim + 3 * d_model * d_ff) * weight_bytes
-    kv = draw.integer(0, per_layer // 2)
     stages = draw.integer(2, 16)
     embedding = vocab * d_model * weight_bytes
     activation = draw.integer(10**8, 4 * 10**9)
-    room = (per_layer + kv) * draw.integer(2, 12) + embedding * Fraction(draw.integer(30, 180), 100)
+    hbm = hbm_capacity(draw, level)
+    layers_room = hbm - activation - embedding * Fraction(draw.integer(30, 180), 100)
+    fewest = max(2, math.ceil(layers_room * 2 / (3 * per_layer)))
+    most = min(64, math.floor(layers_room / per_layer))
+    if fewest > most:
+        raise Reject("no 2 to 64 layers with a KV cache of up to half a layer's weights fill the HBM")
+    kv = math.floor(layers_room / draw.integer(fewest, most)) - per_layer
     return {
-        "hbm_bytes_per_chip": math.ceil(room) + activation,
+        "hbm_bytes_per_chip": hbm,
         "stages": stages,
         "d_model": d_model,
         "d_ff": d_ff,

@@ -12,16 +12,31 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from exactgrade.domains.scaling._sample import capacity_between
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
 SCHEDULE = """\
-A pipeline splits a model into `stages` stages, each on its own device, and a training step
-pushes M microbatches through all stages in order. A stage works on one microbatch at a time, one
-time slot per microbatch (its forward and backward together), and a microbatch enters stage s + 1
-only once stage s has finished it; stage 1 takes the microbatches back to back. The step ends
-when the last stage finishes the last microbatch."""
+A pipeline splits a model into `stages` stages, each on its own device, and a training step runs
+M microbatches through them as GPipe does: a microbatch's forward pass goes through stages 1, 2,
+... in order, and its backward pass goes back through them in reverse order, from the last stage
+to stage 1. A stage works on one microbatch at a time: it starts a microbatch's forward once the
+previous stage has finished that forward, and its backward once the next stage has finished that
+backward. Stage 1 starts the forwards back to back; the last stage runs every forward, then the
+backwards back to back. One slot is the time a stage takes for one microbatch's forward and
+backward together; a forward takes the same share of a slot on every stage, and so does a
+backward. The step ends when stage 1 finishes the last backward."""
+
+ONE_F_ONE_B = """
+the stages run the 1F1B schedule instead of GPipe's order: stage s runs the forwards of its first
+min(M, P - s) microbatches, then alternates one forward and one backward, then runs the backwards
+left, each forward and backward still waiting for its input as above. This takes exactly as long
+as GPipe's order but holds fewer microbatches whose forward has run and whose backward has not
+(in flight): stage s has at most min(M, P - s + 1), so the first stage, which holds the most, has
+min(M, P) microbatches in flight at its peak"""
+"""1F1B (PipeDream-Flush, Megatron-LM): the same step time as GPipe, fewer activations held; for
+the tasks whose memory limit counts the microbatches in flight."""
 
 SCHEDULE_P = SCHEDULE.replace("into `stages` stages", "into P stages")
 """The schedule for a task whose stage count is not the input `stages` (a list of counts, or
@@ -344,8 +359,8 @@ def _tied(task: Task) -> bool:
 
 
 def sample_design(draw: Draw, level: int) -> dict:
-    """One instance in ten fits no layout (the None branch: a whole answer of None, so it is kept
-    rare); in the rest the memory limit lies below the stage memory of the fastest layout, so the
+    """About one instance in ten fits no layout (the None branch: a whole answer of None, so it is
+    kept rare); in the rest the memory limit lies below the stage memory of the fastest layout, so the
     limit decides the answer (above it, ignoring the activations gives the key), and at or above
     the smallest stage memory of the candidates."""
     layers = draw.choice((12, 16, 24, 32, 40, 48))
@@ -365,10 +380,12 @@ def sample_design(draw: Draw, level: int) -> dict:
     weights = min(Fraction(layers, p) * inputs["weight_bytes_per_layer"] for p in _divisors(layers))
     if fastest == low:  # refused on both branches, so the None branch keeps its share of 1 in 10
         raise Reject("the fastest layout also holds the least memory: the limit cannot bind")
-    if draw.chance(1, 10):  # the weights alone would fit: only the activations rule every layout out
-        inputs["hbm_bytes"] = int(weights + (low - weights) * Fraction(draw.integer(5, 95), 100))
+    # the weights alone would fit, only the activations rule every layout out; drawn one time in
+    # five, as a real HBM between the weights and the least memory is rarer than above it
+    if draw.chance(1, 5):
+        inputs["hbm_bytes"] = capacity_between(draw, weights, low)
     else:
-        inputs["hbm_bytes"] = int(low + (fastest - low) * Fraction(draw.integer(5, 95), 100))
+        inputs["hbm_bytes"] = capacity_between(draw, low, fastest)
     return inputs
 
 
@@ -474,8 +491,7 @@ sequences split into M equal microbatches (M must divide `global_batch`). One la
 per microbatch per stage) plus (layers / P) * layer_work_s / M seconds. Memory per device: the
 weights of its layers (`weight_bytes_per_layer` each) plus the activations it holds, which are
 `act_bytes_per_seq_layer` bytes per sequence per layer for every microbatch in
-flight; the schedule runs each microbatch's backward as early as it can, so the first stage, which
-holds the most, has at most min(M, P) microbatches in flight at once. A layout is allowed only
+flight; """ + ONE_F_ONE_B + """. A layout is allowed only
 when the first stage's peak memory (its weights plus min(M, P) microbatches of activations for
 its layers) is at most `hbm_bytes`. Give the allowed (P, M) with the shortest step and that step
 time in seconds; on a tie the fewer stages, then the fewer microbatches. If no layout is allowed,
@@ -555,6 +571,7 @@ __all__ = [
     "MIN_M_L4",
     "MIN_M_L4_SHAPE",
     "MIN_M_L5_LEVEL",
+    "ONE_F_ONE_B",
     "SCHEDULE",
     "SCHEDULE_P",
     "STEP_L2",

@@ -11,9 +11,16 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import peak_flops, round_numbers, rows
+from exactgrade.domains.scaling._sample import (
+    capacity_between,
+    overlaps_capacities,
+    peak_flops,
+    round_numbers,
+    rows,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, rounding_edge
-from exactgrade.domains.scaling.levels_pipeline import SCHEDULE_P
+from exactgrade.domains.scaling.hardware import ANY_LINK, require
+from exactgrade.domains.scaling.levels_pipeline import ONE_F_ONE_B, SCHEDULE_P
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -270,10 +277,14 @@ def sample_memory_limited(draw: Draw, level: int) -> dict:
     divisors = _divisors(layers)
     f = _limit(draw, level)
     memories = set()
+    sizes = [layers // d * per_layer for d in divisors]
+    # divisors[k] stages are the fewest that fit, for a k whose sizes leave a real HBM between them
+    real = [k for k in range(1, len(divisors)) if overlaps_capacities(sizes[k], sizes[k - 1])]
+    if not real:
+        raise Reject("no two neighbouring stage sizes have a real HBM between them")
     for _ in range(rows(level, 2)):
-        k = draw.integer(1, len(divisors) - 1)  # divisors[k] stages: the fewest that fit
-        low, high = layers // divisors[k] * per_layer, layers // divisors[k - 1] * per_layer
-        memories.add(low + (high - low) * draw.integer(1, 99) // 100)
+        k = draw.choice(real)
+        memories.add(capacity_between(draw, sizes[k], sizes[k - 1]))
     if len(memories) < 2 or any(near_integer((p - 1) * (1 - f) / f) for p in divisors[1:]):
         raise Reject("too few memories, or a stage count whose microbatch bound is a whole number")
     return {"layers": layers, "bytes_per_layer": per_layer,
@@ -308,12 +319,15 @@ def sample_fitting(draw: Draw, level: int) -> dict:
     middle = limits[len(limits) // 2]
     divisors = _divisors(inputs["layers"])
     memories = sorted({_stage_memory(inputs, p, middle) for p in divisors}, reverse=True)
-    k = draw.integer(1, len(memories) - 1)
+    real = [k for k in range(1, len(memories)) if overlaps_capacities(memories[k], memories[k - 1])]
+    if not real:
+        raise Reject("no two neighbouring stage memories have a real HBM between them")
+    k = draw.choice(real)
     low, high = memories[k], memories[k - 1]
     if draw.chance(1, 8):  # below what the largest limit's best stage count needs
         high = min(_stage_memory(inputs, p, limits[-1]) for p in divisors)
         low = high * Fraction(draw.integer(70, 99), 100)
-    inputs["hbm_bytes"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    inputs["hbm_bytes"] = capacity_between(draw, low, high)
     return inputs
 
 
@@ -361,15 +375,10 @@ def sample_design(draw: Draw, level: int) -> dict:
     o = float(inputs["slot_overhead_s"])
     link = 2.0 * layers * inputs["params_per_layer"] * inputs["grad_bytes"] / (
         middle_p**2 * (o + math.sqrt(o * work / (middle_p - 1))))
-    inputs["link_bandwidth"] = 10**6 * max(1, round(link / 10**6))
-    if not 10**9 <= inputs["link_bandwidth"] <= 10**12:
-        raise Reject("the balancing link is implausible")
+    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(link / 10**6)), ANY_LINK)
     state = layers * inputs["params_per_layer"] * inputs["state_bytes_per_param"]
-    low = max(16 * 10**9, Fraction(state, common[-1]) * Fraction(21, 20))
-    high = min(256 * 10**9, Fraction(state, common[1]))
-    if low >= high:
-        raise Reject("no plausible HBM size between the state of the stage counts")
-    inputs["hbm_bytes"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    inputs["hbm_bytes"] = capacity_between(draw, Fraction(state, common[-1]) * Fraction(21, 20),
+                                           Fraction(state, common[1]))
     return inputs
 
 
@@ -449,7 +458,7 @@ The bubble fraction is the share of the step during which a stage is idle (the s
 stage). For each stage count P in `stage_counts`, take the smallest integer M >= 1 whose bubble
 fraction is at most `max_bubble_fraction`, and give the step time in seconds."""
 
-_L4 = SCHEDULE_P + """
+_L4 = (SCHEDULE_P + """
 The model has `layers` layers of `params_per_layer` parameters each, split evenly over P stages (P
 must divide `layers`). A step trains on `global_batch_tokens` tokens split into M equal
 microbatches (a microbatch need not hold whole sequences); training costs 6 FLOPs per parameter
@@ -457,13 +466,12 @@ per token, and a stage's slot for one microbatch lasts its FLOPs / (peak_flops *
 The bubble fraction is the share of the step during which a stage is idle; for a bubble limit,
 M is the smallest integer >= 1 whose bubble fraction is at most that limit. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; the
-schedule runs each microbatch's backward as early as it can, so the first stage, which holds the
-most, has min(M, P) microbatches in flight at its peak. A stage count is allowed only when that
-peak is at most `hbm_bytes`. For each limit in `bubble_limits`, give the fewest stages allowed and
-the step time in seconds with them; None for both if no divisor of `layers` is allowed."""
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
++ ONE_F_ONE_B + """. A stage count is allowed only when that peak is at most `hbm_bytes`. For each
+limit in `bubble_limits`, give the fewest stages allowed and the step time in seconds with them;
+None for both if no divisor of `layers` is allowed.""")
 
-_L5 = SCHEDULE_P + """
+_L5 = (SCHEDULE_P + """
 You lay out the training of a model of `layers` layers of `params_per_layer` parameters each on
 `devices` devices: P pipeline stages (P must divide both `layers` and `devices`, the layers
 split evenly), replicated over D = devices / P data-parallel pipelines. A step's global batch of
@@ -476,12 +484,11 @@ all-reduces the gradients of its layers (`grad_bytes` bytes per parameter) with 
 holding the same stage in the other pipelines, a ring over links of `link_bandwidth` bytes/s per
 device (nothing to do when D = 1); the step ends when that all-reduce does. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; the
-schedule runs each microbatch's backward as early as it can, so the first stage, which holds the
-most, has min(M, P) microbatches in flight at its peak, which must be at most `hbm_bytes`. For
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
++ ONE_F_ONE_B + """, which must be at most `hbm_bytes`. For
 each global batch (in tokens) in `global_batches`, give the allowed (P, M) of the shortest step
 (on a tie, the fewer stages, then the fewer microbatches) and that step time in seconds; None for
-all three if no layout is allowed."""
+all three if no layout is allowed.""")
 
 LEVELS = {
     3: Level(

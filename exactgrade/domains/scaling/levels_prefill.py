@@ -13,10 +13,11 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    hbm_bandwidth,
+    chip_inputs,
+    hbm_capacity,
     jitter,
     n_params,
-    peak_flops,
+    n_params_between,
     round_numbers,
     rows,
     value_bytes,
@@ -251,8 +252,7 @@ def _kv_shape(draw: Draw, level: int) -> dict:
 
 def _model(draw: Draw, level: int) -> dict:
     return {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-            **_kv_shape(draw, level), "peak_flops": peak_flops(draw, level),
-            "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            **_kv_shape(draw, level), **chip_inputs(draw, level)}
 
 
 def _ridge(i: dict) -> Fraction:
@@ -263,8 +263,7 @@ def _ridge(i: dict) -> Fraction:
 def sample_prefill_l2(draw: Draw, level: int) -> dict:
     """Prompts on both sides of the ridge, so the throughput ratio is not one constant."""
     inputs = {"n_params": n_params(draw, level), "weight_bytes": value_bytes(draw, level, (1, 2)),
-              "prompt_lens": [], "peak_flops": peak_flops(draw, level),
-              "hbm_bandwidth": hbm_bandwidth(draw, level)}
+              "prompt_lens": [], **chip_inputs(draw, level)}
     ridge = _ridge(inputs)
     if ridge < 4:
         raise Reject("the prefill ridge is below four tokens")
@@ -371,8 +370,20 @@ def sample_waves(draw: Draw, level: int) -> dict:
     compute-bound plateau; the HBM and the limit are drawn around the caps of two profiles."""
     inputs = _model(draw, level)
     per_token = _per_token(inputs)
+    # A real HBM capacity; the model size leaves the caches room for 2^e to 2^e * 15/8 tokens,
+    # 2^e between 2k and 1M tokens and the room at most half the HBM.
+    hbm = hbm_capacity(draw, level)
+    most = 20
+    while most >= 11 and 2 * per_token * 2**most > hbm:
+        most -= 1
+    if most < 11:
+        raise Reject("not 2k tokens of cache fit in half the HBM")
+    room = per_token * 2 ** draw.integer(11, most)
+    width = inputs["weight_bytes"]
+    low, high = Fraction(hbm - room * 15 // 8, width), Fraction(hbm - room, width)
+    inputs["n_params"] = n_params_between(draw, level, low, high)
+    inputs["hbm_bytes"] = hbm
     weights = inputs["n_params"] * inputs["weight_bytes"]
-    inputs["hbm_bytes"] = weights + per_token * 2 ** draw.integer(11, 20) * draw.integer(8, 15) // 8
     read = Fraction(weights, inputs["hbm_bandwidth"])
     inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(105, 400), 100) * 10**7), 10**7)
     profiles = []

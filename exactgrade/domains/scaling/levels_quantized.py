@@ -11,8 +11,16 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, hbm_capacity, n_params, peak_flops, rows
+from exactgrade.domains.scaling._sample import (
+    chip_inputs,
+    hbm_bandwidth,
+    hbm_capacity,
+    n_params,
+    peak_flops,
+    rows,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
+from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -231,8 +239,7 @@ def sample_grouped(draw: Draw, level: int) -> dict:
         "n_params": n_params(draw, level),
         "formats": [{"name": a, "code_bits": b, "group_size": g, "scale_bits": sb} for a, b, g, sb in chosen],
         "batch": 1,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
     bits = sorted(b + (Fraction(sb, g) if g else 0) for _, b, g, sb in chosen)
     # compute-bound iff batch >= bits * peak / (16 * bandwidth): a batch between two formats' thresholds
@@ -283,8 +290,7 @@ def sample_dequantized(draw: Draw, level: int) -> dict:
         "formats": _formats(draw, rows(level, 3)),
         "batch": 1,
         "kv_cache_bytes": draw.integer(10**8, 10**11),
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
     # the batch that puts the middle format on its ridge, moved by a random factor
     mid = inputs["formats"][len(inputs["formats"]) // 2]
@@ -332,7 +338,7 @@ def sample_best(draw: Draw, level: int) -> dict:
         "formats": formats,
         "kv_bytes_per_token": 1024 * draw.integer(16, 512),
         "hbm_bytes": hbm,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": peak_flops(draw, level, bandwidth),
         "hbm_bandwidth": bandwidth,
         "max_step_s": Fraction(math.ceil(read * Fraction(draw.integer(60, 300), 100) * 10**6), 10**6),
         "seq_lens": [2**e - draw.integer(0, 2 ** (e - 2)) for e in exponents],
@@ -385,10 +391,11 @@ _L2 = (
     FORMATS
     + """
 A model of `n_params` parameters decodes a batch of `batch` sequences; each step costs
-2*n_params*batch FLOPs at `peak_flops` FLOP/s (the arithmetic runs at the same speed whatever the
-weight format) and reads every weight, with its share of the scales, once at `hbm_bandwidth`
-bytes/s (8 bits per byte; ignore the KV cache). For each format in `formats`, give the roofline
-step time in seconds, the speedup over the first format (its time / this time) and the bound."""
+2*n_params*batch FLOPs at `peak_flops` FLOP/s
+""" + SAME_SPEED_ANY_FORMAT + """
+and reads every weight, with its share of the scales, once at `hbm_bandwidth` bytes/s (8 bits per
+byte; ignore the KV cache). For each format in `formats`, give the roofline step time in seconds,
+the speedup over the first format (its time / this time) and the bound."""
 )
 
 _L3 = """\

@@ -13,7 +13,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling._sample import hbm_bandwidth, peak_flops
+from exactgrade.domains.scaling._sample import chip_inputs, peak_and_bandwidth
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
@@ -324,8 +324,7 @@ def sample_backward(draw: Draw, level: int) -> dict:
     return {
         "batches": batches,
         **inputs,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
     }
 
 
@@ -365,7 +364,7 @@ def _budget_batches(i: dict, budget: Fraction, peak: int, bandwidth: int) -> tup
 def sample_latency(draw: Draw, level: int) -> dict:
     """Budgets around the batch-1 time: a third of them below it (None)."""
     inputs = _matmul_inputs(draw, level)
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     d, f = inputs["d_model"], inputs["d_ff"]
     batch_one = max(
         Fraction(2 * d * f, peak),
@@ -449,7 +448,7 @@ def sample_fusion(draw: Draw, level: int) -> dict:
     """Every op alone is memory-bound and the fused chain compute-bound, so the speedup is not
     just the number of ops (a shortcut that would otherwise pass)."""
     counts = [1024 * c for c in sorted(draw.sample(range(1, 2**16), 2 + level))]
-    peak, bandwidth = peak_flops(draw, level), hbm_bandwidth(draw, level)
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     width = draw.choice((1, 2, 4))
     k = draw.integer(2, 3 + level)
     alone = Fraction(peak * 2 * width, bandwidth)  # FLOPs per element at the tie

@@ -163,8 +163,8 @@ FLOP/s it sustains over its run."""
 _STREAMING_L2 = """\
 The matmul x[batch, d_model] @ W[d_model, d_ff] computes each of its outputs as d_model fused
 multiply-adds into an accumulator that starts at zero, each fused multiply-add counting as 2 FLOPs,
-on a chip of `peak_flops` FLOP/s. Its operands live in one memory tier of `tiers` (each with its
-bandwidth in bytes/s): the kernel reads x and W from that tier once and writes the product to it
+on a chip of `peak_flops` FLOP/s. Its operands live in one memory tier of `tiers` (fastest first,
+each with its bandwidth in bytes/s): the kernel reads x and W from that tier once and writes the product to it
 once, `bytes_per_value` bytes per value, and moves data while it computes, so it takes as long as
 the slower of the two. For each tier give the time in seconds, which of the two sets it ("compute"
 or "memory"; "compute" if they take equally long) and the FLOP/s the matmul sustains over its run."""

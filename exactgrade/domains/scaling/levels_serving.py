@@ -12,10 +12,11 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    hbm_bandwidth,
+    chip_inputs,
+    hbm_capacity,
     letters,
     n_params,
-    peak_flops,
+    n_params_between,
     rows,
     value_bytes,
 )
@@ -211,8 +212,7 @@ def sample_cache_cost(draw: Draw, level: int) -> dict:
         "weight_bytes": value_bytes(draw, level, (1, 2)),
         **_shape(draw, level),
         "seq_len": draw.integer(64, 2048),
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
         "dollars_per_chip_hour": _price(draw),
         "batches": [],
     }
@@ -260,21 +260,20 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
     """Two or three chip types (one fast and dear, others slower and cheaper, HBM sizes apart);
     context lengths over a factor of 32, so the HBM binds long contexts and the plateau or the
     latency limit the short ones."""
-    params = n_params(draw, 3)
     width = value_bytes(draw, level, (1, 2))
+    types = [
+        {
+            "name": name,
+            **chip_inputs(draw, level),
+            "hbm_bytes": hbm_capacity(draw, level),
+            "dollars_per_hour": _price(draw),
+        }
+        for name in letters("chip", draw.integer(2, 3))
+    ]
+    # The model leaves every type at least 2 GB for the caches (the HBM is real; the model fits it).
+    smallest = min(t["hbm_bytes"] for t in types)
+    params = n_params_between(draw, 3, 0, Fraction(smallest - 2 * 10**9, width))
     weights = params * width
-    types = []
-    for name in letters("chip", draw.integer(2, 3)):
-        bandwidth = 10**6 * draw.integer(500_000, 6_000_000)
-        types.append(
-            {
-                "name": name,
-                "peak_flops": peak_flops(draw, level),
-                "hbm_bandwidth": bandwidth,
-                "hbm_bytes": weights + 10**6 * draw.integer(2_000, 150_000),
-                "dollars_per_hour": _price(draw),
-            }
-        )
     slowest = max(Fraction(weights, t["hbm_bandwidth"]) for t in types)
     exponents = sorted(draw.sample(range(7, 18), rows(level, 1) - 1))
     if exponents[-1] - exponents[0] < 5:

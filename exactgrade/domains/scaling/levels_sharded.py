@@ -13,14 +13,17 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_inputs,
     hbm_bandwidth,
+    hbm_capacity,
     link_bandwidth,
     n_params,
-    peak_flops,
+    n_params_between,
     rows,
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -28,6 +31,14 @@ CACHE = """\
 A model of `n_params` parameters (`weight_bytes` bytes each) decodes `batch` sequences of
 `seq_len` cached positions each; every cached position holds a key and a value of `head_dim`
 values for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value."""
+
+TENSOR_PARALLEL = """\
+Tensor parallelism over c chips, as Megatron-LM splits a layer: c must divide `n_heads` (each chip
+computes n_heads / c query heads), and must divide `n_kv_heads` or be a multiple of it. Each chip
+holds 1/c of every weight matrix (the key and value projections counted as split too, a
+simplification: past n_kv_heads chips real ones are replicated) and the KV cache of the KV heads it
+serves: n_kv_heads / c of them when c divides n_kv_heads, else one KV head replicated on
+c / n_kv_heads chips, so 1 / min(c, n_kv_heads) of every sequence's KV cache."""
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -67,6 +78,7 @@ def tensor_parallel_decode(
     batch,
     seq_len,
     layers,
+    n_heads,
     n_kv_heads,
     head_dim,
     kv_bytes,
@@ -78,23 +90,23 @@ def tensor_parallel_decode(
     link_bandwidth,
     chip_counts,
 ):
-    """Per chip count c: the roofline of 1/c of the step's FLOPs and bytes, plus two ring
-    all-reduces of batch x d_model activations per layer; whether 1/c of it all fits."""
+    """Per tensor-parallel degree c: the roofline of 1/c of the weights and FLOPs and of the KV
+    heads a chip holds (1 / min(c, n_kv_heads) of the cache: replicated past n_kv_heads), plus two
+    ring all-reduces of batch x d_model activations per layer; whether one chip's share fits."""
     from fractions import Fraction
 
+    weights = n_params * weight_bytes
     kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len * batch
-    total = n_params * weight_bytes + kv
     rows = []
     for chips in chip_counts:
-        roofline = max(
-            Fraction(2 * n_params * batch, chips * peak_flops), Fraction(total, chips * hbm_bandwidth)
-        )
+        per_chip = Fraction(weights, chips) + Fraction(kv, min(chips, n_kv_heads))
+        roofline = max(Fraction(2 * n_params * batch, chips * peak_flops), per_chip / hbm_bandwidth)
         comm = layers * 2 * 2 * batch * d_model * act_bytes * Fraction(chips - 1, chips) / link_bandwidth
         step = roofline + comm
         rows.append(
             {
                 "chips": chips,
-                "fits": total <= chips * hbm_bytes_per_chip,
+                "fits": per_chip <= hbm_bytes_per_chip,
                 "step_time_s": step,
                 "tokens_per_s": batch / step,
             }
@@ -106,6 +118,7 @@ def decode_layout(
     n_params,
     weight_bytes,
     layers,
+    n_heads,
     n_kv_heads,
     head_dim,
     kv_bytes,
@@ -120,8 +133,9 @@ def decode_layout(
     max_chips,
     seq_lens,
 ):
-    """Per context length: the chips c (1..max_chips) and batch B of the most tokens per second
-    per chip, every step within max_step_s and 1/c of weights plus caches in each chip's HBM;
+    """Per context length: the tensor-parallel degree c (1..max_chips, dividing the heads, KV heads
+    replicated past n_kv_heads) and batch B of the most tokens per second per chip, every step
+    within max_step_s and a chip's share of weights and caches in its HBM;
     ties: fewer chips, then the smaller batch. For a c the step is increasing and piecewise
     linear in B, and B / step never falls as B grows, so B is the largest allowed, or the first
     of a flat stretch (c = 1, compute-bound: no fixed cost to amortise)."""
@@ -133,15 +147,19 @@ def decode_layout(
         kv = 2 * layers * n_kv_heads * head_dim * kv_bytes * seq_len  # one sequence's cache
         best = None
         for chips in range(1, max_chips + 1):
+            if n_heads % chips or (n_kv_heads % chips and chips % n_kv_heads):
+                continue  # not a tensor-parallel degree of these heads
+            held = min(chips, n_kv_heads)  # a chip holds 1/held of every cache (replicated past n_kv)
             compute = Fraction(2 * n_params, chips * peak_flops)  # per sequence
             reads, per_seq = (
                 Fraction(n_params * weight_bytes, chips * hbm_bandwidth),
-                Fraction(kv, chips * hbm_bandwidth),
+                Fraction(kv, held * hbm_bandwidth),
             )
             fixed = layers * 2 * 2 * (chips - 1) * step_latency_s
             per_act = layers * 2 * 2 * d_model * act_bytes * Fraction(chips - 1, chips) / link_bandwidth
             # step(B) = max(compute B, reads + per_seq B) + fixed + per_act B
-            by_memory = (chips * hbm_bytes_per_chip - n_params * weight_bytes) // kv
+            room = hbm_bytes_per_chip - Fraction(n_params * weight_bytes, chips)
+            by_memory = math.floor(room * held / kv)
             by_compute = (max_step_s - fixed) / (compute + per_act)
             by_reads = (max_step_s - fixed - reads) / (per_seq + per_act)
             cap = min(by_memory, math.floor(by_compute), math.floor(by_reads))
@@ -205,6 +223,7 @@ def tensor_parallel_decode_float(
     batch,
     seq_len,
     layers,
+    n_heads,
     n_kv_heads,
     head_dim,
     kv_bytes,
@@ -219,16 +238,18 @@ def tensor_parallel_decode_float(
 ):
     known_mistake(mistake, "one_allreduce_per_layer")
     per_layer = 1 if mistake == "one_allreduce_per_layer" else 2
-    total = float(n_params) * weight_bytes + 2.0 * layers * n_kv_heads * head_dim * kv_bytes * seq_len * batch
+    heads_cache = 2.0 * layers * head_dim * kv_bytes * seq_len * batch  # one KV head's cache
     out = []
     for c in chip_counts:
-        memory, compute = total / hbm_bandwidth / c, 2.0 * batch * n_params / peak_flops / c
+        held = n_kv_heads / c if c <= n_kv_heads else 1  # KV heads on one chip
+        share = float(n_params) * weight_bytes / c + held * heads_cache
+        memory, compute = share / hbm_bandwidth, 2.0 * batch * n_params / peak_flops / c
         comm = per_layer * layers * (1 - 1 / c) * 2.0 * d_model * act_bytes * batch / link_bandwidth
         step = comm + (memory if memory > compute else compute)
         out.append(
             {
                 "chips": c,
-                "fits": total / c <= hbm_bytes_per_chip,
+                "fits": share <= hbm_bytes_per_chip,
                 "step_time_s": step,
                 "tokens_per_s": batch / step,
             }
@@ -240,6 +261,7 @@ def decode_layout_float(
     n_params,
     weight_bytes,
     layers,
+    n_heads,
     n_kv_heads,
     head_dim,
     kv_bytes,
@@ -261,21 +283,26 @@ def decode_layout_float(
     latency = 0.0 if mistake == "no_latency" else step_latency_s
     out = []
     for s in seq_lens:
-        kv = 2.0 * layers * n_kv_heads * head_dim * kv_bytes * s
+        head_kv = 2.0 * layers * head_dim * kv_bytes * s  # one KV head's cache per sequence
         found = []
-        for c in range(1, max_chips + 1):
+        degrees = [
+            c
+            for c in range(1, max_chips + 1)
+            if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)
+        ]
+        for c in degrees:
+            kv = head_kv * (n_kv_heads / c if c <= n_kv_heads else 1)  # one chip's share per sequence
 
             def step(b, c=c, kv=kv):
-                roofline = max(
-                    2.0 * n_params * b / peak_flops, (float(n_params) * weight_bytes + b * kv) / hbm_bandwidth
-                )
+                compute = 2.0 * n_params * b / peak_flops / c
+                memory = float(n_params) * weight_bytes / c / hbm_bandwidth + b * kv / hbm_bandwidth
                 comm = 4.0 * layers * (c - 1) * (latency + b * d_model * act_bytes / c / link_bandwidth)
-                return roofline / c + comm
+                return max(compute, memory) + comm
 
             def allowed(b, c=c, kv=kv, step=step):
                 return step(b) <= max_step_s * (1 + 1e-13) and float(
                     n_params
-                ) * weight_bytes + b * kv <= c * hbm_bytes_per_chip * (1 + 1e-13)
+                ) * weight_bytes / c + b * kv <= hbm_bytes_per_chip * (1 + 1e-13)
 
             if not allowed(1):
                 continue
@@ -328,25 +355,37 @@ def _total(i: dict) -> int:
 
 
 def sample_cache(draw: Draw, level: int) -> dict:
-    """The HBM is set so the fewest chips that hold weights plus cache fall inside the counts."""
+    """The HBM per chip is a real capacity; the batch keeps the cache within half the HBM of the
+    smallest count that fits, and the model size puts weights plus cache between two counts."""
     counts = sorted({draw.integer(1, 16 * level) for _ in range(rows(level, 4))})
     if len(counts) < 2:
         raise Reject("a single chip count")
-    inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
-        "batch": draw.integer(1, 64 * level),
-        "seq_len": draw.integer(512, 32768),
-        **_shape(draw, level),
-        "hbm_bytes_per_chip": 0,
+    hbm, weight_bytes = hbm_capacity(draw, level), value_bytes(draw, level, (1, 2))
+    seq_len = draw.integer(512, 32768)
+    shape = _shape(draw, level)
+    need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
+    per_sequence = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"] * seq_len
+    most = min(64 * level, counts[need] * hbm // (2 * per_sequence))
+    if most < 1:
+        raise Reject("one sequence's cache takes over half the HBM")
+    batch = draw.integer(1, most)
+    kv = batch * per_sequence
+    params = n_params_between(
+        draw,
+        level,
+        Fraction(counts[need - 1] * hbm - kv, weight_bytes),
+        Fraction(counts[need] * hbm - kv, weight_bytes),
+    )
+    return {
+        "n_params": params,
+        "weight_bytes": weight_bytes,
+        "batch": batch,
+        "seq_len": seq_len,
+        **shape,
+        "hbm_bytes_per_chip": hbm,
         "hbm_bandwidth": hbm_bandwidth(draw, level),
         "chip_counts": counts,
     }
-    need = draw.integer(1, len(counts) - 1)
-    total = _total(inputs)
-    low, high = Fraction(total, counts[need]), Fraction(total, counts[need - 1])
-    inputs["hbm_bytes_per_chip"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
-    return inputs
 
 
 def _cache_edges(task: Task) -> str | None:
@@ -360,18 +399,54 @@ def _cache_edges(task: Task) -> str | None:
     return None
 
 
+def tp_degrees(n_heads: int, n_kv_heads: int, most: int) -> list[int]:
+    """Tensor-parallel degrees up to most: c divides the query heads, and divides the KV heads or is
+    a multiple of them (KV heads replicated past n_kv_heads), as Megatron-LM and vLLM require."""
+    return [
+        c for c in range(1, most + 1) if n_heads % c == 0 and (n_kv_heads % c == 0 or c % n_kv_heads == 0)
+    ]
+
+
+def _per_chip(i: dict, chips: int) -> Fraction:
+    """One chip's bytes under tensor parallelism: 1/c of the weights, 1/min(c, n_kv) of the cache."""
+    kv = _total(i) - i["n_params"] * i["weight_bytes"]
+    return Fraction(i["n_params"] * i["weight_bytes"], chips) + Fraction(kv, min(chips, i["n_kv_heads"]))
+
+
 def sample_tensor_parallel(draw: Draw, level: int) -> dict:
-    inputs = sample_cache(draw, level)
-    inputs["d_model"] = attention_shape(draw, level)["d_model"]
-    inputs["act_bytes"] = value_bytes(draw, level, (2, 4))
-    inputs["peak_flops"] = peak_flops(draw, level)
-    inputs["link_bandwidth"] = link_bandwidth(draw, level)
+    """Degrees that divide the heads (KV heads replicated past n_kv_heads) and a real HBM set so
+    the smallest degree that holds a chip's share falls inside the counts."""
+    shape = attention_shape(draw, level)
+    inputs = {
+        "n_params": n_params(draw, level),
+        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "batch": draw.integer(1, 64 * level),
+        "seq_len": draw.integer(512, 32768),
+        **_shape(draw, level),
+        "d_model": shape["d_model"],
+        "act_bytes": value_bytes(draw, level, (2, 4)),
+        "hbm_bytes_per_chip": 0,
+        **chip_inputs(draw, level),
+        "link_bandwidth": link_bandwidth(draw, level),
+        "chip_counts": [],
+    }
+    inputs["n_heads"] = max(8, inputs["n_kv_heads"] * draw.choice((1, 2, 4, 8)))
+    degrees = tp_degrees(inputs["n_heads"], inputs["n_kv_heads"], 16 * level)
+    counts = sorted(draw.sample(degrees, min(len(degrees), rows(level, 4))))
+    if len(counts) < 3:
+        raise Reject("fewer than three tensor-parallel degrees divide the heads")
+    need = draw.integer(1, len(counts) - 1)
+    low, high = _per_chip(inputs, counts[need]), _per_chip(inputs, counts[need - 1])
+    hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
+    inputs["chip_counts"] = counts
     order = (
         "n_params",
         "weight_bytes",
         "batch",
         "seq_len",
         "layers",
+        "n_heads",
         "n_kv_heads",
         "head_dim",
         "kv_bytes",
@@ -388,14 +463,17 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
 
 def _tensor_parallel_edges(task: Task) -> str | None:
     i = task.inputs
-    problem = _cache_edges(task)
-    if problem:
-        return problem
+    for c in i["chip_counts"]:
+        problem = tie_edge(
+            f"{c} chips: a chip's share against its HBM", _per_chip(i, c), i["hbm_bytes_per_chip"]
+        )
+        if problem:
+            return problem
     for c in i["chip_counts"]:
         problem = tie_edge(
             f"{c} chips: compute against memory",
-            Fraction(2 * i["n_params"] * i["batch"], i["peak_flops"]),
-            Fraction(_total(i), i["hbm_bandwidth"]),
+            Fraction(2 * i["n_params"] * i["batch"], c * i["peak_flops"]),
+            _per_chip(i, c) / i["hbm_bandwidth"],
         )
         if problem:
             return problem
@@ -413,21 +491,23 @@ def sample_layout(draw: Draw, level: int) -> dict:
         "d_model": 128 * draw.integer(16, 128),
         "act_bytes": 2,
         "hbm_bytes_per_chip": 0,
-        "peak_flops": peak_flops(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        **chip_inputs(draw, level),
         "link_bandwidth": link_bandwidth(draw, level),
         "step_latency_s": Fraction(draw.integer(1, 100), 10**7),
         "max_step_s": Fraction(0),
         "max_chips": draw.choice((8, 16, 32)),
         "seq_lens": [],
     }
+    inputs["n_heads"] = max(8, inputs["n_kv_heads"] * draw.choice((2, 4, 8, 16)))
+    first = ("n_params", "weight_bytes", "layers", "n_heads")
+    inputs = {name: inputs[name] for name in (*first, *(name for name in inputs if name not in first))}
     weights = inputs["n_params"] * inputs["weight_bytes"]
     holding = draw.integer(1, 8)
-    inputs["hbm_bytes_per_chip"] = math.ceil(
-        Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)
+    inputs["hbm_bytes_per_chip"] = require(
+        "hbm_bytes_per_chip",
+        math.ceil(Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)),
+        HBM_CAPACITY,
     )
-    if not 16 * 10**9 <= inputs["hbm_bytes_per_chip"] <= 256 * 10**9:
-        raise Reject("an implausible HBM size")
     read = Fraction(weights, holding * inputs["hbm_bandwidth"])
     inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(120, 400), 100) * 10**6), 10**6)
     exponents = sorted(draw.sample(range(9, 18), rows(level, 1) - 1))
@@ -444,18 +524,21 @@ def _layout_rules(task: Task) -> str | None:
         return "more than half of the rows are None"
     if len({row["chips"] for row in rows_ if row["chips"] is not None}) < 2:
         return "the same chip count for every context length"
+    if len(tp_degrees(i["n_heads"], i["n_kv_heads"], i["max_chips"])) < 3:
+        return "fewer than three tensor-parallel degrees to choose from"
     weights = i["n_params"] * i["weight_bytes"]
     for row in rows_:
         if row["chips"] is None:
             continue
         c, b = row["chips"], row["batch"]
         kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * row["seq_len"]
+        held = min(c, i["n_kv_heads"])
         compute = Fraction(2 * i["n_params"], c * i["peak_flops"])
-        reads, per_seq = Fraction(weights, c * i["hbm_bandwidth"]), Fraction(kv, c * i["hbm_bandwidth"])
+        reads, per_seq = Fraction(weights, c * i["hbm_bandwidth"]), Fraction(kv, held * i["hbm_bandwidth"])
         fixed = 4 * i["layers"] * (c - 1) * i["step_latency_s"]
         per_act = 4 * i["layers"] * i["d_model"] * i["act_bytes"] * Fraction(c - 1, c) / i["link_bandwidth"]
         for bound in (
-            Fraction(c * i["hbm_bytes_per_chip"] - weights, kv),
+            (i["hbm_bytes_per_chip"] - Fraction(weights, c)) * held / kv,
             (i["max_step_s"] - fixed) / (compute + per_act),
             (i["max_step_s"] - fixed - reads) / (per_seq + per_act),
         ):
@@ -472,7 +555,7 @@ def _runner_up(task: Task) -> str | None:
     for row in task.expected["rows"]:
         if row["chips"] is None:
             continue
-        for chips in range(1, i["max_chips"] + 1):
+        for chips in tp_degrees(i["n_heads"], i["n_kv_heads"], i["max_chips"]):
             if chips == row["chips"]:
                 continue
             only = _only_chips(i, row["seq_len"], chips)
@@ -485,14 +568,15 @@ def _only_chips(i: dict, seq_len: int, chips: int) -> Fraction | None:
     """The best throughput per chip at exactly this chip count (None: nothing allowed)."""
     kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * seq_len
     weights = i["n_params"] * i["weight_bytes"]
+    held = min(chips, i["n_kv_heads"])
     compute = Fraction(2 * i["n_params"], chips * i["peak_flops"])
-    reads, per_seq = Fraction(weights, chips * i["hbm_bandwidth"]), Fraction(kv, chips * i["hbm_bandwidth"])
+    reads, per_seq = Fraction(weights, chips * i["hbm_bandwidth"]), Fraction(kv, held * i["hbm_bandwidth"])
     fixed = 4 * i["layers"] * (chips - 1) * i["step_latency_s"]
     per_act = (
         4 * i["layers"] * i["d_model"] * i["act_bytes"] * Fraction(chips - 1, chips) / i["link_bandwidth"]
     )
     cap = min(
-        (chips * i["hbm_bytes_per_chip"] - weights) // kv,
+        math.floor((i["hbm_bytes_per_chip"] - Fraction(weights, chips)) * held / kv),
         math.floor((i["max_step_s"] - fixed) / (compute + per_act)),
         math.floor((i["max_step_s"] - fixed - reads) / (per_seq + per_act)),
     )
@@ -518,25 +602,29 @@ step yields the next token of every sequence)."""
 _L3 = (
     CACHE
     + """
-Tensor parallelism over c chips: each chip holds 1/c of every weight matrix and of every
-sequence's KV cache, does 1/c of the step's FLOPs (2 per parameter per sequence) at `peak_flops`
-FLOP/s and reads its share of the weights and of the KV cache at `hbm_bandwidth` bytes/s; its
-compute and its reads overlap (roofline). Each layer then sums partial results over the c chips
-twice (after attention and after the MLP), each time by a ring all-reduce of the batch's
-activations (batch x `d_model` values of `act_bytes` bytes) over links of `link_bandwidth`
-bytes/s per chip, not overlapped with anything; c = 1 needs none. For each chip count in
-`chip_counts` (chips of `hbm_bytes_per_chip` bytes of HBM each), say whether weights plus KV
-cache fit in the chips' total HBM, and give the decode step time in seconds and the throughput in
-tokens per second."""
+"""
+    + TENSOR_PARALLEL
+    + """ Each chip does 1/c of the step's FLOPs (2 per parameter per
+sequence) at `peak_flops` FLOP/s and reads its share of the weights and of the KV cache at
+`hbm_bandwidth` bytes/s; its compute and its reads overlap (roofline). Each layer then sums
+partial results over the c chips twice (after attention and after the MLP), each time by a ring
+all-reduce of the batch's activations (batch x `d_model` values of `act_bytes` bytes) over links of
+`link_bandwidth` bytes/s per chip, not overlapped with anything; c = 1 needs none. For each degree c
+in `chip_counts` (chips of `hbm_bytes_per_chip` bytes of HBM each), say whether one chip's share of
+the weights and of the KV cache fits in its HBM, and give the decode step time in seconds and the
+throughput in tokens per second."""
 )
 
-_L5 = """\
+_L5 = (
+    """\
 A model of `n_params` parameters (`weight_bytes` bytes each) decodes a batch of B sequences that
 each have S cached positions; every cached position holds a key and a value of `head_dim`
-values for each of `layers` layers and `n_kv_heads` KV heads, `kv_bytes` bytes per value. You
-choose the number of chips c (1 to `max_chips`) and B (an integer >= 1). Tensor parallelism over c
-chips: each chip holds 1/c of every weight matrix and of every sequence's KV cache (it must all
-fit in its `hbm_bytes_per_chip` bytes of HBM), does 1/c of the step's FLOPs (2 per parameter per
+values for each of `layers` layers and `n_kv_heads` KV heads (of `n_heads` query heads),
+`kv_bytes` bytes per value. You choose the number of chips c (1 to `max_chips`) and B (an integer
+>= 1). """
+    + TENSOR_PARALLEL
+    + """ A chip's share of the weights and of the KV cache must fit in
+its `hbm_bytes_per_chip` bytes of HBM. Each chip does 1/c of the step's FLOPs (2 per parameter per
 sequence) at `peak_flops` FLOP/s and reads its share of the weights and of the KV cache at
 `hbm_bandwidth` bytes/s; its compute and its reads overlap (roofline). Each layer then sums
 partial results over the c chips twice (after attention and after the MLP), each time by an
@@ -547,6 +635,7 @@ all-reduces, and c = 1 needs none. A decode step (which yields one token per seq
 at most `max_step_s` seconds. For each context length S in `seq_lens`, give the (c, B) with the
 most tokens per second per chip (on a tie, the fewer chips, then the smaller batch) and that
 throughput per chip; None for all three if no choice is allowed."""
+)
 
 LEVELS = {
     2: Level(

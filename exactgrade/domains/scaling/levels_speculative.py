@@ -13,6 +13,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling._sample import attention_shape, n_params, rows, value_bytes
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import PEAK_FLOPS, ridge_ok
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -224,19 +225,19 @@ def sample_speculative(draw: Draw, level: int) -> dict:
     """Chips whose verification pass turns compute-bound after about 1 to 12 drafted tokens
     (their ridge over the batch), so the best draft length differs between chips."""
     width = value_bytes(draw, level)
-    batch = draw.integer(1, 16)
+    batch = draw.integer(8, 48)  # with 2..13 tokens each, a ridge of a real order (hardware.RIDGE)
     chips = []
     for name in sample.letters("chip", rows(level, 2)):
-        bandwidth = 10**6 * draw.integer(500_000, 6_000_000)
-        tokens = batch * draw.integer(2, 13)  # the verify pass's compute-bound token count
-        ideal = Fraction(2 * bandwidth * tokens, width)  # peak = 2 bw tokens / width at the ridge
-        chips.append(
-            {
-                "name": name,
-                "peak_flops": 10**9 * max(1, round(ideal / 10**9) + draw.integer(-50, 50)),
-                "hbm_bandwidth": bandwidth,
-            }
-        )
+        for _ in range(100):  # redraw a chip whose peak or ridge no real part has
+            bandwidth = sample.hbm_bandwidth(draw, 3)
+            tokens = batch * draw.integer(2, 13)  # the verify pass's compute-bound token count
+            ideal = Fraction(2 * bandwidth * tokens, width)  # peak = 2 bw tokens / width at the ridge
+            peak = 10**9 * max(1, round(ideal / 10**9) + draw.integer(-50, 50))
+            if peak in PEAK_FLOPS and ridge_ok(peak, bandwidth):
+                break
+        else:
+            raise Reject("no real chip turns compute-bound within 13 tokens per sequence")
+        chips.append({"name": name, "peak_flops": peak, "hbm_bandwidth": bandwidth})
     target = n_params(draw, max(level, 3))
     return {
         "chips": chips,

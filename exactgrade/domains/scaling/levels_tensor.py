@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    hbm_capacity,
     link_bandwidth,
     peak_flops,
     round_numbers,
@@ -20,6 +21,7 @@ from exactgrade.domains.scaling._sample import (
     sorted_sample,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, NETWORK, NVLINK, draw_in, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -194,24 +196,29 @@ def _layer_params(i: dict) -> int:
 
 
 def sample_training_step(draw: Draw, level: int) -> dict:
-    """The HBM lies between the shard sizes of two neighbouring degrees, so fits takes both
-    values; the link is drawn so that communication matters (0.2x to 5x the compute at the
-    middle degree)."""
+    """A real HBM lies between the shard sizes of two neighbouring degrees (the layer count puts
+    it there), so fits takes both values; the link is drawn so that communication matters (0.2x
+    to 5x the compute at the middle degree)."""
     shape = attention_shape(draw, level)
     degrees = sorted_sample(draw, 2, 16 * level, rows(level, 3)) if not round_numbers(level) else \
         [2**e for e in sorted_sample(draw, 0, 3 + level, rows(level, 3))]
     tokens = 1024 * draw.integer(1, 16 * level) - (0 if round_numbers(level) else draw.integer(1, 1023))
     inputs = {"tokens": tokens,
-              "layers": draw.integer(8, 96), "d_model": shape["d_model"], "d_ff": shape["d_ff"],
+              "layers": 0, "d_model": shape["d_model"], "d_ff": shape["d_ff"],
               "bytes_per_value": 2, "state_bytes_per_param": draw.choice((14, 16, 18)),
               "act_bytes_per_token_layer": shape["d_model"] * draw.integer(10, 40),
               "tp_degrees": degrees, "peak_flops": peak_flops(draw, level),
               "link_bandwidth": link_bandwidth(draw, level), "hbm_bytes": 0}
-    held = inputs["layers"] * (_layer_params(inputs) * inputs["state_bytes_per_param"]
-                               + inputs["tokens"] * inputs["act_bytes_per_token_layer"])
+    per_layer = (_layer_params(inputs) * inputs["state_bytes_per_param"]
+                 + tokens * inputs["act_bytes_per_token_layer"])
     k = draw.integer(1, len(degrees) - 1)  # degrees[k] is the smallest that fits
-    low, high = Fraction(held, degrees[k]), Fraction(held, degrees[k - 1])
-    inputs["hbm_bytes"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    # A real HBM; the layer count puts it between the shards at degrees[k - 1] and degrees[k].
+    hbm = hbm_capacity(draw, level)
+    fewest = max(8, hbm * degrees[k - 1] // per_layer + 1)
+    most = min(96, -(-hbm * degrees[k] // per_layer) - 1)
+    if fewest > most:
+        raise Reject("no layer count of 8-96 puts a real HBM between two degrees' shards")
+    inputs["layers"], inputs["hbm_bytes"] = draw.integer(fewest, most), hbm
     return inputs
 
 
@@ -283,7 +290,7 @@ def sample_design(draw: Draw, level: int) -> dict:
               "act_bytes_per_token_layer": d_model * draw.integer(4, 24),
               "devices": devices, "node_size": node, "global_batches": [],
               "peak_flops": peak_flops(draw, level),
-              "tp_link_bandwidth": 10**6 * draw.integer(100_000, 900_000),
+              "tp_link_bandwidth": draw_in(draw, NVLINK, 10**6),
               "dp_link_bandwidth": 0, "hbm_bytes": 0}
     per_device = sorted({2 ** draw.integer(8, 14) * draw.choice((1, 3, 5)) - draw.integer(0, 7)
                          for _ in range(rows(level, 1))})
@@ -296,17 +303,15 @@ def sample_design(draw: Draw, level: int) -> dict:
     ideal = Fraction(_layer_params(inputs) * devices * inputs["tp_link_bandwidth"],
                      4 * d_model * middle) / target
     inputs["dp_link_bandwidth"] = 10**6 * max(1, round(ideal / 10**6))
-    if not 2 * 10**9 <= inputs["dp_link_bandwidth"] <= inputs["tp_link_bandwidth"]:
-        raise Reject("the inter-node link that would put the optimum inside the node is implausible")
+    require("dp_link_bandwidth", inputs["dp_link_bandwidth"], NETWORK)
     params = inputs["layers"] * _layer_params(inputs)
     acts = inputs["layers"] * inputs["act_bytes_per_token_layer"] * per_device[-1]
     state = params * inputs["state_bytes_per_param"]
     degrees = _divisors(node)
     j = draw.integer(1, len(degrees) - 1)
     low, high = Fraction(state, degrees[j]) + acts, Fraction(state, degrees[j - 1]) + acts
-    inputs["hbm_bytes"] = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
-    if not 16 * 10**9 <= inputs["hbm_bytes"] <= 256 * 10**9:
-        raise Reject("an implausible HBM size")
+    hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
+    inputs["hbm_bytes"] = require("hbm_bytes", hbm, HBM_CAPACITY)
     return inputs
 
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_capacity, link_bandwidth, n_params, peak_flops, rows
+from exactgrade.domains.scaling._sample import (
+    hbm_capacity,
+    link_bandwidth,
+    n_params_between,
+    peak_flops,
+    rows,
+)
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
@@ -240,18 +246,21 @@ def _state(n: int, g: int, d: int) -> dict[str, Fraction]:
     }
 
 
-def sample_derived(draw: Draw, level: int) -> dict:
-    """The HBM lies between two stages' bytes per device, so fits takes both values."""
-    n, devices, g = n_params(draw, level), draw.integer(2, 2 ** (8 + level)), draw.choice((2, 4))
-    sizes = sorted(_state(n, g, devices).values())
+def _between_stages(draw: Draw, level: int, room: int, per_param: dict[str, Fraction]) -> int:
+    """A model size that puts `room` bytes between two stages' bytes per device (per_param: a
+    stage's bytes per parameter), so fits takes both values on a real HBM."""
+    sizes = sorted(per_param.values())
     k = draw.integer(1, 3)
-    low, high = sizes[k - 1], sizes[k]
-    if high - low < 2:
-        raise Reject("two stages too close in size")
+    return n_params_between(draw, level, room / sizes[k], room / sizes[k - 1])
+
+
+def sample_derived(draw: Draw, level: int) -> dict:
+    """The HBM is a real capacity; the model size puts it between two stages' bytes per device."""
+    hbm, devices, g = hbm_capacity(draw, level), draw.integer(2, 2 ** (8 + level)), draw.choice((2, 4))
     return {
-        "n_params": n,
+        "n_params": _between_stages(draw, level, hbm, _state(1, g, devices)),
         "devices": devices,
-        "hbm_bytes_per_device": math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100)),
+        "hbm_bytes_per_device": hbm,
         "grad_bytes": g,
     }
 
@@ -266,28 +275,25 @@ def _derived_edges(task: Task) -> str | None:
 
 
 def sample_activations(draw: Draw, level: int) -> dict:
-    n, devices, g = n_params(draw, level), draw.integer(2, 2 ** (8 + level)), draw.choice((2, 4))
-    layers = draw.integer(12, 120)
-    inputs = {
-        "n_params": n,
+    """The HBM is a real capacity, the activations at most half of it; the model size puts the
+    rest between two stages' state per device."""
+    hbm, devices, g = hbm_capacity(draw, level), draw.integer(2, 2 ** (8 + level)), draw.choice((2, 4))
+    layers, act_bytes = draw.integer(12, 120), 1024 * draw.integer(4, 128)
+    most_tokens = min(32 * 1024, hbm // (2 * layers * act_bytes))
+    if most_tokens < 512:
+        raise Reject("not 512 tokens of activations fit in half the HBM")
+    tokens = draw.integer(512, most_tokens)
+    state = _state(1, g, devices)
+    state["zero3_parameters"] += Fraction(2, layers)
+    return {
+        "n_params": _between_stages(draw, level, hbm - tokens * layers * act_bytes, state),
         "layers": layers,
         "devices": devices,
-        "hbm_bytes_per_device": 0,
+        "hbm_bytes_per_device": hbm,
         "grad_bytes": g,
-        "tokens_per_device": 1024 * draw.integer(1, 32) - draw.integer(0, 1023),
-        "act_bytes_per_token_layer": 1024 * draw.integer(4, 128),
+        "tokens_per_device": tokens,
+        "act_bytes_per_token_layer": act_bytes,
     }
-    acts = inputs["tokens_per_device"] * layers * inputs["act_bytes_per_token_layer"]
-    state = _state(n, g, devices)
-    state["zero3_parameters"] += Fraction(2 * n, layers)
-    sizes = sorted(v + acts for v in state.values())
-    k = draw.integer(1, 3)
-    if sizes[k] - sizes[k - 1] < 2:
-        raise Reject("two stages too close in size")
-    inputs["hbm_bytes_per_device"] = math.ceil(
-        sizes[k - 1] + (sizes[k] - sizes[k - 1]) * Fraction(draw.integer(1, 99), 100)
-    )
-    return inputs
 
 
 def _activations_edges(task: Task) -> str | None:

@@ -325,7 +325,7 @@ layers in GiB without and with recomputation, and the ratio of the two (without 
 # Bytes per parameter of some uses; a use that divides a decimal capacity evenly would put the
 # floor on an exact integer (refused), so levels 1-2 draw from the uneven ones only.
 _USES = (("inference_int4_g32_scales", Fraction(9, 16)), ("inference_int4_g128_scales", Fraction(33, 64)),
-         ("inference_fp8_g128_scales", Fraction(65, 64)), ("training_adam", 14),
+         ("inference_fp8_g128_scales", Fraction(65, 64)), ("training_adam_state_no_grads", 14),
          ("training_adam_fp32_grads", 18), ("inference_int3_g64_scales", Fraction(7, 16)))
 _EVEN_USES = (("inference_bf16", 2), ("inference_fp32", 4), ("training_adam_bf16_grads", 16))
 
@@ -402,7 +402,7 @@ TASKS = (
             {"name": "inference_bf16", "bytes_per_param": 2},
             {"name": "inference_int8", "bytes_per_param": 1},
             {"name": "inference_int4", "bytes_per_param": Fraction(1, 2)},
-            {"name": "training_adam", "bytes_per_param": 14},
+            {"name": "training_adam_state_no_grads", "bytes_per_param": 14},
             {"name": "training_adam_fp32_grads", "bytes_per_param": 18},
         ]},
     ),

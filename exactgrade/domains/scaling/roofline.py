@@ -12,8 +12,10 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling import levels_compute5, levels_inverse2, levels_roofline, levels_roofline2
 from exactgrade.domains.scaling._sample import (
+    chip_inputs,
     hbm_bandwidth,
     jitter,
+    peak_and_bandwidth,
     peak_flops,
     round_numbers,
     rows,
@@ -22,6 +24,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, rounding_edge, scaling_family, tie_edge
+from exactgrade.domains.scaling.hardware import TIERS, draw_in
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -271,11 +274,10 @@ def sample_matmul_roofline(draw: Draw, level: int) -> dict:
     d_ff = d_model * draw.choice((2, 3, 4, 8) if level >= 2 else (4,))
     batches = sorted(draw.sample(range(1, 2**(9 + level)), 2 + level))
     batches = sorted({1, *batches})
+    peak, bandwidth = peak_and_bandwidth(draw, level)
     if level <= 2:
-        peak, bandwidth = 10**12 * 50 * draw.integer(2, 20), 10**9 * 100 * draw.integer(4, 40)
         weight_bytes = activation_bytes = 2
     else:
-        peak, bandwidth = 10**9 * draw.integer(100_000, 2_000_000), 10**7 * draw.integer(40_000, 400_000)
         weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (4, 4), (1, 1)))
     return {"batches": batches, "d_model": d_model, "d_ff": d_ff, "weight_bytes": weight_bytes,
             "activation_bytes": activation_bytes, "peak_flops": peak, "hbm_bandwidth": bandwidth}
@@ -360,7 +362,7 @@ def sample_elementwise_roofline(draw: Draw, level: int) -> dict:
     inputs = {"element_counts": counts, "flops_per_element": draw.integer(1, 40 * level),
               "bytes_read_per_element": draw.choice((1, 2, 4)),
               "bytes_written_per_element": draw.choice((1, 2, 4)),
-              "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+              **chip_inputs(draw, level)}
     moved = inputs["bytes_read_per_element"] + inputs["bytes_written_per_element"]
     critical = Fraction(inputs["peak_flops"], inputs["hbm_bandwidth"])
     if Fraction(inputs["flops_per_element"], moved) >= critical:
@@ -402,7 +404,7 @@ def sample_matmul_fraction_of_peak(draw: Draw, level: int) -> dict:
     if not round_numbers(level):
         shapes = [[m + draw.integer(0, 127) * (m > 16), k, n] for m, k, n in shapes]
     return {"shapes": shapes, "bytes_per_value": value_bytes(draw, level),
-            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            **chip_inputs(draw, level)}
 
 
 MATMUL_FRACTION_OF_PEAK = scaling_family(
@@ -435,7 +437,7 @@ def sample_decode_attention_roofline(draw: Draw, level: int) -> dict:
             "n_heads": n_kv_heads * draw.choice((1, 2, 4, 8)), "n_kv_heads": n_kv_heads,
             "head_dim": draw.choice((64, 128) if round_numbers(level) else (64, 80, 96, 128, 256)),
             "bytes_per_value": value_bytes(draw, level),
-            "peak_flops": peak_flops(draw, level), "hbm_bandwidth": hbm_bandwidth(draw, level)}
+            **chip_inputs(draw, level)}
 
 
 _DECODE_ATTENTION_L2 = """\
@@ -477,20 +479,21 @@ cache, so the intensity, and with it the bound, is the same at every batch size.
               "prompt says so"},
 )
 
-_TIERS = ("hbm", "host_dram_over_pcie", "nvme_offload", "cxl_memory", "remote_hbm_over_network",
-          "ssd_array", "object_store")
-
-
 def sample_weight_streaming_roofline(draw: Draw, level: int) -> dict:
+    """HBM and slower tiers of the hardware table (host DRAM over PCIe, one NVMe drive, one hard
+    disk), fastest first, each at a bandwidth of its own real range: a tier's name and its speed
+    agree, so the rows teach the real order."""
     d_model = 1024 * draw.integer(2, 8 * level)
-    bandwidths = sorted((hbm_bandwidth(draw, level) // draw.choice((1, 4, 16, 64, 256, 1024))
-                         for _ in range(rows(level, 3))), reverse=True)
-    names = draw.sample(_TIERS, len(bandwidths))
-    tiers = [{"name": name, "bandwidth": speed} for name, speed in zip(names, bandwidths, strict=True)]
+    peak = peak_flops(draw, level)
+    slower = sorted(draw.sample(range(1, len(TIERS)), min(rows(level, 3), len(TIERS)) - 1))
+    tiers = [{"name": "hbm", "bandwidth": hbm_bandwidth(draw, level, peak)}]
+    for name, rng in (TIERS[i] for i in slower):
+        step = 10 ** (len(str(rng.low)) - 2)  # two significant digits at levels 1-2
+        tiers.append({"name": name, "bandwidth": draw_in(draw, rng, 10**6, step, round_numbers(level))})
     return {"batch": draw.integer(1, 256 * level), "d_model": d_model,
             "d_ff": d_model * draw.choice((2, 3, 4)),
             "bytes_per_value": value_bytes(draw, level),
-            "peak_flops": peak_flops(draw, level),
+            "peak_flops": peak,
             "tiers": tiers}
 
 
@@ -512,7 +515,7 @@ WEIGHT_STREAMING_ROOFLINE = scaling_family(
     """\
 The matmul x[batch, d_model] @ W[d_model, d_ff] (read x and W once, write y once, `bytes_per_value`
 bytes per value) runs at `peak_flops` FLOP/s, but its operands are streamed from one of several
-memory tiers in `tiers`, each with its bandwidth in bytes/s. For each tier give the critical
+memory tiers in `tiers` (fastest first), each with its bandwidth in bytes/s. For each tier give the critical
 intensity (peak_flops / bandwidth, FLOPs per byte), the roofline time in seconds and the bound.""",
     '{"rows": [{"tier": <str>, "critical_intensity": <number>, "time_s": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per tier, in order',

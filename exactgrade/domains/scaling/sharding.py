@@ -44,6 +44,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
+from exactgrade.domains.scaling.hardware import ANY_LINK, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -51,19 +52,20 @@ from exactgrade.task import Task
 
 
 def data_parallel_step(n_params, grad_bytes, devices, link_bandwidth, tokens_per_device, peak_flops, mfu):
-    """Gradient all-reduce time against the compute time of the step it overlaps."""
+    """Gradient all-reduce time against the backward pass, the only compute it can overlap
+    (synchronous data parallelism: the next step's forward needs the updated weights)."""
     from fractions import Fraction
 
     gradient = n_params * grad_bytes
     allreduce_s = 2 * gradient * Fraction(devices - 1, devices) / link_bandwidth
     rows = []
     for tokens in tokens_per_device:
-        compute_s = Fraction(6 * n_params * tokens) / (peak_flops * mfu)
+        backward_s = Fraction(4 * n_params * tokens) / (peak_flops * mfu)
         rows.append({
             "tokens_per_device": tokens,
-            "compute_s": compute_s,
+            "backward_s": backward_s,
             "allreduce_s": allreduce_s,
-            "allreduce_exceeds_compute": allreduce_s > compute_s,
+            "allreduce_exceeds_backward": allreduce_s > backward_s,
         })
     return {"rows": rows}
 
@@ -180,9 +182,9 @@ def data_parallel_step_float(n_params, grad_bytes, devices, link_bandwidth, toke
     allreduce = grad_bytes * n_params / link_bandwidth * (1 - 1 / devices) * passes
     rows = []
     for t in tokens_per_device:
-        compute = 6.0 * t / mfu * (n_params / peak_flops)
-        rows.append({"tokens_per_device": t, "compute_s": compute, "allreduce_s": allreduce,
-                     "allreduce_exceeds_compute": allreduce > compute})
+        backward = 4.0 * t / mfu * (n_params / peak_flops)
+        rows.append({"tokens_per_device": t, "backward_s": backward, "allreduce_s": allreduce,
+                     "allreduce_exceeds_backward": allreduce > backward})
     return {"rows": rows}
 
 
@@ -283,15 +285,15 @@ def _device_count(draw: Draw, level: int) -> int:
 
 
 def sample_data_parallel_step(draw: Draw, level: int) -> dict:
-    """The per-device batches straddle the batch at which compute catches up with the all-reduce
-    (the crossover), so the boolean takes both values in every instance."""
+    """The per-device batches straddle the batch at which the backward pass catches up with the
+    all-reduce (the crossover), so the boolean takes both values in every instance."""
     inputs = {"n_params": n_params(draw, level), "grad_bytes": value_bytes(draw, level, (2, 4)),
               "devices": _device_count(draw, level), "link_bandwidth": link_bandwidth(draw, level),
               "peak_flops": peak_flops(draw, level), "mfu": fraction(draw, level, 20, 60)}
     devices = inputs["devices"]
     allreduce_s = (2 * inputs["n_params"] * inputs["grad_bytes"] * Fraction(devices - 1, devices)
                    / inputs["link_bandwidth"])
-    crossover = allreduce_s * inputs["peak_flops"] * inputs["mfu"] / (6 * inputs["n_params"]) / 512
+    crossover = allreduce_s * inputs["peak_flops"] * inputs["mfu"] / (4 * inputs["n_params"]) / 512
     top = 16 * level
     if not 1 < crossover < top:
         raise Reject("the all-reduce crossover lies outside the batches drawn")
@@ -304,8 +306,8 @@ def sample_data_parallel_step(draw: Draw, level: int) -> dict:
 
 def _allreduce_not_tied(task: Task) -> str | None:
     for row in task.expected["rows"]:
-        problem = tie_edge(f"{row['tokens_per_device']} tokens: the all-reduce against the compute",
-                           row["allreduce_s"], row["compute_s"])
+        problem = tie_edge(f"{row['tokens_per_device']} tokens: the all-reduce against the backward pass",
+                           row["allreduce_s"], row["backward_s"])
         if problem:
             return problem
     return None
@@ -314,14 +316,16 @@ def _allreduce_not_tied(task: Task) -> str | None:
 DATA_PARALLEL_STEP = scaling_family(
     "data_parallel_step", "sharding", data_parallel_step,
     """\
-Pure data parallelism over `devices` devices: every device holds the whole model of `n_params`
-parameters, computes on `tokens_per_device` tokens per step (6*N FLOPs per token, at `peak_flops`
-FLOP/s and utilization `mfu`), then all-reduces the gradients (`grad_bytes` bytes per parameter)
-with a ring all-reduce over links of `link_bandwidth` bytes/s per device. For each per-device batch
-in `tokens_per_device`, give the compute time of the step, the all-reduce time (both in seconds)
-and whether the all-reduce takes strictly longer than the compute it could overlap.""",
-    '{"rows": [{"tokens_per_device": <int>, "compute_s": <number>, "allreduce_s": <number>, '
-    '"allreduce_exceeds_compute": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
+Synchronous data parallelism (as PyTorch DDP) over `devices` devices: every device holds the whole
+model of `n_params` parameters and computes on `tokens_per_device` tokens per step, 2*N FLOPs per
+token forward and 4*N backward, at `peak_flops` FLOP/s and utilization `mfu`. The gradients
+(`grad_bytes` bytes per parameter) are summed by a ring all-reduce over links of `link_bandwidth`
+bytes/s per device, which can overlap only the backward pass: gradients become ready during it,
+and the next step's forward needs the updated weights. For each per-device batch in
+`tokens_per_device`, give the backward time, the all-reduce time (both in seconds) and whether the
+all-reduce takes strictly longer than the backward pass.""",
+    '{"rows": [{"tokens_per_device": <int>, "backward_s": <number>, "allreduce_s": <number>, '
+    '"allreduce_exceeds_backward": <bool>}, ...]}  # one row per entry of `tokens_per_device`, in order',
     data_parallel_step_float, "allreduce_once",
     sample=sample_data_parallel_step,
     levels="L2: the step described, its FLOPs derived; L3: the all-reduce overlapping the backward "
@@ -331,7 +335,7 @@ and whether the all-reduce takes strictly longer than the compute it could overl
            "microbatches whose activations fit, the all-reduce overlapping only the last "
            "microbatch's backward (memory, overlap and ring change regime across device counts)",
     reject=_allreduce_not_tied,
-    varying=("rows[].allreduce_exceeds_compute",),
+    varying=("rows[].allreduce_exceeds_backward",),
     upper={2: levels_data.l2_level(data_parallel_step, sample_data_parallel_step, _allreduce_not_tied),
            3: levels_data.LEVELS[3],
            4: dataclasses.replace(levels_inverse.HIDING, varying=("rows[].min_tokens_per_device",)),
@@ -388,7 +392,7 @@ def sample_tensor_parallel_layer(draw: Draw, level: int) -> dict:
     crossing = draw.integer(degrees[0], degrees[-1] - 1) + Fraction(1, 2)
     ideal = 4 * (crossing - 1) * w * peak / (8 * d + 4 * f)
     unit = 25 * 10**9 if round_numbers(level) else 10**6
-    inputs["link_bandwidth"] = max(unit, unit * round(ideal / unit))
+    inputs["link_bandwidth"] = require("link_bandwidth", max(unit, unit * round(ideal / unit)), ANY_LINK)
     return inputs
 
 
@@ -660,7 +664,7 @@ TASKS = (
         "sc-021",
         {"n_params": 8 * 10**9, "grad_bytes": 2, "devices": 256, "link_bandwidth": 50 * 10**9,
          "tokens_per_device": [1024, 2048, 4096], "peak_flops": 400 * 10**12, "mfu": Fraction(2, 5)},
-    ), "headline:allreduce_exceeds_compute"),
+    ), "headline:allreduce_exceeds_backward"),
     FSDP_STEP_COMMUNICATION.task(
         "sc-022",
         {"n_params": 70 * 10**9, "param_bytes": 2, "device_counts": [8, 64, 512],

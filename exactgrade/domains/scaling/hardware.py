@@ -1,0 +1,247 @@
+"""The hardware the scaling tasks may pose, written once: every range bounded by real parts.
+
+A blind solver follows the prompt, so a chip with 169 TB/s of HBM or a memory tier named "hbm"
+slower than an NVMe drive would teach it something false about the world. Every scaling sampler
+draws its hardware numbers from the ranges below (``draw_in``), and tests/test_scaling_hardware.py
+checks over generated instances that every hardware input lies in the range its name maps to
+(``INPUT_RANGES``), that chips have a ridge point of a real order, and that named memory tiers
+are ordered as ``TIERS`` orders them. The chips of a task stay hypothetical ("chip_a") but
+physical: their numbers are those of some real part, or between two.
+
+Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second one way:
+- NVIDIA V100 SXM2: 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 16/32 GB, NVLink2 300 GB/s both ways.
+- NVIDIA A100 SXM: 312 TFLOP/s bf16, 624 TOPS int8, 19.5 TFLOP/s fp32, 1.56-2.04 TB/s, 40/80 GB,
+  NVLink3 600 GB/s both ways.
+- NVIDIA H100 SXM: 989 TFLOP/s bf16, 1979 TFLOP/s fp8, 67 TFLOP/s fp32, 3.35 TB/s, 80 GB,
+  NVLink4 900 GB/s both ways; H200: the same compute, 4.8 TB/s, 141 GB.
+- NVIDIA B200: 2.25 PFLOP/s bf16, 4.5 PFLOP/s fp8, 8 TB/s, 192 GB, NVLink5 1.8 TB/s both ways;
+  GB200 (per GPU): 2.5 PFLOP/s bf16.
+- AMD MI25: 24.6 TFLOP/s fp16, 484 GB/s HBM2 (the slowest HBM part counted, ridge about 51);
+  MI300X: 1307 TFLOP/s bf16, 2615 TFLOP/s fp8, 163 TFLOP/s fp32, 5.3 TB/s, 192 GB.
+- Google TPU v4: 275 TFLOP/s bf16, 1.2 TB/s, 32 GB; v5e: 197 TFLOP/s bf16, 394 TOPS int8,
+  819 GB/s, 16 GB, ICI 4 links of 45 GB/s; v5p: 459 TFLOP/s, 2.76 TB/s, 95 GB, ICI 6 links of
+  90 GB/s; v6e: 918 TFLOP/s, 1.64 TB/s, 32 GB (ridge about 560, the highest here).
+- PCIe x16 per direction: Gen3 15.75 GB/s, Gen4 31.5 GB/s, Gen5 63 GB/s; NVLink-C2C between a
+  Grace CPU and its GPU (GH200, GB200): 450 GB/s per direction. NICs: 25 GbE 3.1 GB/s,
+  InfiniBand HDR 200 Gb/s 25 GB/s, NDR 400 Gb/s 50 GB/s, XDR / ConnectX-8 800 Gb/s 100 GB/s.
+- One NVMe drive: PCIe Gen3 x4 about 3.5 GB/s, Gen5 x4 about 14 GB/s (reads); one 7200 rpm hard
+  disk 100-285 MB/s sequential.
+- Host DRAM of one node: 1 TB (DGX A100), 2 TB (DGX H100), 4 TB (DGX B200); 128 GB is a small
+  inference host. GPU shared memory per SM: V100 96 KiB, A100 164 KiB, H100 228 KiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from exactgrade.family import Draw, Reject
+
+
+@dataclass(frozen=True)
+class Range:
+    """A closed range [low, high] of one hardware quantity and the real parts that bound it."""
+
+    low: int
+    high: int
+    unit: str
+    parts: str
+
+    def __contains__(self, value: object) -> bool:
+        return (
+            isinstance(value, (int, Fraction))
+            and not isinstance(value, bool)
+            and self.low <= value <= self.high
+        )
+
+    def within(self, low: int | None = None, high: int | None = None) -> Range:
+        """The part of this range between low and high (a level's narrower draw)."""
+        return Range(
+            max(self.low, low if low is not None else self.low),
+            min(self.high, high if high is not None else self.high),
+            self.unit,
+            self.parts,
+        )
+
+
+def _in_steps(draw: Draw, rng: Range, step: int) -> int:
+    """A uniform multiple of step in rng (at least one multiple must lie in it)."""
+    return step * draw.integer(-(-rng.low // step), rng.high // step)
+
+
+def draw_in(
+    draw: Draw,
+    rng: Range,
+    step: int,
+    round_step: int | None = None,
+    round_numbers: bool = False,
+    round_high: int | None = None,
+) -> int:
+    """A value of rng: a multiple of round_step up to round_high when round_numbers (levels 1-2:
+    round numbers a model can work with), else a multiple of step anywhere in the range."""
+    if round_numbers and round_step is not None:
+        return _in_steps(draw, rng.within(high=round_high), round_step)
+    return _in_steps(draw, rng, step)
+
+
+def require(name: str, value: int | Fraction, rng: Range) -> int | Fraction:
+    """value, when it lies in rng; else Reject (a hardware number a sampler derived from others,
+    e.g. a capacity set between two needs, must still be one a real part has)."""
+    if value not in rng:
+        raise Reject(f"{name} = {float(value):.4g} {rng.unit} is outside the real range ({rng.parts})")
+    return value
+
+
+TERA, GIGA = 10**12, 10**9
+
+PEAK_FLOPS = Range(
+    100 * TERA,
+    2500 * TERA,
+    "FLOP/s",
+    "dense bf16/fp16 matmul peak of one chip: V100 125 T, TPU v5e 197 T ... B200 2.25 P, GB200 2.5 P per GPU",
+)
+PEAK_FLOPS_8BIT = Range(
+    390 * TERA, 5000 * TERA, "FLOP/s", "dense int8/fp8 peak: TPU v5e 394 T, A100 624 T ... B200 4.5 P"
+)
+PEAK_FLOPS_FP32 = Range(
+    15 * TERA, 170 * TERA, "FLOP/s", "fp32 without tensor cores: V100 15.7 T, A100 19.5 T ... MI300X 163 T"
+)
+ACHIEVED_FLOPS = Range(
+    10 * TERA, PEAK_FLOPS.high, "FLOP/s", "FLOP/s a chip sustains: a utilization of 10-100% of a bf16 peak"
+)
+HBM_BANDWIDTH = Range(
+    480 * GIGA,
+    8000 * GIGA,
+    "bytes/s",
+    "HBM of one chip: MI25 484 GB/s, TPU v5e 819 GB/s, A100 2.04 TB/s ... B200 8 TB/s",
+)
+HBM_CAPACITY = Range(
+    16 * GIGA, 192 * GIGA, "bytes", "HBM of one chip: V100 / TPU v5e 16 GB ... B200 / MI300X 192 GB"
+)
+SERVER_HBM = Range(
+    16 * GIGA,
+    16 * 192 * GIGA,
+    "bytes",
+    "HBM of one server in total: one chip of 16 GB ... 16 chips of 192 GB",
+)
+RIDGE = Range(
+    50, 700, "FLOP/byte", "peak FLOP/s over HBM bytes/s: MI25 about 51, A100 153, H100 295, TPU v6e 560"
+)
+NVLINK = Range(150 * GIGA, 900 * GIGA, "bytes/s", "NVLink per GPU one way: V100 150 GB/s ... B200 900 GB/s")
+ICI = Range(
+    45 * GIGA,
+    540 * GIGA,
+    "bytes/s",
+    "TPU inter-chip links per chip one way: one v5e link 45 GB/s ... v5p 6 links of 90 GB/s",
+)
+HOST_LINK = Range(
+    15 * GIGA,
+    450 * GIGA,
+    "bytes/s",
+    "a chip's link to host memory one way: PCIe Gen3 x16 15.75 GB/s ... NVLink-C2C (GH200, GB200) 450 GB/s",
+)
+PCIE = Range(15 * GIGA, 64 * GIGA, "bytes/s", "PCIe x16 one way: Gen3 15.75 GB/s ... Gen5 63 GB/s")
+NETWORK = Range(
+    3 * GIGA,
+    100 * GIGA,
+    "bytes/s",
+    "data-centre network per device: 25 GbE 3.1 GB/s, InfiniBand NDR 50 GB/s ... XDR 100 GB/s",
+)
+ANY_LINK = Range(
+    NETWORK.low, NVLINK.high, "bytes/s", "a device's link of an unnamed kind: from a 25 GbE NIC to NVLink5"
+)
+NVME = Range(
+    2 * GIGA, 14 * GIGA, "bytes/s", "one NVMe drive: PCIe Gen3 x4 about 3.5 GB/s ... Gen5 x4 14 GB/s"
+)
+HARD_DISK = Range(10**8, 3 * 10**8, "bytes/s", "one 7200 rpm hard disk: 100-285 MB/s sequential")
+SHARED_STORAGE = Range(
+    GIGA,
+    10**13,
+    "bytes/s",
+    "a cluster's checkpoint writes: one NFS server over 10 GbE ... a parallel file system",
+)
+HOST_MEMORY = Range(128 * GIGA, 4000 * GIGA, "bytes", "host DRAM of one node: a small host ... DGX B200 4 TB")
+SHARED_MEMORY = Range(
+    64 * 1024, 256 * 1024, "bytes", "GPU shared memory per SM: V100 96 KiB ... H100 228 KiB"
+)
+
+TIERS: tuple[tuple[str, Range], ...] = (
+    ("hbm", HBM_BANDWIDTH),
+    ("host_dram_over_pcie", PCIE),
+    ("nvme_offload", NVME),
+    ("hard_disk", HARD_DISK),
+)
+"""Memory tiers a matmul may stream its operands from, fastest first; the ranges are disjoint, so a
+tier's name fixes its place in the order."""
+
+TIER_RANGES: Mapping[str, Range] = dict(TIERS)
+
+INPUT_RANGES: Mapping[str, Range] = {
+    "peak_flops": PEAK_FLOPS,
+    "achieved_flops": ACHIEVED_FLOPS,
+    "achieved_flops_per_chip": ACHIEVED_FLOPS,
+    "hbm_bandwidth": HBM_BANDWIDTH,
+    "hbm_bytes": HBM_CAPACITY,
+    "hbm_bytes_per_chip": HBM_CAPACITY,
+    "hbm_bytes_per_device": HBM_CAPACITY,
+    "hbm_capacity": HBM_CAPACITY,
+    "device_memories": HBM_CAPACITY,
+    "link_bandwidth": ANY_LINK,
+    "tp_link_bandwidth": NVLINK,
+    "intra_bandwidth": NVLINK,
+    "dp_link_bandwidth": NETWORK,
+    "inter_bandwidth": NETWORK,
+    "host_bandwidth": HOST_LINK,
+    "checkpoint_write_bandwidth": SHARED_STORAGE,
+    "sram_bytes": SHARED_MEMORY,
+}
+"""The range of each input name that is a hardware number, wherever it appears in a task's inputs
+(top level or inside a list of chips, runs or clusters)."""
+
+FAMILY_INPUT_RANGES: Mapping[tuple[str, str], Range] = {
+    ("max_batch_for_kv_cache", "hbm_bytes"): SERVER_HBM,
+}
+"""Names whose meaning a family changes: max_batch_for_kv_cache's hbm_bytes is a whole server's."""
+
+
+def input_range(family: str, name: str) -> Range | None:
+    """The range of a hardware input of a family, or None when the name is not a hardware number."""
+    return FAMILY_INPUT_RANGES.get((family, name), INPUT_RANGES.get(name))
+
+
+def ridge_ok(peak_flops: int | Fraction, hbm_bandwidth: int | Fraction) -> bool:
+    """Whether a chip's ridge point (peak FLOP/s over HBM bytes/s) is of a real order."""
+    return Fraction(peak_flops, 1) / hbm_bandwidth in RIDGE
+
+
+__all__ = [
+    "ACHIEVED_FLOPS",
+    "ANY_LINK",
+    "FAMILY_INPUT_RANGES",
+    "HARD_DISK",
+    "HBM_BANDWIDTH",
+    "HBM_CAPACITY",
+    "HOST_LINK",
+    "HOST_MEMORY",
+    "ICI",
+    "INPUT_RANGES",
+    "NETWORK",
+    "NVLINK",
+    "NVME",
+    "PCIE",
+    "PEAK_FLOPS",
+    "PEAK_FLOPS_8BIT",
+    "PEAK_FLOPS_FP32",
+    "RIDGE",
+    "Range",
+    "SERVER_HBM",
+    "SHARED_MEMORY",
+    "SHARED_STORAGE",
+    "TIERS",
+    "TIER_RANGES",
+    "draw_in",
+    "input_range",
+    "require",
+    "ridge_ok",
+]

@@ -1,0 +1,151 @@
+"""Every hardware number a scaling task poses is one a real part has (exactgrade/domains/scaling/
+hardware.py): each input that names a hardware quantity lies in its table range, every chip has a
+ridge point of a real order, named memory tiers come in the table's order, and a name that looks
+like hardware but has no range fails (a new family cannot slip an unchecked number in).
+
+EXACTGRADE_HARDWARE_INSTANCES sets the instances per (family, level): the suite default keeps the
+suite fast; 200 is the full check (docs/scaling-hardware.md gives the command)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+import exactgrade
+from exactgrade.domains import scaling
+from exactgrade.domains.scaling import hardware
+from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, input_range, ridge_ok
+from exactgrade.family import LEVELS
+from exactgrade.task import Task, TaskDef
+
+FAMILIES = exactgrade.families("scaling")
+COUNT = int(os.environ.get("EXACTGRADE_HARDWARE_INSTANCES", "") or 6)
+SEED = 23
+
+LOOKS_LIKE_HARDWARE = re.compile(r"bandwidth|hbm|peak_flops|achieved_flops|memor|sram")
+NOT_HARDWARE = {
+    "hbm_fractions": "shares of a weight matrix kept in HBM, not a hardware number",
+    "bandwidth": "a memory tier's bandwidth: checked against its tier's range below",
+}
+
+
+def named_leaves(value: Any, name: str = "") -> Iterator[tuple[str, Any]]:
+    """(input name, value) of every number in the inputs; a list element keeps its list's name
+    and a dict entry its own key."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from named_leaves(item, key)
+    elif isinstance(value, list):
+        for item in value:
+            yield from named_leaves(item, name)
+    elif isinstance(value, (int, Fraction)) and not isinstance(value, bool):
+        yield name, value
+
+
+def dicts(value: Any) -> Iterator[dict]:
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from dicts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from dicts(item)
+
+
+def hardware_problems(task: Task | TaskDef) -> list[str]:
+    """Every way one task's hardware inputs leave the table."""
+    family = task.family or ""
+    problems = []
+    for name, value in named_leaves(dict(task.inputs)):
+        rng = input_range(family, name)
+        if rng is None:
+            if LOOKS_LIKE_HARDWARE.search(name) and name not in NOT_HARDWARE and value != 0:
+                problems.append(f"{name} = {value} looks like hardware but has no range in hardware.py")
+        elif value not in rng:
+            problems.append(
+                f"{name} = {float(value):.4g} {rng.unit} outside [{rng.low:.3g}, {rng.high:.3g}] "
+                f"({rng.parts})"
+            )
+    for chip in dicts(dict(task.inputs)):
+        if "peak_flops" in chip and "hbm_bandwidth" in chip and chip["hbm_bandwidth"]:
+            if not ridge_ok(chip["peak_flops"], chip["hbm_bandwidth"]):
+                ridge = Fraction(chip["peak_flops"]) / chip["hbm_bandwidth"]
+                problems.append(f"ridge point {float(ridge):.4g} FLOP/byte outside {hardware.RIDGE.parts}")
+    tiers = task.inputs.get("tiers")
+    if tiers is not None:
+        order = [name for name, _ in TIERS]
+        for tier in tiers:
+            if tier["name"] not in TIER_RANGES:
+                problems.append(f"tier {tier['name']!r} is not in the table")
+            elif tier["bandwidth"] not in TIER_RANGES[tier["name"]]:
+                problems.append(f"tier {tier['name']} at {tier['bandwidth']} bytes/s is outside its range")
+        names = [tier["name"] for tier in tiers if tier["name"] in order]
+        if names != sorted(names, key=order.index):
+            problems.append(f"tiers {names} are not in the table's order {order}")
+    return problems
+
+
+@pytest.mark.parametrize(("name", "level"), [(name, level) for name in FAMILIES for level in LEVELS])
+def test_every_hardware_input_lies_in_its_table_range(name, level):
+    found = []
+    for index in range(COUNT):
+        task = exactgrade.generate("scaling", seed=SEED, index=index, level=level, family=name)
+        found += [f"{task.id}: {problem}" for problem in hardware_problems(task)]
+    assert found == []
+
+
+def test_canonical_tasks_pose_real_hardware():
+    found = [f"{d.id}: {p}" for d in scaling.TASKS for p in hardware_problems(d)]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("inputs", "problem"),
+    [
+        ({"peak_flops": 169 * 10**15, "hbm_bandwidth": 3 * 10**12}, "peak_flops"),
+        ({"peak_flops": 10**15, "hbm_bandwidth": 169 * 10**12}, "hbm_bandwidth"),
+        ({"peak_flops": 2 * 10**14, "hbm_bandwidth": 8 * 10**12}, "ridge point 25"),
+        ({"hbm_bytes": 82 * 10**12}, "hbm_bytes"),
+        ({"link_bandwidth": 43 * 10**11}, "link_bandwidth"),
+        ({"chips": [{"name": "chip_a", "peak_flops": 10**15, "hbm_bandwidth": 2 * 10**11}]}, "hbm_bandwidth"),
+        (
+            {
+                "tiers": [
+                    {"name": "hbm", "bandwidth": 2 * 10**12},
+                    {"name": "nvme_offload", "bandwidth": 15 * 10**11},
+                ]
+            },
+            "tier nvme_offload",
+        ),
+        (
+            {
+                "tiers": [
+                    {"name": "nvme_offload", "bandwidth": 7 * 10**9},
+                    {"name": "hbm", "bandwidth": 2 * 10**12},
+                ]
+            },
+            "not in the table's order",
+        ),
+        ({"weird_bandwidth": 10**9}, "looks like hardware"),
+    ],
+)
+def test_the_range_check_refuses_what_does_not_exist(inputs, problem):
+    task = Task(
+        id="sc-x",
+        domain="scaling",
+        category="roofline",
+        prompt="",
+        api_description="",
+        inputs=inputs,
+        expected=None,
+        policy=None,
+        program="",
+        family="matmul_roofline",
+    )
+    problems = hardware_problems(task)
+    assert any(problem in p for p in problems), problems

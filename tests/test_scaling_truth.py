@@ -1,0 +1,183 @@
+"""What the scaling tasks teach is true about the world (issue 28): each test states one mechanism
+as the literature states it and checks generated instances (prompt and key) against it. Every one
+of them fails on the samplers and texts before the issue's fix."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+import exactgrade
+from exactgrade.domains.scaling._text import api_description
+from exactgrade.domains.scaling.hardware import TIERS
+from exactgrade.domains.scaling.levels_sharded import tp_degrees
+from exactgrade.task import Task
+
+SEED = 29
+COUNT = 12
+
+
+def generated(family: str, level: int, count: int = COUNT) -> list[Task]:
+    return [
+        exactgrade.generate("scaling", seed=SEED, index=i, level=level, family=family) for i in range(count)
+    ]
+
+
+# ---------------------------------------------------------------- 1. memory tiers in their real order
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_memory_tiers_are_named_in_the_order_of_their_bandwidths(level):
+    order = [name for name, _ in TIERS]
+    for task in generated("weight_streaming_roofline", level):
+        tiers = task.inputs["tiers"]
+        names, speeds = [t["name"] for t in tiers], [t["bandwidth"] for t in tiers]
+        assert names[0] == "hbm" and names == sorted(names, key=order.index), task.id
+        assert speeds == sorted(speeds, reverse=True) and len(set(speeds)) == len(speeds), task.id
+
+
+# ---------------------------------------------------------------- 2. GPipe and 1F1B as they run
+
+
+def simulate(stages: int, microbatches: int, forward: Fraction, backward: Fraction, one_f_one_b: bool):
+    """(step time, peak microbatches in flight per stage) of a pipeline run op by op: a forward
+    waits for the previous stage's forward, a backward for the next stage's backward."""
+    order = {}
+    for s in range(1, stages + 1):
+        if one_f_one_b:
+            warm = min(stages - s, microbatches)
+            ops = [("F", k) for k in range(1, warm + 1)]
+            for k in range(warm + 1, microbatches + 1):
+                ops += [("F", k), ("B", k - warm)]
+            ops += [("B", k) for k in range(microbatches - warm + 1, microbatches + 1)]
+        else:
+            ops = [(op, k) for op in "FB" for k in range(1, microbatches + 1)]
+        order[s] = ops
+    done: dict = {}
+    free = dict.fromkeys(order, Fraction(0))
+    at = dict.fromkeys(order, 0)
+    peak = dict.fromkeys(order, 0)
+    held = dict.fromkeys(order, 0)  # microbatches whose forward ran here and backward did not
+    while any(at[s] < len(order[s]) for s in order):
+        for s in order:
+            while at[s] < len(order[s]):
+                op, k = order[s][at[s]]
+                if op == "F":
+                    needs = ("F", s - 1, k) if s > 1 else None
+                else:
+                    needs = ("B", s + 1, k) if s < stages else ("F", s, k)
+                if needs is not None and needs not in done:
+                    break
+                start = max(free[s], done.get(needs, Fraction(0)))
+                done[(op, s, k)] = free[s] = start + (forward if op == "F" else backward)
+                at[s] += 1
+                held[s] += 1 if op == "F" else -1
+                peak[s] = max(peak[s], held[s])
+    return max(done.values()), peak
+
+
+@pytest.mark.parametrize(("forward", "backward"), [(Fraction(1, 3), Fraction(2, 3)), (Fraction(1, 2),) * 2])
+def test_the_pipeline_keys_are_the_step_of_gpipe_and_of_1f1b(forward, backward):
+    """The stated schedule run op by op gives the key's step time whatever the forward's share of
+    a slot, and 1F1B's first stage holds min(M, P) microbatches, as the L4/L5 prompts say."""
+    for task in generated("pipeline_bubble", 2, 6):
+        i = task.inputs
+        for m, row in zip(i["microbatch_counts"], task.expected["rows"], strict=True):
+            slot = i["microbatch_stage_time_s"]
+            for one_f_one_b in (False, True):
+                step, peak = simulate(i["stages"], m, forward * slot, backward * slot, one_f_one_b)
+                assert step == row["step_time_s"], (task.id, m, one_f_one_b)
+                assert peak[1] == (min(m, i["stages"]) if one_f_one_b else m)
+
+
+PIPELINE_LEVELS = [
+    (family, level)
+    for family in ("pipeline_bubble", "min_microbatches", "pipeline_step_time")
+    for level in (2, 3, 4, 5)
+]
+
+
+@pytest.mark.parametrize(("family", "level"), PIPELINE_LEVELS)
+def test_the_pipeline_prompts_state_the_backward_from_the_last_stage(family, level):
+    task = generated(family, level, 1)[0]
+    if "stages" not in task.prompt or "microbatch" not in task.prompt:
+        pytest.skip("this level poses no pipeline schedule")
+    assert "its forward and backward together), and a microbatch enters stage s + 1" not in task.prompt
+    assert "backward pass goes back through them in reverse order, from the last stage" in task.prompt
+    if "min(M, P)" in task.prompt:
+        assert "1F1B schedule" in task.prompt and "exactly as long" in task.prompt
+
+
+# ---------------------------------------------------------------- 3. DP overlaps the backward pass only
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_the_all_reduce_is_compared_with_the_backward_pass(level):
+    tasks = generated("data_parallel_step", level) + [exactgrade.get_task("sc-021")] * (level == 1)
+    for task in tasks:
+        i = task.inputs
+        assert "overlap only the backward pass" in task.prompt or "only the backward pass" in task.prompt
+        for t, row in zip(i["tokens_per_device"], task.expected["rows"], strict=True):
+            backward = Fraction(4 * i["n_params"] * t) / (i["peak_flops"] * i["mfu"])
+            assert row["backward_s"] == backward
+            assert row["allreduce_exceeds_backward"] is (row["allreduce_s"] > backward)
+
+
+def test_the_smallest_hiding_batch_hides_the_all_reduce_behind_the_backward_pass():
+    for task in generated("data_parallel_step", 4):
+        i = task.inputs
+        assert "next step's compute" not in task.prompt
+        for row in task.expected["rows"]:
+            tokens = math.ceil(row["allreduce_s"] * i["peak_flops"] * i["mfu"] / (4 * i["n_params"]))
+            assert row["min_tokens_per_device"] == max(1, tokens)
+
+
+# ---------------------------------------------------------------- 4. TP degrees divide the heads
+
+
+def test_tensor_parallel_degrees_divide_the_heads_and_replicate_kv_heads():
+    for task in generated("sharded_decode_latency", 3):
+        i = task.inputs
+        assert all(c in tp_degrees(i["n_heads"], i["n_kv_heads"], c) for c in i["chip_counts"]), task.id
+        weights = i["n_params"] * i["weight_bytes"]
+        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * i["seq_len"] * i["batch"]
+        for c, row in zip(i["chip_counts"], task.expected["rows"], strict=True):
+            share = Fraction(weights, c) + Fraction(kv, min(c, i["n_kv_heads"]))
+            assert row["fits"] is (share <= i["hbm_bytes_per_chip"])
+    for task in generated("sharded_decode_latency", 5, 6):
+        i = task.inputs
+        chosen = {row["chips"] for row in task.expected["rows"]} - {None}
+        assert chosen <= set(tp_degrees(i["n_heads"], i["n_kv_heads"], i["max_chips"])), task.id
+        assert "replicated on" in task.prompt
+
+
+# ---------------------------------------------------------------- 5. the instances the issue named
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    ["sc-min_compute_bound_batch-L5-s0-i0", "sc-data_parallel_step-L5-s2-i0", "sc-decode_step-L5-s7-i0"],
+)
+def test_the_instances_the_review_found_pose_real_hardware(task_id):
+    from test_scaling_hardware import hardware_problems
+
+    assert hardware_problems(exactgrade.get_task(task_id)) == []
+
+
+# ---------------------------------------------------------------- 6. simplifications said plainly
+
+
+def test_the_adam_count_says_what_it_leaves_out():
+    text = api_description("memory")
+    assert "14 bytes per parameter" in text and "leaves out the gradients" in text and "16 bytes ZeRO" in text
+    names = {u["name"] for u in exactgrade.get_task("sc-019").inputs["uses"]}
+    assert "training_adam" not in names and "training_adam_state_no_grads" in names
+
+
+@pytest.mark.parametrize("level", [1, 2, 4])
+def test_quantized_decode_says_the_same_speed_is_a_simplification(level):
+    prompt = generated("quantized_decode", level, 1)[0].prompt
+    assert "a simplification" in prompt and "leaves out" in prompt
+    assert "(the arithmetic runs at the same speed whatever the" not in prompt
