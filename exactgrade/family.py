@@ -429,15 +429,20 @@ def _canonical_inputs(domain: str) -> frozenset[str]:
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
-    """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4): the levels of a command-line option."""
+    """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4); ``"1,5"`` -> (1, 5); ``"1-2,5"`` -> (1, 2, 5): the levels
+    of a command-line option, in increasing order, each once (a list measures L1 and L5 without
+    the levels between)."""
     low, high = LEVELS[0], LEVELS[-1]
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    first = int(match.group(1)) if match else 0
-    last = int(match.group(2)) if match and match.group(2) is not None else first
-    if not low <= first <= last <= high:
-        raise ValueError(f"levels must be a level N or a range A-B of levels from {low} to {high} "
-                         f"(e.g. {low}-{high}), got {text!r}")
-    return tuple(range(first, last + 1))
+    chosen: set[int] = set()
+    for part in str(text).split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        first = int(match.group(1)) if match else 0
+        last = int(match.group(2)) if match and match.group(2) is not None else first
+        if not low <= first <= last <= high:
+            raise ValueError(f"levels must be levels from {low} to {high} or ranges A-B of them, "
+                             f"comma-separated (e.g. {low}-{high} or 1,5), got {text!r}")
+        chosen.update(range(first, last + 1))
+    return tuple(sorted(chosen))
 
 
 def parse_families(domain: str, text: str | None) -> tuple[str, ...]:

@@ -23,8 +23,7 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from fractions import Fraction
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import verifiers.v1 as vf
@@ -32,59 +31,13 @@ from pydantic import model_validator
 
 from exactgrade import wire
 from exactgrade.env import instances, keys
+from exactgrade.env.modes import EXACT_VALUES, TENSORS, AnswerMode, system_prompt  # noqa: F401 (re-exported)
 from exactgrade.env.state import SandboxState
 from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
 
 if TYPE_CHECKING:
     from exactgrade.policy import Policy
     from exactgrade.task import Task
-
-SYSTEM_PROMPT_HEAD = """\
-You solve quantitative deep-learning problems whose answers are graded exactly.
-
-You have two tools, both running in the same isolated sandbox (no network):
-- execute_code(code): runs Python in a persistent interpreter. The task's inputs are already \
-defined as variables with the names the task gives, and every variable persists across calls.
-- bash(command): runs a shell command in the sandbox.
-
-Put your final answer in the Python variable `result` with execute_code."""
-EXACT_VALUES = ("Give exact values (int, fractions.Fraction, sympy expressions) wherever the task asks for "
-                "an exact value; a float is accepted only where the task says so.")
-"""Shown only to tasks whose answer holds a value a float cannot match (see system_prompt)."""
-TENSORS = "Give tensors as torch tensors of the stated shape and dtype."
-"""Shown only to tasks whose answer holds a tensor."""
-SYSTEM_PROMPT_TAIL = "Once `result` holds your answer, reply with one short sentence and no tool call."
-
-
-def system_prompt(expected: Any, policy: Policy) -> str:
-    """The system prompt of one task: how to answer, with only the conventions that apply to its
-    answer (the exact-values sentence where a float would fail, the tensor sentence where the
-    answer holds a tensor)."""
-    kinds = _answer_kinds(expected, policy)
-    sentences = [EXACT_VALUES] * ("exact" in kinds) + [TENSORS] * ("tensor" in kinds)
-    return " ".join([SYSTEM_PROMPT_HEAD, *sentences, SYSTEM_PROMPT_TAIL])
-
-
-def _answer_kinds(value: Any, policy: Policy) -> set[str]:
-    """"exact" if some leaf needs an exact value (an int always: 11.0 fails an int key; a Fraction or
-    an exact sympy value under Exact()), "tensor" if some leaf is a tensor."""
-    import sympy
-
-    from exactgrade.policy import Exact
-    from exactgrade.values import TensorValue
-
-    if isinstance(value, dict):
-        return set().union(*(_answer_kinds(v, policy) for v in value.values()))
-    if isinstance(value, list | tuple):
-        return set().union(*(_answer_kinds(v, policy) for v in value))
-    if isinstance(value, TensorValue):
-        return {"tensor"}
-    if type(value) is int:
-        return {"exact"}
-    if isinstance(value, Fraction | sympy.Basic) and isinstance(policy, Exact):
-        return {"exact"}
-    return set()
-
 
 TOOL_ARGUMENT = {"execute_code": "code", "bash": "command"}
 logger = logging.getLogger(__name__)
@@ -115,11 +68,18 @@ class ExactgradeData(vf.TaskData):
     `inputs` are the instance the id names, without sampling again (exactgrade.env.instances)."""
     stream: str | None = None
     """A generated task: the stream version it was drawn under (exactgrade.family.STREAM_VERSION)."""
+    answer_mode: AnswerMode = "tools"
+    """How the model answers (exactgrade.env.modes); the prompt says so, and the task grades so."""
+    hidden_check: bool = False
+    """Code mode: `solve` is also called on a hidden instance of the same family and level, and both
+    answers must pass (the prompt says so)."""
 
 
 class ExactgradeTaskConfig(vf.TaskConfig):
     max_turns: int = 5
     """Set from the taskset's `max_turns` (`--env.taskset.max-turns`)."""
+    backend: Literal["auto", "namespaces", "landlock"] = "auto"
+    """The sandbox backend of code mode's host-run sandbox (set from `--env.taskset.tools.backend`)."""
 
     @model_validator(mode="after")
     def _fixed_grading(self) -> ExactgradeTaskConfig:
@@ -200,8 +160,46 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
         # re-scores a saved run with exactly what the live reward saw.
+        if self.data.answer_mode == "code":
+            await self._run_code_answer(trace)
         trace.info[OUTCOME] = trace.state.model_dump(include=OUTCOME_FIELDS)
         trace.info["env_pid"] = os.getpid()  # which env-server worker ran it (under a pool)
+
+    async def _run_code_answer(self, trace: vf.Trace) -> None:
+        """Code mode: run the final message's python block in a fresh sandbox and call `solve` on the
+        task's inputs (and the hidden instance's); what it leaves goes into the state, as the tool
+        server's calls leave it in tools mode."""
+        from exactgrade.env import code_answer
+
+        state: SandboxState = trace.state
+        messages = trace.assistant_messages
+        block = code_answer.extract_block(code_answer.final_text(messages[-1].content) if messages else "")
+        if block.code is None:
+            state.model_fault = block.reason
+            return
+        calls = [wire.decode(self.data.inputs)]
+        if self.data.hidden_check:
+            try:
+                hidden = await asyncio.to_thread(self.hidden_instance)
+            except Exception as error:  # noqa: BLE001 - the host could not build its own check
+                why = f"{type(error).__name__}: {error}"
+                state.sandbox_error = f"the hidden instance could not be built: {why}"
+                return
+            calls.append(dict(hidden.inputs))
+        outcome = await asyncio.to_thread(code_answer.run_block, block.code, calls, state.profile,
+                                          self.config.backend)
+        state.result_wire = outcome.returned[0] if outcome.returned else None
+        state.check_wire = outcome.returned[1] if len(outcome.returned) > 1 else None
+        state.model_fault, state.sandbox_error = outcome.fault, outcome.harness_error
+        state.sandbox_seconds, state.sandbox_uid = outcome.seconds, outcome.sandbox_uid
+
+    def hidden_instance(self) -> Task:
+        """Code mode's hidden instance of this task (hidden_instance below); it blocks."""
+        data = self.data
+        hidden = hidden_instance(data.domain, data.family, data.level, data.seed, data.index)
+        if hidden is None:
+            raise ValueError(f"{data.id} has no family: no hidden instance of it exists")
+        return hidden
 
     @vf.stop
     async def max_turns_reached(self, trace: vf.Trace) -> bool:
@@ -258,7 +256,7 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         from exactgrade.verdict import render_path
 
         state = outcome(trace)
-        failure = harness_failure(trace, state)
+        failure = harness_failure(trace, state, tools=self.data.answer_mode == "tools")
         if failure is None and state.result_wire is not None:
             try:
                 actual = wire.decode(state.result_wire)
@@ -285,15 +283,38 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         # off the event loop: an irrational key may wait seconds for the prover process, and the
         # other rollouts of the eval must not stall behind it
         verdict = await asyncio.to_thread(compare, answer.expected, actual, answer.policy)
+        if verdict.ok and self.data.hidden_check:
+            return await self._grade_hidden(trace, state)
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
+        return 1.0 if verdict.ok else 0.0
+
+    async def _grade_hidden(self, trace: vf.Trace, state: SandboxState) -> float:
+        """Code mode, once the task's own answer passed: `solve`'s answer on the hidden instance."""
+        from exactgrade.compare import compare
+        from exactgrade.verdict import render_path
+
+        trace.info["path"] = "hidden"
+        if state.check_wire is None:
+            trace.info["reason"] = "solve returned nothing on the hidden instance"
+            return 0.0
+        try:
+            actual = wire.decode(state.check_wire)
+            hidden = await asyncio.to_thread(self.hidden_instance)
+        except Exception as error:  # noqa: BLE001 - the host's own decode or build failed
+            why = f"the hidden instance cannot be graded: {type(error).__name__}: {error}"
+            trace.info["scoring_error"] = why
+            raise HarnessFailure(trace.info["scoring_error"]) from None
+        verdict = await asyncio.to_thread(compare, hidden.expected, actual, hidden.policy)
+        trace.info["reason"] = "passed" if verdict.ok else f"on the hidden instance: {verdict.reason}"
+        trace.info["path"] = ("" if verdict.ok else "hidden:") + render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
 
 
 OUTCOME = "sandbox"
 """trace.info key of the recorded sandbox outcome."""
 OUTCOME_FIELDS = frozenset({"result_wire", "result_error", "tool_calls", "sandbox_seconds", "sandbox_uid",
-                            "sandbox_error", "model_fault"})
+                            "sandbox_error", "model_fault", "check_wire"})
 """Every state field the reward reads: a field left out here would be lost at finalize (a rollout
 whose code killed its sandbox after a correct `result` would then be rewarded)."""
 
@@ -305,11 +326,14 @@ def outcome(trace: vf.Trace) -> SandboxState:
     return SandboxState.model_validate(recorded) if recorded is not None else trace.state
 
 
-def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:
+def harness_failure(trace: vf.Trace, state: SandboxState, tools: bool = True) -> str | None:
     """Why the rollout cannot be graded, or None: a sandbox the harness lost, a read-back the host
-    failed, or well-formed tool calls the tool server never handled (it crashed or was unreachable)."""
+    failed, or (with `tools` offered) well-formed tool calls the tool server never handled (it
+    crashed or was unreachable)."""
     if state.sandbox_error is not None:
         return state.sandbox_error
+    if not tools:
+        return None
     issued = sum(1 for message in trace.assistant_messages for call in message.tool_calls or ()
                  if _well_formed(call))
     if issued > state.tool_calls:
@@ -326,6 +350,36 @@ def _well_formed(call: vf.ToolCall) -> bool:
     return argument is not None and isinstance(arguments, dict) and isinstance(arguments.get(argument), str)
 
 
+HIDDEN_INDEX_BIT = 1 << 62
+"""Code mode's hidden instance of a task at index i is index i ^ HIDDEN_INDEX_BIT of its stream."""
+
+
+def hidden_instance(domain: str, family: str | None, level: int | None, seed: int | None,
+                    index: int | None) -> Task | None:
+    """The instance of the same family and level at index `index ^ 2**62` of the same seed (a canonical
+    task: of the generated level-1 stream of seed 0), never in a pool a run draws from; None without a
+    family. Built on the host (the reference runs): it blocks."""
+    from exactgrade.family import generate
+
+    if family is None or level is None:
+        return None
+    return generate(domain, seed=seed or 0, index=(index or 0) ^ HIDDEN_INDEX_BIT, level=level, family=family)
+
+
+def hidden_check_applies(task_id: str, prompt: str, inputs: Mapping[str, Any], hidden: Task | None) -> bool:
+    """Whether `solve` can fairly be asked to answer the hidden instance too: it has the same input
+    names and the same question, word for word, apart from the inputs' listed values and the answer's
+    shown shape (a question that states a number outside the inputs, e.g. `reshape to (3, 4)`, has
+    another number in another instance, which `solve` cannot know)."""
+    if hidden is None or hidden.id == task_id or sorted(hidden.inputs) != sorted(inputs):
+        return False
+    return _question(hidden.prompt) == _question(prompt)
+
+
+def _question(prompt: str) -> list[str]:
+    """A tools-mode prompt without its input listing and its answer-shape line."""
+    return [line for line in prompt.strip().splitlines()
+            if not line.startswith(("- `", "result = "))]
 GENERATED = "generated"
 """TaskData.split of a task of the generated source (a finite pool or an infinite stream)."""
 DEFAULT_POOL_SIZE = 1000
@@ -344,7 +398,14 @@ class _GeneratedConfig(vf.TasksetConfig):
     """Generated tasks: end the prompt with a `Task id: ...` line (the scripted policies of the demo
     and the tests find a generated task by it; a real model needs no such line)."""
     max_turns: int = 5
-    """Model turns before the rollout is stopped (and graded as it stands)."""
+    """Model turns before the rollout is stopped (and graded as it stands; code and text modes: 1)."""
+    answer_mode: AnswerMode = "tools"
+    """`tools`: execute_code/bash in a sandbox, the answer in `result` (multi-turn); `code`: one turn,
+    one python block defining solve(<inputs>), run by the host in the sandbox; `text`: one turn, the
+    answer written in the final message, parsed and graded on the host (exactgrade.env.modes)."""
+    hidden_check: bool = True
+    """Code mode: also call `solve` on a hidden instance of the same family and level, and require
+    both answers (a hard-coded answer fails)."""
     task: ExactgradeTaskConfig = ExactgradeTaskConfig()
     tools: SandboxToolsetConfig = SandboxToolsetConfig()
     """Where the shared sandbox tool server runs (default: a subprocess on this host)."""
@@ -355,8 +416,12 @@ class _GeneratedConfig(vf.TasksetConfig):
             raise ValueError("exactgrade environments set each task's system prompt; it is not configurable")
         if "max_turns" not in self.model_fields_set and "max_turns" in self.task.model_fields_set:
             self.max_turns = self.task.max_turns  # --env.taskset.task.max-turns alone also works
-        if self.task.max_turns != self.max_turns:
-            self.task = self.task.model_copy(update={"max_turns": self.max_turns})
+        explicit = "max_turns" in self.model_fields_set or "max_turns" in self.task.model_fields_set
+        if self.answer_mode != "tools" and not explicit:
+            self.max_turns = 1  # one answer, no tools: a second turn has nothing to answer
+        if (self.task.max_turns, self.task.backend) != (self.max_turns, self.tools.backend):
+            update = {"max_turns": self.max_turns, "backend": self.tools.backend}
+            self.task = self.task.model_copy(update=update)
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         from exactgrade.family import parse_levels
@@ -427,6 +492,8 @@ class ExactgradeStreamConfig(_GeneratedConfig):
 def _toolsets(domain: str, config: _GeneratedConfig) -> list[vf.Toolset]:
     from exactgrade.task import domain_module
 
+    if config.answer_mode != "tools":
+        return []  # code and text modes offer the model no tool
     tools = config.tools
     if tools.warm_profile is None:  # the server starts this domain's zygote before the first call
         tools = tools.model_copy(update={"warm_profile": domain_module(domain).PROFILE})
@@ -443,20 +510,42 @@ def generated_tasks(domain: str, config: _GeneratedConfig,
     for position in positions:
         level, family = cells[position % len(cells)]
         task = generate(domain, seed=config.seed, index=position // len(cells), level=level, family=family)
-        yield ExactgradeTask(generated_data(domain, task, config.show_task_id), config.task)
+        yield ExactgradeTask(generated_data(domain, task, config.show_task_id, config.answer_mode,
+                                            config.hidden_check), config.task)
 
 
-def generated_data(domain: str, task: Task, show_task_id: bool = False) -> ExactgradeData:
+def generated_data(domain: str, task: Task, show_task_id: bool = False, mode: AnswerMode = "tools",
+                   hidden_check: bool = True) -> ExactgradeData:
     """The TaskData of a generated task: what the model sees, the instance (inputs, draw, stream
     version: what a worker keys it from) and its difficulty; never its key."""
     from exactgrade.family import STREAM_VERSION
 
+    if mode == "code" and hidden_check:
+        hidden = hidden_instance(domain, task.family, task.level, task.seed, task.index)
+        hidden_check = hidden_check_applies(task.id, task.prompt, task.inputs, hidden)
+    prompt, system = mode_prompts(task.id, generated_prompt(task, show_task_id), task.inputs, task.expected,
+                                  task.policy, mode, hidden_check)
     return ExactgradeData(
-        id=task.id, name=task.id, category=task.category, domain=domain,
-        prompt=generated_prompt(task, show_task_id), system_prompt=system_prompt(task.expected, task.policy),
+        id=task.id, name=task.id, category=task.category, domain=domain, prompt=prompt, system_prompt=system,
         inputs=wire.encode(dict(task.inputs)), split=GENERATED, family=task.family, level=task.level,
         seed=task.seed, index=task.index, attempt=instances.attempt_of(task), stream=STREAM_VERSION,
+        answer_mode=mode, hidden_check=mode == "code" and hidden_check,
     )  # fmt: skip
+
+
+def mode_prompts(task_id: str, prompt: str, inputs: Mapping[str, Any], expected: Any, policy: Policy,
+                 mode: AnswerMode, hidden_check: bool) -> tuple[str, str]:
+    """(user prompt, system prompt) of a task in `mode`: the tools-mode text rewritten
+    (exactgrade.env.modes); ValueError if the rewrite leaves a word of another mode."""
+    from exactgrade.env import modes
+
+    text = modes.rewrite(prompt, mode)
+    if mode == "text":
+        text = modes.text_inputs(text, inputs)
+    word = modes.leftover(text, mode)
+    if word is not None:
+        raise ValueError(f"{task_id}: its {mode}-mode prompt still speaks of {word!r} (exactgrade.env.modes)")
+    return text, system_prompt(expected, policy, mode, inputs, hidden_check)
 
 
 class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
@@ -487,17 +576,25 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
         answers = {row["task_id"]: keys.key_from_row(row) for row in rows}
         keys.record((self.DOMAIN, split, dataset_name), answers)
         families = _canonical_families(self.DOMAIN)
+        mode, hidden_check = self.config.answer_mode, self.config.hidden_check
         tasks = []
         for row in rows:
             answer = answers[row["task_id"]]
             generated = "level" in row and row["level"] is not None
+            inputs = wire.decode(row["inputs"])
+            family = row["family"] if generated else families.get(row["task_id"])
+            level = row["level"] if generated else 1
+            seed, index = (row["seed"], row["index"]) if generated else (None, None)
+            checked = mode == "code" and hidden_check and hidden_check_applies(
+                row["task_id"], row["prompt"], inputs,
+                hidden_instance(self.DOMAIN, family, level, seed, index))
+            prompt, system = mode_prompts(row["task_id"], user_prompt(row), inputs, answer.expected,
+                                          answer.policy, mode, checked)
             tasks.append(ExactgradeTask(ExactgradeData(
                 id=row["task_id"], name=row["task_id"], category=row["category"], domain=self.DOMAIN,
-                prompt=user_prompt(row), system_prompt=system_prompt(answer.expected, answer.policy),
-                inputs=row["inputs"], split=split, dataset_name=dataset_name,
-                family=row["family"] if generated else families.get(row["task_id"]),
-                level=row["level"] if generated else 1,
-                seed=row["seed"] if generated else None, index=row["index"] if generated else None,
+                prompt=prompt, system_prompt=system, inputs=row["inputs"], split=split,
+                dataset_name=dataset_name,
+                family=family, level=level, seed=seed, index=index, answer_mode=mode, hidden_check=checked,
             ), self.config.task))  # fmt: skip
         return tasks
 

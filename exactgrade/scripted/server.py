@@ -47,6 +47,8 @@ class CatalogEntry:
     prompt: str
     program: str
     policy: Any
+    inputs: Any = None
+    """The task's inputs (a text-mode prompt lists tensor values, so the entry is found by them)."""
 
 
 def load_catalog() -> list[CatalogEntry]:
@@ -60,7 +62,8 @@ def load_catalog() -> list[CatalogEntry]:
         except (ImportError, AttributeError):  # a domain not written yet
             continue
         for index, d in enumerate(definitions):
-            entries.append(CatalogEntry(d.id, index, d.render(d.inputs).strip(), d.program, d.policy))
+            prompt = d.render(d.inputs).strip()
+            entries.append(CatalogEntry(d.id, index, prompt, d.program, d.policy, d.inputs))
     return entries
 
 
@@ -68,16 +71,41 @@ GENERATED_ID_LINE = re.compile(r"^Task id: (\S+)$", re.MULTILINE)
 
 
 def find_task(catalog: list[CatalogEntry], user_text: str) -> CatalogEntry | None:
-    """The canonical task whose prompt the text holds, or the generated task its `Task id:`
-    line names (rebuilt from the id: no catalogue of generated tasks exists or is needed)."""
-    matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
-    if matches:
-        return max(matches, key=lambda entry: len(entry.prompt))
+    """The generated task its `Task id:` line names (rebuilt from the id: no catalogue of generated
+    tasks exists or is needed), else the canonical task whose prompt the text holds (in any answer
+    mode: another mode's prompt is the tools prompt rewritten). The id line comes first: a generated
+    level-1 task can hold a canonical task's very question."""
     for task_id in GENERATED_ID_LINE.findall(user_text):
         entry = generated_entry(task_id)
         if entry is not None:
             return entry
-    return None
+    matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
+    for mode in ("code", "text"):
+        matches = matches or [e for e in catalog if e.prompt and _in_mode(e, mode) in user_text]
+    return max(matches, key=lambda entry: len(entry.prompt)) if matches else None
+
+
+def _in_mode(entry: CatalogEntry, mode: str) -> str:
+    from exactgrade.env import modes
+
+    text = modes.rewrite(entry.prompt, mode)
+    return modes.text_inputs(text, entry.inputs or {}) if mode == "text" else text
+
+
+SOLVE_SIGNATURE = re.compile(r"def solve\(([^)]*)\):")
+
+
+def answer_mode(body: dict) -> tuple[str, tuple[str, ...]]:
+    """(the answer mode a request is in, the input names of `solve` in code mode), from what the
+    environment sent: tools offered, or a system prompt asking for a python block or a json one."""
+    if body.get("tools"):
+        return "tools", ()
+    messages = body.get("messages") or []
+    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    signature = SOLVE_SIGNATURE.search(system)
+    if signature:
+        return "code", tuple(name.strip() for name in signature.group(1).split(",") if name.strip())
+    return ("text" if "```json" in system else "tools"), ()
 
 
 def generated_entry(task_id: str) -> CatalogEntry | None:
@@ -93,7 +121,8 @@ def generated_entry(task_id: str) -> CatalogEntry | None:
         task = get_task(task_id)
     except (UnknownTask, ValueError):
         return None
-    return CatalogEntry(task.id, script_index(task.id), task.prompt.strip(), task.program, task.policy)
+    return CatalogEntry(task.id, script_index(task.id), task.prompt.strip(), task.program, task.policy,
+                        task.inputs)
 
 
 def text_of(content: Any) -> str:
@@ -127,6 +156,17 @@ class PolicyModel:
             return policies.mutant_script(entry.program, entry.index, entry.policy)
         return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
 
+    def one_reply(self, entry: CatalogEntry, mode: str, names: tuple[str, ...]):
+        """The whole answer of a one-turn mode (code: a python block defining solve)."""
+        from exactgrade.scripted import policies
+
+        partial = self.policy == "partial"
+        if self.policy == "reference" or (partial and policies.partial_solves(entry.task_id)):
+            return policies.reference_reply(entry.program, names)
+        if self.policy == "mutant" or partial:
+            return policies.mutant_reply(entry.program, names, entry.index, entry.policy)
+        return policies.code_attack_reply(entry.program, names, entry.index, self.canary_file, self.port)
+
     def reply(self, body: dict) -> tuple[dict, str]:
         from exactgrade.scripted.policies import escaped
 
@@ -146,6 +186,9 @@ class PolicyModel:
                 self.unknown += 1
         if entry is None:
             return {"role": "assistant", "content": "I cannot identify this task."}, "stop"
+        mode, names = answer_mode(body)
+        if mode != "tools":
+            return {"role": "assistant", "content": self.one_reply(entry, mode, names).text}, "stop"
         script = self.script(entry)
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if len(tool_messages) < len(script.steps):
