@@ -17,8 +17,9 @@ from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 from exactgrade import wire
 from exactgrade.env import modes
 from exactgrade.env.code_answer import extract_block, run_block
+from exactgrade.env.hidden import draft_kept, hidden_check_applies, hidden_instance, question
 from exactgrade.env.state import SandboxState
-from exactgrade.env.taskset import ExactgradeTasksetConfig, hidden_check_applies, hidden_instance
+from exactgrade.env.taskset import ExactgradeTasksetConfig
 from exactgrade.lookup import get_task
 from exactgrade.scripted.policies import reference_reply
 
@@ -123,13 +124,13 @@ def test_a_hard_coded_answer_fails_on_the_hidden_instance() -> None:
 def test_the_hidden_check_applies_only_where_the_question_is_the_same() -> None:
     """pytorch permute_and_reshape L1 states its target shape in the question: another instance has
     another shape, which solve cannot know, so the task is graded on its own inputs only."""
-    task = get_task("pt-permute_and_reshape-L1-s0-i0")
-    hidden = hidden_instance("pytorch", task.family, task.level, task.seed, task.index)
-    assert hidden is not None and hidden.id != task.id
-    assert not hidden_check_applies(task.id, task.prompt, task.inputs, hidden)
-    scaling = get_task("sc-matmul_roofline-L3-s0-i5")
-    other = hidden_instance("scaling", scaling.family, scaling.level, scaling.seed, scaling.index)
-    assert hidden_check_applies(scaling.id, scaling.prompt, scaling.inputs, other)
+    for name, applies in [("pt-permute_and_reshape-L1-s0-i0", False), ("sc-matmul_roofline-L3-s0-i5", True)]:
+        task = get_task(name)
+        address = (task.domain, task.family, task.level, task.seed, task.index)
+        assert hidden_check_applies(task.prompt, task.inputs, *address) is applies
+        hidden = hidden_instance(*address)
+        assert hidden is not None and hidden.id != task.id and draft_kept(hidden)
+        assert (question(hidden.prompt) == question(task.prompt)) is applies
     (data,) = [t.data for t in code_tasks(pytorch_env.PytorchTaskset, size=1, levels="1",
                                           families="permute_and_reshape")]
     assert not data.hidden_check and "hidden instance" not in data.system_prompt
@@ -142,3 +143,14 @@ def test_no_code_mode_prompt_speaks_of_tools_or_result(taskset) -> None:
         for text in (task.data.prompt, task.data.system_prompt):
             assert modes.leftover(text, "code") is None, (task.data.id, modes.leftover(text, "code"))
         assert "def solve(" in task.data.system_prompt and "`solve`" in task.data.prompt
+
+
+def test_loading_a_code_mode_dataset_builds_no_hidden_instance() -> None:
+    """The hidden instances are built when a rollout is graded, not at load: a dataset's load decides
+    the check from drafts (no reference runs), so code mode starts as fast as tools mode."""
+    from exactgrade.family import generated_task
+
+    before = generated_task.cache_info().currsize
+    tasks = list(pytorch_env.PytorchTaskset(ExactgradeTasksetConfig(answer_mode="code")))
+    assert sum(task.data.hidden_check for task in tasks) > len(tasks) // 2
+    assert generated_task.cache_info().currsize == before

@@ -31,6 +31,7 @@ from pydantic import model_validator
 
 from exactgrade import wire
 from exactgrade.env import instances, keys
+from exactgrade.env.hidden import draft_kept, hidden_check_applies, hidden_instance
 from exactgrade.env.modes import EXACT_VALUES, TENSORS, AnswerMode, system_prompt  # noqa: F401 (re-exported)
 from exactgrade.env.state import SandboxState
 from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
@@ -185,7 +186,8 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
                 why = f"{type(error).__name__}: {error}"
                 state.sandbox_error = f"the hidden instance could not be built: {why}"
                 return
-            calls.append(dict(hidden.inputs))
+            if draft_kept(hidden):
+                calls.append(dict(hidden.inputs))
         outcome = await asyncio.to_thread(code_answer.run_block, block.code, calls, state.profile,
                                           self.config.backend)
         state.result_wire = outcome.returned[0] if outcome.returned else None
@@ -283,10 +285,10 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         # off the event loop: an irrational key may wait seconds for the prover process, and the
         # other rollouts of the eval must not stall behind it
         verdict = await asyncio.to_thread(compare, answer.expected, actual, answer.policy)
-        if verdict.ok and self.data.hidden_check:
-            return await self._grade_hidden(trace, state)
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
+        if verdict.ok and self.data.hidden_check:
+            return await self._grade_hidden(trace, state)
         return 1.0 if verdict.ok else 0.0
 
     async def _grade_hidden(self, trace: vf.Trace, state: SandboxState) -> float:
@@ -294,17 +296,21 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
-        trace.info["path"] = "hidden"
-        if state.check_wire is None:
-            trace.info["reason"] = "solve returned nothing on the hidden instance"
-            return 0.0
         try:
-            actual = wire.decode(state.check_wire)
             hidden = await asyncio.to_thread(self.hidden_instance)
+            kept = draft_kept(hidden)
+            actual = wire.decode(state.check_wire) if kept and state.check_wire is not None else None
         except Exception as error:  # noqa: BLE001 - the host's own decode or build failed
             why = f"the hidden instance cannot be graded: {type(error).__name__}: {error}"
             trace.info["scoring_error"] = why
             raise HarnessFailure(trace.info["scoring_error"]) from None
+        if not kept:  # the load promised a hidden question its built instance does not ask
+            trace.info["hidden_check"] = f"skipped: {hidden.id} asks another question than its draft"
+            return 1.0
+        trace.info["path"] = "hidden"
+        if actual is None:
+            trace.info["reason"] = "solve returned nothing on the hidden instance"
+            return 0.0
         verdict = await asyncio.to_thread(compare, hidden.expected, actual, hidden.policy)
         trace.info["reason"] = "passed" if verdict.ok else f"on the hidden instance: {verdict.reason}"
         trace.info["path"] = ("" if verdict.ok else "hidden:") + render_path(verdict.path)
@@ -350,36 +356,6 @@ def _well_formed(call: vf.ToolCall) -> bool:
     return argument is not None and isinstance(arguments, dict) and isinstance(arguments.get(argument), str)
 
 
-HIDDEN_INDEX_BIT = 1 << 62
-"""Code mode's hidden instance of a task at index i is index i ^ HIDDEN_INDEX_BIT of its stream."""
-
-
-def hidden_instance(domain: str, family: str | None, level: int | None, seed: int | None,
-                    index: int | None) -> Task | None:
-    """The instance of the same family and level at index `index ^ 2**62` of the same seed (a canonical
-    task: of the generated level-1 stream of seed 0), never in a pool a run draws from; None without a
-    family. Built on the host (the reference runs): it blocks."""
-    from exactgrade.family import generate
-
-    if family is None or level is None:
-        return None
-    return generate(domain, seed=seed or 0, index=(index or 0) ^ HIDDEN_INDEX_BIT, level=level, family=family)
-
-
-def hidden_check_applies(task_id: str, prompt: str, inputs: Mapping[str, Any], hidden: Task | None) -> bool:
-    """Whether `solve` can fairly be asked to answer the hidden instance too: it has the same input
-    names and the same question, word for word, apart from the inputs' listed values and the answer's
-    shown shape (a question that states a number outside the inputs, e.g. `reshape to (3, 4)`, has
-    another number in another instance, which `solve` cannot know)."""
-    if hidden is None or hidden.id == task_id or sorted(hidden.inputs) != sorted(inputs):
-        return False
-    return _question(hidden.prompt) == _question(prompt)
-
-
-def _question(prompt: str) -> list[str]:
-    """A tools-mode prompt without its input listing and its answer-shape line."""
-    return [line for line in prompt.strip().splitlines()
-            if not line.startswith(("- `", "result = "))]
 GENERATED = "generated"
 """TaskData.split of a task of the generated source (a finite pool or an infinite stream)."""
 DEFAULT_POOL_SIZE = 1000
@@ -521,8 +497,8 @@ def generated_data(domain: str, task: Task, show_task_id: bool = False, mode: An
     from exactgrade.family import STREAM_VERSION
 
     if mode == "code" and hidden_check:
-        hidden = hidden_instance(domain, task.family, task.level, task.seed, task.index)
-        hidden_check = hidden_check_applies(task.id, task.prompt, task.inputs, hidden)
+        hidden_check = hidden_check_applies(task.prompt, task.inputs, domain, task.family, task.level,
+                                            task.seed, task.index)
     prompt, system = mode_prompts(task.id, generated_prompt(task, show_task_id), task.inputs, task.expected,
                                   task.policy, mode, hidden_check)
     return ExactgradeData(
@@ -586,8 +562,7 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
             level = row["level"] if generated else 1
             seed, index = (row["seed"], row["index"]) if generated else (None, None)
             checked = mode == "code" and hidden_check and hidden_check_applies(
-                row["task_id"], row["prompt"], inputs,
-                hidden_instance(self.DOMAIN, family, level, seed, index))
+                row["prompt"], inputs, self.DOMAIN, family, level, seed, index)
             prompt, system = mode_prompts(row["task_id"], user_prompt(row), inputs, answer.expected,
                                           answer.policy, mode, checked)
             tasks.append(ExactgradeTask(ExactgradeData(
