@@ -417,7 +417,7 @@ def _sampled(domain: str, fam: Family, level: int, seed: int, index: int,
 
 def first_draft(domain: str, family: str, level: int, seed: int, index: int) -> TaskDef | None:
     """The TaskDef of the first draw of a generated task that its sampler accepts: the question
-    the instance asks unless a check later rejects that draw. Cheap (no reference runs, no torch);
+    the instance asks unless a check later rejects that draw. Cheap (no reference or check runs);
     None if the sampler accepts no draw."""
     fam = family_of(domain, family)
     return next((definition for _, definition in _sampled(domain, fam, level, seed, index, Counter())), None)

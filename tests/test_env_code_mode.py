@@ -9,16 +9,12 @@ from fractions import Fraction
 import pytest
 import pytorch_env
 import scaling_env
-import verifiers.v1 as vf
-from verifiers.v1.configs.agent import AgentConfig
-from verifiers.v1.graph import MessageNode
-from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+from one_turn import graded
 
 from exactgrade import wire
 from exactgrade.env import modes
 from exactgrade.env.code_answer import extract_block, run_block
 from exactgrade.env.hidden import draft_kept, hidden_check_applies, hidden_instance, question
-from exactgrade.env.state import SandboxState
 from exactgrade.env.taskset import ExactgradeTasksetConfig
 from exactgrade.lookup import get_task
 from exactgrade.scripted.policies import reference_reply
@@ -70,20 +66,6 @@ def test_the_host_calls_solve_with_the_real_inputs_and_says_why_it_failed(code, 
     assert (outcome.fault is None) == (fault is None)
     if fault is not None:
         assert fault in outcome.fault
-
-
-def trace_with_reply(task, text: str) -> Trace:
-    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-                  state=SandboxState(), agent=AgentInfo(config=AgentConfig()))
-    trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=text), sampled=True))
-    return trace
-
-
-async def graded(task, text: str) -> tuple[float, Trace]:
-    trace = trace_with_reply(task, text)
-    await task.setup(trace, None)
-    await task.finalize(trace, None)
-    return await task.correctness(trace), trace
 
 
 def code_tasks(taskset, **config) -> list:

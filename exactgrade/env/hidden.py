@@ -7,7 +7,7 @@ values and the answer's shown shape (a question that states a number outside the
 prompt says whether it applies.
 
 Whether it applies is decided when the task is loaded, from the hidden instance's *draft* (its
-first draw the sampler accepts, rendered without running any reference: cheap, no torch), so a
+first draw the sampler accepts, rendered without running any reference or check), so a
 taskset loads as fast as in tools mode. The hidden instance itself (reference and checks run) is
 built only when a rollout is graded. If the built instance asks another question than its draft
 (a check rejected the draft's draw), the rollout is graded on the task's own inputs only, and the

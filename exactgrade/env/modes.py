@@ -53,10 +53,13 @@ not graded. The block runs once in an isolated Python sandbox (no network); then
 with the task's real inputs: compute from the arguments, never from example values."""
 TEXT = """\
 Work the answer out by reasoning; no code is run. End your reply with the final answer, in the \
-form the task shows, as one ```json block (the last such block is graded)."""
+form the task shows, as one ```json block (or inside \\boxed{...}). Give the answer once: a reply \
+whose answers differ is not graded, and nothing but the answer is read."""
 TEXT_VALUES = (
-    'Write an exact number as an integer, a fraction such as "7/4" or an exact decimal; '
-    'write an exact expression such as "7*log(2)/4" or "sqrt(2)/2" as a JSON string.'
+    'Write an exact number as an integer, a fraction such as "7/4" or an exact decimal (read exactly: '
+    '0.75 is 3/4); write an exact expression such as "7*log(2)/4" or "sqrt(2)/2" as a JSON string. '
+    "Where the task names a Python or sympy type (int, Fraction, a sympy expression), write a value of "
+    "that kind this way."
 )
 """Shown in text mode to tasks whose answer holds an exact value (see system_prompt)."""
 EXACT_VALUES = (
@@ -88,6 +91,20 @@ def system_prompt(
         how = (CODE if hidden_check else CODE_NO_CHECK).format(signature=", ".join(inputs))
         return " ".join([f"{HEAD}\n\n{how}", *sentences])
     return " ".join([f"{HEAD}\n\n{TOOLS}", *sentences, TOOLS_TAIL])
+
+
+def text_refusal(expected: Any) -> str | None:
+    """Why text mode does not serve a task with this key, or None: a floating-point tensor (its
+    elements are the reference's float rounding, which no one writes out by hand)."""
+    from exactgrade.values import FLOAT_DTYPES, TensorValue
+
+    if isinstance(expected, dict):
+        expected = list(expected.values())
+    if isinstance(expected, list | tuple):
+        return next((why for why in map(text_refusal, expected) if why is not None), None)
+    if isinstance(expected, TensorValue) and expected.dtype in FLOAT_DTYPES:
+        return f"its key holds a {expected.dtype} tensor"
+    return None
 
 
 def answer_kinds(value: Any, policy: Policy) -> set[str]:
@@ -176,6 +193,44 @@ _REWRITES: tuple[tuple[str, str, str], ...] = (
     ),
     ("Inputs (already defined in the sandbox):", SOLVE_INPUTS, TEXT_INPUTS),
     ("Do not change the inputs in place. ", "Do not change the inputs in place. ", ""),
+    (
+        "is a torch.Tensor of that shape (shape () is a 0-d tensor, e.g. a loss), a `<Python float>` or "
+        "`<Python int>` is a plain number (use .item()).",
+        "is a torch.Tensor of that shape (shape () is a 0-d tensor, e.g. a loss), a `<Python float>` or "
+        "`<Python int>` is a plain number (use .item()).",
+        "is a nested list of that shape (shape () is a single number, e.g. a loss), a `<Python float>` or "
+        "`<Python int>` is a plain number.",
+    ),
+    (
+        "a one-element tensor never matches a 0-d tensor or a Python number). Integer results (indices, "
+        "counts, integer arithmetic) must be integer-dtype tensors or Python ints and match exactly; a float "
+        "tensor never matches an integer one. Float tensors may be float32 or float64.",
+        "a one-element tensor never matches a 0-d tensor or a Python number). Integer results (indices, "
+        "counts, integer arithmetic) must be integer-dtype tensors or Python ints and match exactly; a float "
+        "tensor never matches an integer one. Float tensors may be float32 or float64.",
+        "a one-element list never matches a single number). Integer results (indices, counts, integer "
+        "arithmetic) must be integers and match exactly; a tensor's elements are read in the dtype the task "
+        "shows.",
+    ),
+    # deeplearning: code advice that a text answer would misread (a decimal in text is exact)
+    (
+        "an int, a fractions.Fraction, or an exact sympy expression (sympy.Rational(7, 4), sympy.sqrt(2), "
+        "7*sympy.log(2)/4); a float such as 0.75 or 1e-8 is never accepted, however close.",
+        "an int, a fractions.Fraction, or an exact sympy expression (sympy.Rational(7, 4), sympy.sqrt(2), "
+        "7*sympy.log(2)/4); a float such as 0.75 or 1e-8 is never accepted, however close.",
+        'an integer, a fraction ("7/4"), an exact decimal (0.75 is read as 3/4) or an exact expression '
+        '("sqrt(2)", "7*log(2)/4"); a rounded value is never accepted, however close.',
+    ),
+    (
+        " Build sympy values from ints (sympy.Rational(p, q)), never from strings or floats.",
+        " Build sympy values from ints (sympy.Rational(p, q)), never from strings or floats.",
+        "",
+    ),
+    (
+        "Every number must be exact (int, fractions.Fraction or exact sympy), never a float.",
+        "Every number must be exact (int, fractions.Fraction or exact sympy), never a float.",
+        "Every number must be exact (an integer, a fraction or an exact expression), never rounded.",
+    ),
     # every domain: the line that shows the answer's shape, and symbols the task declares
     (
         "Leave the answer in the variable `result`, exactly in this shape:\nresult = ",

@@ -30,7 +30,7 @@ import verifiers.v1 as vf
 from pydantic import model_validator
 
 from exactgrade import wire
-from exactgrade.env import instances, keys
+from exactgrade.env import instances, keys, modes
 from exactgrade.env.hidden import draft_kept, hidden_check_applies, hidden_instance
 from exactgrade.env.modes import EXACT_VALUES, TENSORS, AnswerMode, system_prompt  # noqa: F401 (re-exported)
 from exactgrade.env.state import SandboxState
@@ -253,10 +253,16 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
     def _graded(self) -> dict[str, float | HarnessFailure]:
         return self.__dict__.setdefault("_graded_traces", {})
 
+    async def _answer(self) -> keys.AnswerKey:
+        """The answer key: a generated key runs the reference (off the loop); a dataset's is a lookup."""
+        return await asyncio.to_thread(self.answer) if self.data.split == GENERATED else self.answer()
+
     async def _grade(self, trace: vf.Trace) -> float:
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
+        if self.data.answer_mode == "text":
+            return await self._grade_text(trace)
         state = outcome(trace)
         failure = harness_failure(trace, state, tools=self.data.answer_mode == "tools")
         if failure is None and state.result_wire is not None:
@@ -265,9 +271,8 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
             except wire.WireError as e:
                 failure = f"read-back refused on the host: {e}"
         if failure is None and state.model_fault is None and state.result_wire is not None:
-            try:  # a generated key runs the reference (off the loop); a dataset's is a lookup (on it)
-                generated = self.data.split == GENERATED
-                answer = await asyncio.to_thread(self.answer) if generated else self.answer()
+            try:
+                answer = await self._answer()
             except instances.InstanceRefused as refused:
                 failure = str(refused)
         if failure is not None:
@@ -289,6 +294,29 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.info["path"] = render_path(verdict.path)
         if verdict.ok and self.data.hidden_check:
             return await self._grade_hidden(trace, state)
+        return 1.0 if verdict.ok else 0.0
+
+    async def _grade_text(self, trace: vf.Trace) -> float:
+        """Text mode: the final message's answer, read by the key and compared on the host
+        (exactgrade.text.grade_text; no sandbox). Whatever the text is, it is a wrong answer with the
+        reason; only the host failing to key the task or to grade at all is a harness failure."""
+        from exactgrade.env.code_answer import final_text
+        from exactgrade.text import grade_text
+        from exactgrade.verdict import render_path
+
+        messages = trace.assistant_messages
+        message = final_text(messages[-1].content) if messages else ""
+        try:
+            answer = await self._answer()
+            verdict = await asyncio.to_thread(grade_text, message, answer.expected, answer.policy)
+            failure = verdict.reason if verdict.reason.startswith(GRADER_ERROR) else None
+        except instances.InstanceRefused as refused:
+            failure = str(refused)
+        if failure is not None:
+            trace.info["scoring_error"] = failure
+            raise HarnessFailure(failure)
+        trace.info["reason"] = "passed" if verdict.ok else verdict.reason
+        trace.info["path"] = render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
 
     async def _grade_hidden(self, trace: vf.Trace, state: SandboxState) -> float:
@@ -317,6 +345,8 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         return 1.0 if verdict.ok else 0.0
 
 
+GRADER_ERROR = "internal error"
+"""How grade_text's verdict begins when the grader itself failed (a bug, never the text's doing)."""
 OUTCOME = "sandbox"
 """trace.info key of the recorded sandbox outcome."""
 OUTCOME_FIELDS = frozenset({"result_wire", "result_error", "tool_calls", "sandbox_seconds", "sandbox_uid",
@@ -483,11 +513,24 @@ def generated_tasks(domain: str, config: _GeneratedConfig,
     from exactgrade.family import generate
 
     cells = config.cells(domain)
+    refused = 0  # consecutive tasks text mode does not serve
     for position in positions:
         level, family = cells[position % len(cells)]
         task = generate(domain, seed=config.seed, index=position // len(cells), level=level, family=family)
+        if config.answer_mode == "text" and modes.text_refusal(task.expected) is not None:
+            refused += 1
+            if refused >= MAX_REFUSED_RUN:
+                raise ValueError(f"text mode serves none of {refused} consecutive generated {domain} tasks "
+                                 "(their keys hold floating tensors): choose other families or another "
+                                 "answer mode")
+            continue
+        refused = 0
         yield ExactgradeTask(generated_data(domain, task, config.show_task_id, config.answer_mode,
                                             config.hidden_check), config.task)
+
+
+MAX_REFUSED_RUN = 1000
+"""Text mode: generated tasks refused in a row before a pool or stream is declared empty."""
 
 
 def generated_data(domain: str, task: Task, show_task_id: bool = False, mode: AnswerMode = "tools",
@@ -513,7 +556,6 @@ def mode_prompts(task_id: str, prompt: str, inputs: Mapping[str, Any], expected:
                  mode: AnswerMode, hidden_check: bool) -> tuple[str, str]:
     """(user prompt, system prompt) of a task in `mode`: the tools-mode text rewritten
     (exactgrade.env.modes); ValueError if the rewrite leaves a word of another mode."""
-    from exactgrade.env import modes
 
     text = modes.rewrite(prompt, mode)
     if mode == "text":
@@ -541,6 +583,9 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
 
     def load(self) -> Iterable[ExactgradeTask]:
         if self.config.source == GENERATED:
+            if self.config.answer_mode == "text":  # the first `size` tasks text mode serves
+                tasks = generated_tasks(self.DOMAIN, self.config, itertools.count())
+                return itertools.islice(tasks, self.config.size)
             return generated_tasks(self.DOMAIN, self.config, range(self.config.size))
         return self._dataset()
 
@@ -553,6 +598,8 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
         keys.record((self.DOMAIN, split, dataset_name), answers)
         families = _canonical_families(self.DOMAIN)
         mode, hidden_check = self.config.answer_mode, self.config.hidden_check
+        if mode == "text":
+            rows = served_rows(self.DOMAIN, rows, answers)
         tasks = []
         for row in rows:
             answer = answers[row["task_id"]]
@@ -572,6 +619,18 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
                 family=family, level=level, seed=seed, index=index, answer_mode=mode, hidden_check=checked,
             ), self.config.task))  # fmt: skip
         return tasks
+
+
+def served_rows(domain: str, rows: Sequence[Mapping[str, Any]],
+                answers: Mapping[str, keys.AnswerKey]) -> list[Mapping[str, Any]]:
+    """The rows text mode serves (exactgrade.env.modes.text_refusal), saying at load how many and
+    why the others are left out."""
+    served = [row for row in rows if modes.text_refusal(answers[row["task_id"]].expected) is None]
+    if len(served) < len(rows):
+        logger.warning("%s text mode serves %d of %d tasks: the other %d keys hold floating-point tensors, "
+                       "which a text answer cannot write exactly (code or tools mode serves them)",
+                       domain, len(served), len(rows), len(rows) - len(served))
+    return served
 
 
 class ExactgradeStream(vf.Taskset[ExactgradeTask, ExactgradeStreamConfig]):

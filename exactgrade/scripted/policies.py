@@ -261,9 +261,20 @@ CODE_ATTACKS = ("no_block", "two_blocks", "read_key", "escape", "forge_equal", "
 """Code-mode attacks, cycled per task; none may pass, and none may be flagged."""
 
 
+def attack_kind(mode: str, index: int) -> str:
+    """The adversarial policy's attack on the task of script index `index`, in answer mode `mode`."""
+    if mode == "text":
+        from exactgrade.scripted.text_replies import TEXT_ATTACKS
+
+        return TEXT_ATTACKS[index % len(TEXT_ATTACKS)]
+    if mode == "code":
+        return CODE_ATTACKS[index % len(CODE_ATTACKS)]
+    return adversarial_script("", index, "", 0).kind
+
+
 def code_attack_reply(program: str, names: tuple[str, ...], index: int, canary_file: str, port: int) -> Reply:
     """One code-mode attack per task (CODE_ATTACKS), each a whole reply."""
-    kind = CODE_ATTACKS[index % len(CODE_ATTACKS)]
+    kind = attack_kind("code", index)
     arguments = ", ".join(names)
     wrong = f"def solve({arguments}):\n    return {{'rows': [0]}}\n"
 

@@ -146,24 +146,43 @@ class PolicyModel:
         self.escapes: list[dict[str, str]] = []
         self._seen_tool_ids: set[str] = set()
 
+    def plays(self, entry: CatalogEntry) -> str:
+        """What the policy plays on this task: reference, mutant or adversarial (partial: the
+        reference on the tasks it solves, the mutant on the others)."""
+        from exactgrade.scripted.policies import partial_solves
+
+        if self.policy != "partial":
+            return self.policy
+        return "reference" if partial_solves(entry.task_id) else "mutant"
+
     def script(self, entry: CatalogEntry):
         from exactgrade.scripted import policies
 
-        partial = self.policy == "partial"
-        if self.policy == "reference" or (partial and policies.partial_solves(entry.task_id)):
+        plays = self.plays(entry)
+        if plays == "reference":
             return policies.reference_script(entry.program)
-        if self.policy == "mutant" or partial:
+        if plays == "mutant":
             return policies.mutant_script(entry.program, entry.index, entry.policy)
         return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
 
     def one_reply(self, entry: CatalogEntry, mode: str, names: tuple[str, ...]):
-        """The whole answer of a one-turn mode (code: a python block defining solve)."""
-        from exactgrade.scripted import policies
+        """The whole answer of a one-turn mode (code: a python block defining solve; text: the answer
+        written out, which the scripted policy takes from the task's key)."""
+        from exactgrade.scripted import policies, text_replies
 
-        partial = self.policy == "partial"
-        if self.policy == "reference" or (partial and policies.partial_solves(entry.task_id)):
+        plays = self.plays(entry)
+        if mode == "text":
+            from exactgrade.lookup import get_task
+
+            expected = get_task(entry.task_id).expected
+            if plays == "reference":
+                return text_replies.reference_text(expected)
+            if plays == "mutant":
+                return text_replies.mutant_text(expected, entry.index)
+            return text_replies.text_attack_reply(expected, entry.index)
+        if plays == "reference":
             return policies.reference_reply(entry.program, names)
-        if self.policy == "mutant" or partial:
+        if plays == "mutant":
             return policies.mutant_reply(entry.program, names, entry.index, entry.policy)
         return policies.code_attack_reply(entry.program, names, entry.index, self.canary_file, self.port)
 
