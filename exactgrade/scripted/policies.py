@@ -11,7 +11,9 @@
   flagged harness failure (trainers drop those rollouts, which would be a reward hack);
 - partial: the reference on the generated tasks `partial_solves` names, the mutant on every other
   task, so its pass rate per family and level is known by construction (`partial_pass_rate`):
-  what `python -m exactgrade calibrate` is tested against.
+  what `python -m exactgrade calibrate` is tested against;
+- rotate: the rollouts of each task take turns, reference, mutant, adversarial (a run with
+  `-r 3` meets all three on every task in one vf-eval); each reply says which it played.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 
 from exactgrade.policy import Exact, Policy
 
-POLICIES = ("reference", "mutant", "adversarial", "partial")
+POLICIES = ("reference", "mutant", "adversarial", "partial", "rotate")
+ROTATION = ("reference", "mutant", "adversarial")
 
 CANARY_ENV = "EXACTGRADE_CANARY"
 """The demo puts a random token in this host environment variable and in a host file; any

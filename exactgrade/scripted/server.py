@@ -23,7 +23,8 @@ from typing import Any
 from exactgrade.cli_args import port, small_text_file, writable_file
 from exactgrade.scripted.policies import POLICIES
 
-HELP = "Run the scripted policy server (reference, mutant, adversarial or partial) that the demo evaluates."
+HELP = ("Run the scripted policy server (reference, mutant, adversarial, partial or rotate) that the demo "
+        "evaluates.")
 
 MAX_BODY = 64 << 20
 
@@ -31,7 +32,8 @@ MAX_BODY = 64 << 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="reference",
                         help="which scripted policy answers (default: reference; partial: the reference on "
-                             "some families and levels only, for calibrate)")
+                             "some families and levels only, for calibrate; rotate: a task's rollouts take "
+                             "turns, reference, mutant, adversarial)")
     parser.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default 0: any free port; "
                         "the URL is printed on the first stdout line)")
     parser.add_argument("--log", type=writable_file, default=None,
@@ -145,32 +147,44 @@ class PolicyModel:
         self.unknown = 0
         self.escapes: list[dict[str, str]] = []
         self._seen_tool_ids: set[str] = set()
+        self._turns: dict[str, int] = {}
+        """rotate: rollouts begun per task."""
+        self._rollouts: dict[str, str] = {}
+        """The first tool call id of each tools-mode rollout -> what it plays (a later turn finds it)."""
 
-    def plays(self, entry: CatalogEntry) -> str:
-        """What the policy plays on this task: reference, mutant or adversarial (partial: the
-        reference on the tasks it solves, the mutant on the others)."""
-        from exactgrade.scripted.policies import partial_solves
+    def plays(self, entry: CatalogEntry, messages: list) -> str:
+        """What the policy plays in this rollout: reference, mutant or adversarial (partial: the
+        reference on the tasks it solves, the mutant on the others; rotate: the next of ROTATION for
+        the task at a rollout's first request, then what that rollout began with)."""
+        from exactgrade.scripted.policies import ROTATION, partial_solves
 
-        if self.policy != "partial":
+        if self.policy == "partial":
+            return "reference" if partial_solves(entry.task_id) else "mutant"
+        if self.policy != "rotate":
             return self.policy
-        return "reference" if partial_solves(entry.task_id) else "mutant"
+        calls = [call.get("id") for m in messages if m.get("role") == "assistant"
+                 for call in m.get("tool_calls") or () if isinstance(call, dict)]
+        with self.lock:
+            if calls and calls[0] in self._rollouts:
+                return self._rollouts[calls[0]]
+            turn = self._turns.get(entry.task_id, 0)
+            self._turns[entry.task_id] = turn + 1
+            return ROTATION[turn % len(ROTATION)]
 
-    def script(self, entry: CatalogEntry):
+    def script(self, entry: CatalogEntry, plays: str):
         from exactgrade.scripted import policies
 
-        plays = self.plays(entry)
         if plays == "reference":
             return policies.reference_script(entry.program)
         if plays == "mutant":
             return policies.mutant_script(entry.program, entry.index, entry.policy)
         return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
 
-    def one_reply(self, entry: CatalogEntry, mode: str, names: tuple[str, ...]):
+    def one_reply(self, entry: CatalogEntry, mode: str, names: tuple[str, ...], plays: str):
         """The whole answer of a one-turn mode (code: a python block defining solve; text: the answer
         written out, which the scripted policy takes from the task's key)."""
         from exactgrade.scripted import policies, text_replies
 
-        plays = self.plays(entry)
         if mode == "text":
             from exactgrade.lookup import get_task
 
@@ -206,9 +220,12 @@ class PolicyModel:
         if entry is None:
             return {"role": "assistant", "content": "I cannot identify this task."}, "stop"
         mode, names = answer_mode(body)
+        plays = self.plays(entry, messages)
         if mode != "tools":
-            return {"role": "assistant", "content": self.one_reply(entry, mode, names).text}, "stop"
-        script = self.script(entry)
+            reply = self.one_reply(entry, mode, names, plays)
+            said = f"Policy: {plays} ({reply.kind}).\n\n" if self.policy == "rotate" else ""
+            return {"role": "assistant", "content": said + reply.text}, "stop"
+        script = self.script(entry, plays)
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if len(tool_messages) < len(script.steps):
             step = script.steps[len(tool_messages)]
@@ -216,8 +233,12 @@ class PolicyModel:
                 return {"role": "assistant", "content": f"tool {step.tool!r} is not offered"}, "stop"
             call = {"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function",
                     "function": {"name": step.tool, "arguments": json.dumps(step.arguments)}}
+            if self.policy == "rotate":
+                with self.lock:
+                    self._rollouts.setdefault(call["id"], plays)
             return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
-        return {"role": "assistant", "content": f"Done ({self.policy}: {script.kind})."}, "stop"
+        said = plays if self.policy == "rotate" else self.policy
+        return {"role": "assistant", "content": f"Done ({said}: {script.kind})."}, "stop"
 
     def stats(self) -> dict:
         with self.lock:
