@@ -81,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="end each prompt with its `Task id:` line (the scripted policies need it)")
     parser.add_argument("--out", type=writable_dir, default="outputs/exactgrade-calibrate", metavar="DIR",
                         help="output directory: calibration.json, heatmap.png and the vf-eval run")
+    parser.add_argument("--write-column", type=writable_dir, default=None, metavar="DIR",
+                        help="also write each task's pass rate as the column avg@<rollouts>_<model> into "
+                             "DIR/<domain>/train.jsonl: added to the rows there (a `build --generated` "
+                             "output), or with the measured tasks' rows (exactgrade.pass_rates)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +93,12 @@ def run(args: argparse.Namespace) -> int:
         names = _families(domain, args.families)
     except ValueError as error:
         print(f"python -m exactgrade calibrate: error: argument --families: {error} (see --help)",
+              file=sys.stderr)
+        return 2
+    try:  # before the run: a name that gives no column must not cost hours of rollouts
+        column = _rate_column(args)
+    except ValueError as error:
+        print(f"python -m exactgrade calibrate: error: argument --model: {error} (see --help)",
               file=sys.stderr)
         return 2
     if shutil.which("vf-eval") is None:
@@ -117,7 +127,24 @@ def run(args: argparse.Namespace) -> int:
     heatmap(args.env, args.model, cells, names, levels, args.answer_mode).savefig(args.out / "heatmap.png",
                                                                                     dpi=100)
     print(f"\ncalibration: {args.out / 'calibration.json'}\nheatmap: {args.out / 'heatmap.png'}")
+    if args.write_column is not None:
+        from exactgrade import pass_rates
+
+        try:
+            path = pass_rates.write_column(args.write_column, domain, column,
+                                           pass_rates.task_rates(run_dir / "traces.jsonl"))
+        except ValueError as error:
+            print(f"python -m exactgrade calibrate: error: --write-column: {error}", file=sys.stderr)
+            return 1
+        print(f"pass rates: column {column} in {path}")
     return 0
+
+
+def _rate_column(args: argparse.Namespace) -> str | None:
+    """The pass-rate column --write-column writes (None without it)."""
+    from exactgrade.pass_rates import rate_column
+
+    return rate_column(args.rollouts, args.model) if args.write_column is not None else None
 
 
 def _families(domain: str, text: str | None) -> tuple[str, ...]:
