@@ -136,3 +136,11 @@ def test_loading_a_code_mode_dataset_builds_no_hidden_instance() -> None:
     tasks = list(pytorch_env.PytorchTaskset(ExactgradeTasksetConfig(answer_mode="code")))
     assert sum(task.data.hidden_check for task in tasks) > len(tasks) // 2
     assert generated_task.cache_info().currsize == before
+
+
+@pytest.mark.parametrize("taskset", [scaling_env.ScalingTaskset, pytorch_env.PytorchTaskset])
+def test_the_gold_check_answers_with_the_reference_as_solve(taskset) -> None:
+    """vf-validate's gold check in code mode: the reference program wrapped as `solve` passes, the
+    hidden instance included."""
+    (task,) = code_tasks(taskset, size=1, levels="2")
+    assert asyncio.run(task.validate(None)) is True

@@ -141,3 +141,9 @@ def test_a_task_the_host_cannot_key_is_flagged_not_wrong() -> None:
     with pytest.raises(HarnessFailure):
         asyncio.run(forged.correctness(trace))
     assert trace.info["scoring_error"]
+
+
+@pytest.mark.parametrize(("domain", "task_id"), CASES)
+def test_the_gold_check_writes_the_key_as_text_and_it_passes(domain: str, task_id: str) -> None:
+    """vf-validate's gold check in text mode: the key written out reads back as the key."""
+    assert asyncio.run(text_task(domain, task_id).validate(None)) is True

@@ -35,22 +35,17 @@ defined as variables with the names the task gives, and every variable persists 
 
 Put your final answer in the Python variable `result` with execute_code."""
 TOOLS_TAIL = "Once `result` holds your answer, reply with one short sentence and no tool call."
-CODE = """\
+CODE_HOW = """\
 Answer with exactly one fenced Python block (```python ... ```) that defines the function
     def solve({signature}):
 which takes the task's inputs as arguments, by the names the task gives, and returns the answer in \
 the form the task shows. Nothing else in your reply is run, and a reply with two python blocks is \
 not graded. The block runs once in an isolated Python sandbox (no network); then `solve` is called \
-with the task's real inputs, and with the inputs of a hidden instance of the same task whose answer \
+with the task's real inputs"""
+CODE = CODE_HOW + """, and with the inputs of a hidden instance of the same task whose answer \
 must be right too: compute from the arguments, never from example values or numbers copied from \
 the question."""
-CODE_NO_CHECK = """\
-Answer with exactly one fenced Python block (```python ... ```) that defines the function
-    def solve({signature}):
-which takes the task's inputs as arguments, by the names the task gives, and returns the answer in \
-the form the task shows. Nothing else in your reply is run, and a reply with two python blocks is \
-not graded. The block runs once in an isolated Python sandbox (no network); then `solve` is called \
-with the task's real inputs: compute from the arguments, never from example values."""
+CODE_NO_CHECK = CODE_HOW + ": compute from the arguments, never from example values."
 TEXT = """\
 Work the answer out by reasoning; no code is run. End your reply with the final answer, in the \
 form the task shows, as one ```json block (or inside \\boxed{...}). Give the answer once: a reply \

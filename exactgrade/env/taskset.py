@@ -125,35 +125,52 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.state.profile = domain_module(self.data.domain).PROFILE
 
     async def validate(self, runtime: vf.Runtime) -> bool:
-        """vf-validate's gold check: the task's reference program, sent through the sandbox tool
-        server's own `execute_code` (a real sandbox, the same read-back), is graded by the
-        environment's own reward exactly as a rollout is. Valid iff it scores 1.0; a harness
-        failure raises (reported as an error, not as an invalid key)."""
+        """vf-validate's gold check: the task's reference answer, given as the mode takes it (tools:
+        the reference program through the sandbox tool server's own `execute_code`; code: it as
+        `solve`; text: the key written out), is graded by the environment's own reward exactly as a
+        rollout is. Valid iff it scores 1.0; a harness failure raises (reported as an error, not as
+        an invalid key)."""
         from exactgrade import get_task
+        from exactgrade.scripted.policies import reference_reply
+        from exactgrade.scripted.text_replies import reference_text
 
         # host-side, like the key; never in TaskData
         program = self.instance().program if self.data.split == GENERATED else get_task(self.data.id).program
-        trace = await self.play([("execute_code", program)], runtime)
+        mode = self.data.answer_mode
+        if mode == "tools":
+            trace = await self.play([("execute_code", program)], runtime)
+        elif mode == "code":
+            names = tuple(wire.decode(self.data.inputs))
+            trace = await self.play([], runtime, reference_reply(program, names).text)
+        else:
+            trace = await self.play([], runtime, reference_text((await self._answer()).expected).text)
         score = trace.rewards["correctness"].score
         if score != 1.0:
-            logger.warning("gold check of %s: the reference program scores %s (%s)", self.data.id, score,
+            logger.warning("gold check of %s: the reference answer scores %s (%s)", self.data.id, score,
                            trace.info.get("reason"))
         return score == 1.0
 
-    async def play(self, calls: Sequence[tuple[str, str]], runtime: vf.Runtime | None = None) -> vf.Trace:
+    async def play(self, calls: Sequence[tuple[str, str]], runtime: vf.Runtime | None = None,
+                   reply: str | None = None) -> vf.Trace:
         """A rollout without a model: send `calls` ((tool, text) pairs) to a sandbox of this
-        process's own tool server, then finalize and grade what they left with the reward, in
-        order. The score is in `trace.rewards["correctness"]`; a harness failure raises."""
+        process's own tool server, then (given a `reply`, the whole answer of a one-turn mode) end
+        it with that assistant message, then finalize and grade it with the reward, in order. The
+        score is in `trace.rewards["correctness"]`; a harness failure raises."""
+        from verifiers.v1.graph import MessageNode
+
         task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
         trace = vf.Trace(task=task, state=SandboxState(),
                          agent=vf.AgentInfo(config=vf.AgentConfig(), name="play", trainable=False))
         await self.setup(trace, runtime)
-        tools = SandboxToolset(SandboxToolsetConfig())
-        try:
-            for tool, text in calls:
-                await tools.call_for(trace.state, tool, text)
-        finally:
-            await tools.close()
+        if calls:
+            tools = SandboxToolset(SandboxToolsetConfig())
+            try:
+                for tool, text in calls:
+                    await tools.call_for(trace.state, tool, text)
+            finally:
+                await tools.close()
+        if reply is not None:
+            trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=reply), sampled=True))
         await self.finalize(trace, runtime)
         trace.rewards = {"correctness": vf.Reward(score=await self.correctness(trace))}
         return trace
