@@ -12,8 +12,11 @@ from exactgrade.env.state import SandboxState
 
 
 def trace_with_reply(task, text: str) -> Trace:
-    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-                  state=SandboxState(), agent=AgentInfo(config=AgentConfig()))
+    trace = Trace(
+        task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+        state=SandboxState(),
+        agent=AgentInfo(config=AgentConfig()),
+    )
     trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=text), sampled=True))
     return trace
 

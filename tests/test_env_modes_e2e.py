@@ -43,10 +43,24 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
         extra = ("--env.taskset.answer-mode", mode)
         if env in STREAMS:  # the scripted policy finds a generated task by its id line
             extra += ("--env.taskset.show-task-id", "True")
-        command = vf_eval_command(env, "rotate", url, out / mode, env, limit=TASKS, concurrency=3,
-                                  rollouts=len(ROTATION), extra=extra)
-        return subprocess.run(command, capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "EXACTGRADE_CANARY": "e2e-modes-canary-52c1"})
+        command = vf_eval_command(
+            env,
+            "rotate",
+            url,
+            out / mode,
+            env,
+            limit=TASKS,
+            concurrency=3,
+            rollouts=len(ROTATION),
+            extra=extra,
+        )
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "EXACTGRADE_CANARY": "e2e-modes-canary-52c1"},
+        )
 
     try:
         with ThreadPoolExecutor(max_workers=3) as pool:
@@ -80,7 +94,10 @@ def test_reference_passes_mutant_and_adversarial_fail_nothing_flagged(outputs, m
         assert trace["ok"] and not trace["errors"] and "scoring_error" not in trace["info"], trace["errors"]
         score, reason = trace["rewards"]["correctness"]["score"], trace["info"]["reason"]
         assert (score, reason == "passed") == ((1.0, True) if policy == "reference" else (0.0, False)), (
-            trace["task"]["data"]["id"], policy, reason)
+            trace["task"]["data"]["id"],
+            policy,
+            reason,
+        )
         if mode != "tools":
             assert trace["tools"] == [] and trace["metrics"]["turns"] == 1.0
     assert len(by_task) == TASKS

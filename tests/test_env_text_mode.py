@@ -47,8 +47,10 @@ def test_text_mode_serves_the_tasks_whose_keys_hold_no_floating_tensor(domain, s
         assert modes.text_refusal(get_task(task.data.id).expected) is None
     said = [record.getMessage() for record in caplog.records if "text mode serves" in record.getMessage()]
     if domain == "pytorch":
-        assert said == ["pytorch text mode serves 2 of 45 tasks: the other 43 keys hold floating-point "
-                        "tensors, which a text answer cannot write exactly (code or tools mode serves them)"]
+        assert said == [
+            "pytorch text mode serves 2 of 45 tasks: the other 43 keys hold floating-point "
+            "tensors, which a text answer cannot write exactly (code or tools mode serves them)"
+        ]
     else:
         assert said == []
 
@@ -101,16 +103,18 @@ def test_the_key_written_as_text_passes(domain: str, task_id: str) -> None:
 @pytest.mark.parametrize(("domain", "task_id"), CASES)
 @pytest.mark.parametrize("kind", range(len(MUTANT_KINDS)))
 def test_a_named_mistake_is_a_wrong_answer_with_its_reason(domain: str, task_id: str, kind: int) -> None:
-    score, trace = asyncio.run(graded(text_task(domain, task_id), mutant_text(get_task(task_id).expected,
-                                                                             kind).text))
+    score, trace = asyncio.run(
+        graded(text_task(domain, task_id), mutant_text(get_task(task_id).expected, kind).text)
+    )
     assert score == 0.0 and trace.info["reason"] not in ("", "passed")
     assert "scoring_error" not in trace.info
 
 
 @pytest.mark.parametrize(("domain", "task_id"), CASES)
 @pytest.mark.parametrize("kind", TEXT_ATTACKS)
-def test_a_hostile_text_is_a_wrong_answer_never_a_crash_nor_flagged(domain: str, task_id: str,
-                                                                    kind: str) -> None:
+def test_a_hostile_text_is_a_wrong_answer_never_a_crash_nor_flagged(
+    domain: str, task_id: str, kind: str
+) -> None:
     expected = get_task(task_id).expected
     reply = text_attack_reply(expected, TEXT_ATTACKS.index(kind))
     assert reply.kind == kind
