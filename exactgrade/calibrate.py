@@ -30,6 +30,7 @@ from exactgrade.cli_args import (
     http_url,
     levels_range,
     non_empty,
+    non_negative_float,
     non_negative_int,
     positive_int,
     writable_dir,
@@ -54,8 +55,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="name of the environment variable holding the API key (none: no key)")
     parser.add_argument("--families", type=non_empty, default=None, metavar="A,B",
                         help="comma-separated families (default: all of the environment's)")
-    parser.add_argument("--levels", type=levels_range, default=(1, 2, 3, 4, 5), metavar="L|A-B",
-                        help="a level or a range of levels (default 1-5)")
+    parser.add_argument("--levels", type=levels_range, default=(1, 2, 3, 4, 5), metavar="L|A-B|L,M",
+                        help="levels: one, a range or a comma-separated list, e.g. 1,5 (default 1-5)")
+    parser.add_argument("--answer-mode", "--answer", choices=("tools", "code", "text"), default="tools",
+                        help="how the model answers: tools (execute_code/bash, multi-turn; the default), "
+                             "code (one python block defining solve, one turn) or text (the answer in the "
+                             "reply, one turn, no sandbox)")
+    parser.add_argument("--no-hidden-check", action="store_true",
+                        help="code mode: call solve on the task's inputs only, not also on a hidden instance")
+    parser.add_argument("--temperature", type=non_negative_float, default=None, metavar="T",
+                        help="sampling temperature (default: the server's)")
+    parser.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
+                        help="most tokens per model reply (default: the server's)")
     parser.add_argument("--tasks-per-cell", type=positive_int, default=4, metavar="N",
                         help="generated tasks per (family, level) cell (default 4)")
     parser.add_argument("--rollouts", type=positive_int, default=2, metavar="K",
@@ -70,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="end each prompt with its `Task id:` line (the scripted policies need it)")
     parser.add_argument("--out", type=writable_dir, default="outputs/exactgrade-calibrate", metavar="DIR",
                         help="output directory: calibration.json, heatmap.png and the vf-eval run")
+    parser.add_argument("--write-column", type=writable_dir, default=None, metavar="DIR",
+                        help="also write each task's pass rate as the column avg@<rollouts>_<model> into "
+                             "DIR/<domain>/train.jsonl: added to the rows there (a `build --generated` "
+                             "output), or with the measured tasks' rows (exactgrade.pass_rates)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +93,12 @@ def run(args: argparse.Namespace) -> int:
         names = _families(domain, args.families)
     except ValueError as error:
         print(f"python -m exactgrade calibrate: error: argument --families: {error} (see --help)",
+              file=sys.stderr)
+        return 2
+    try:  # before the run: a name that gives no column must not cost hours of rollouts
+        column = _rate_column(args)
+    except ValueError as error:
+        print(f"python -m exactgrade calibrate: error: argument --model: {error} (see --help)",
               file=sys.stderr)
         return 2
     if shutil.which("vf-eval") is None:
@@ -97,12 +118,33 @@ def run(args: argparse.Namespace) -> int:
 
     cells = tally(run_dir / "traces.jsonl", names, levels)
     meta = {"model": args.model, "base_url": args.base_url, "seed": args.seed, "levels": list(levels),
-            "tasks_per_cell": args.tasks_per_cell, "rollouts": args.rollouts, "run_dir": str(run_dir)}
+            "tasks_per_cell": args.tasks_per_cell, "rollouts": args.rollouts, "answer_mode": args.answer_mode,
+            "hidden_check": args.answer_mode == "code" and not args.no_hidden_check,
+            "sampling": {"temperature": args.temperature, "max_tokens": args.max_tokens},
+            "run_dir": str(run_dir)}
     calibration.write(args.out / "calibration.json", args.env, domain, cells, meta)
     print_table(args.env, cells)
-    heatmap(args.env, args.model, cells, names, levels).savefig(args.out / "heatmap.png", dpi=100)
+    heatmap(args.env, args.model, cells, names, levels, args.answer_mode).savefig(args.out / "heatmap.png",
+                                                                                    dpi=100)
     print(f"\ncalibration: {args.out / 'calibration.json'}\nheatmap: {args.out / 'heatmap.png'}")
+    if args.write_column is not None:
+        from exactgrade import pass_rates
+
+        try:
+            path = pass_rates.write_column(args.write_column, domain, column,
+                                           pass_rates.task_rates(run_dir / "traces.jsonl"))
+        except ValueError as error:
+            print(f"python -m exactgrade calibrate: error: --write-column: {error}", file=sys.stderr)
+            return 1
+        print(f"pass rates: column {column} in {path}")
     return 0
+
+
+def _rate_column(args: argparse.Namespace) -> str | None:
+    """The pass-rate column --write-column writes (None without it)."""
+    from exactgrade.pass_rates import rate_column
+
+    return rate_column(args.rollouts, args.model) if args.write_column is not None else None
 
 
 def _families(domain: str, text: str | None) -> tuple[str, ...]:
@@ -121,8 +163,11 @@ def _vf_eval(args: argparse.Namespace, names: tuple[str, ...], levels: tuple[int
         shutil.rmtree(run_dir)  # this command's own previous run
     size = len(names) * len(levels) * args.tasks_per_cell
     extra = ("--env.taskset.source", "generated", "--env.taskset.size", str(size),
-             "--env.taskset.seed", str(args.seed), "--env.taskset.levels", f"{levels[0]}-{levels[-1]}",
-             "--env.taskset.families", ",".join(names),
+             "--env.taskset.seed", str(args.seed), "--env.taskset.levels", ",".join(map(str, levels)),
+             "--env.taskset.families", ",".join(names), "--env.taskset.answer-mode", args.answer_mode,
+             *(("--env.taskset.hidden-check", "False") if args.no_hidden_check else ()),
+             *(("--sampling.temperature", str(args.temperature)) if args.temperature is not None else ()),
+             *(("--sampling.max-tokens", str(args.max_tokens)) if args.max_tokens is not None else ()),
              *(("--env.taskset.show-task-id", "True") if args.show_task_id else ()))
     command = vf_eval_command(args.env, args.model, args.base_url, run_dir.parent, run_dir.name,
                               concurrency=args.concurrency, api_key_var=args.api_key_var,
@@ -176,8 +221,22 @@ def print_table(env: str, cells: list[Cell]) -> None:
     console.print_table(grid)
 
 
+MIN_WIDTH = 4.0
+"""Inches: a heatmap of one level is still wide enough for its labels and colour bar."""
+TITLE_POINTS = 9
+
+
+def fit_title(text: str, width: float, points: float) -> str:
+    """`text` wrapped into lines that fit a figure `width` inches wide at `points` (a model name
+    has no spaces: it is broken where it must be)."""
+    import textwrap
+
+    per_line = max(12, int(width * 72 / (points * 0.62)))  # a sans-serif character is ~0.6 em wide
+    return "\n".join(textwrap.wrap(text, per_line, break_long_words=True, break_on_hyphens=False))
+
+
 def heatmap(env: str, model: str, cells: list[Cell], names: tuple[str, ...],
-            levels: tuple[int, ...]) -> Figure:
+            levels: tuple[int, ...], mode: str | None = None) -> Figure:
     """Family (rows) by level (columns), coloured by pass rate, each cell labelled with its rate
     and count; an unmeasured cell (every rollout flagged) is grey."""
     import math
@@ -186,7 +245,8 @@ def heatmap(env: str, model: str, cells: list[Cell], names: tuple[str, ...],
 
     rates: dict[tuple[str, int], Any] = {(c.family, c.level): c for c in cells}
     grid = [[rates[(f, lv)].rate if rates[(f, lv)].count else math.nan for lv in levels] for f in names]
-    fig = Figure(figsize=(2.2 + 1.1 * len(levels), 1.2 + 0.32 * len(names)), layout="constrained")
+    width = max(MIN_WIDTH, 2.2 + 1.1 * len(levels))
+    fig = Figure(figsize=(width, 1.5 + 0.32 * len(names)), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
     ax.set_xticks(range(len(levels)), [f"L{lv}" for lv in levels])
@@ -196,6 +256,7 @@ def heatmap(env: str, model: str, cells: list[Cell], names: tuple[str, ...],
             c = rates[(family, level)]
             label = f"{c.rate:.2f}\n{c.passed}/{c.count}" if c.count else "n/a"
             ax.text(column, row, label, ha="center", va="center", fontsize=6)
-    ax.set_title(f"{env} ({model}): pass rate", fontsize=9)
+    title = f"{env} ({model}): pass rate" + (f", {mode} mode" if mode else "")
+    fig.suptitle(fit_title(title, width, TITLE_POINTS), fontsize=TITLE_POINTS)
     fig.colorbar(image, ax=ax, label="pass rate")
     return fig

@@ -59,6 +59,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (a sampling temperature)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ArgumentValueError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ArgumentValueError(f"must be a finite number of 0 or more, got {text!r}")
+    return value
+
+
 def port(text: str) -> int:
     """A TCP port 0-65535 (0: the system picks a free one)."""
     value = _integer(text, "a port number from 0 to 65535")

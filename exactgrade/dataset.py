@@ -11,6 +11,7 @@ The built datasets ship inside the package at ``exactgrade/data/<domain>/``.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 COLUMNS = ("task_id", "category", "prompt", "api_description", "inputs", "expected_output", "policy")
 GENERATED_COLUMNS = (*COLUMNS, "family", "level", "seed", "index")
 """A generated build's columns: where each task comes from (exactgrade.dataset_generated)."""
+RATE_COLUMN = re.compile(r"avg@[1-9][0-9]*_[a-z0-9][a-z0-9_]*")
+"""A measured pass-rate column after the Hub's convention, ``avg@<k>_<model>`` (the mean reward of k
+rollouts of that model per task, a float in [0, 1] or null): any number of them may follow the
+canonical or generated columns (exactgrade.pass_rates writes them; a trainer filters by them)."""
 SHIPPED = Path(__file__).parent / "data"
 ENVIRONMENT_NAMES = {"deeplearning": "deeplearning-env", "scaling": "scaling-env", "pytorch": "pytorch-env"}
 GRADING_RULES = {
@@ -286,14 +291,27 @@ def row_drift(shipped: Mapping[str, Any], fresh: Mapping[str, Any]) -> str | Non
 # ---------------------------------------------------------------------------- load
 
 
-def features(generated: bool = False) -> datasets.Features:
+def features(generated: bool = False, rates: tuple[str, ...] = ()) -> datasets.Features:
     """Every canonical column is a string; a generated build adds family (string) and level,
-    seed, index (int64)."""
+    seed, index (int64); pass-rate columns (RATE_COLUMN) are float64."""
     import datasets
 
     columns = GENERATED_COLUMNS if generated else COLUMNS
-    return datasets.Features({c: datasets.Value("int64" if c in ("level", "seed", "index") else "string")
-                              for c in columns})
+    kinds = {c: "int64" if c in ("level", "seed", "index") else "string" for c in columns}
+    kinds |= dict.fromkeys(rates, "float64")
+    return datasets.Features({c: datasets.Value(kind) for c, kind in kinds.items()})
+
+
+def split_columns(names: Iterable[str]) -> tuple[bool, tuple[str, ...]] | None:
+    """(whether the columns are a generated build's, the pass-rate columns after them), or None when
+    they are neither the canonical nor the generated columns followed by pass-rate columns only."""
+    names = tuple(names)
+    for generated, base in ((True, GENERATED_COLUMNS), (False, COLUMNS)):
+        rates = names[len(base):]
+        if names[: len(base)] == base and all(RATE_COLUMN.fullmatch(c) for c in rates):
+            if len(set(rates)) == len(rates):
+                return generated, rates
+    return None
 
 
 def split_file(domain: str, split: str = "train", dataset_name: str | None = None) -> Path:
@@ -323,28 +341,29 @@ def load_split(domain: str, split: str = "train", dataset_name: str | None = Non
 
     if dataset_name is not None and not Path(dataset_name).exists():
         loaded = datasets.load_dataset(dataset_name, split=split)
-        generated = tuple(loaded.column_names) == GENERATED_COLUMNS
-        if tuple(loaded.column_names) in (COLUMNS, GENERATED_COLUMNS):
-            loaded = loaded.cast(features(generated))
+        layout = split_columns(loaded.column_names)
+        if layout is not None:
+            loaded = loaded.cast(features(*layout))
     else:
         path = split_file(domain, split, dataset_name)
-        generated = _is_generated_file(path)
-        loaded = datasets.Dataset.from_json(str(path), features=features(generated), keep_in_memory=True)
-    if tuple(loaded.column_names) not in (COLUMNS, GENERATED_COLUMNS):
+        layout = split_columns(_first_row_columns(path)) or (False, ())
+        loaded = datasets.Dataset.from_json(str(path), features=features(*layout), keep_in_memory=True)
+    if split_columns(loaded.column_names) is None:
         raise DatasetRowError(f"the {domain} dataset has columns {loaded.column_names}, "
                               f"expected {list(COLUMNS)} (canonical) or {list(GENERATED_COLUMNS)} "
-                              "(generated)")
+                              "(generated), each optionally followed by pass-rate columns avg@<k>_<model>")
     return loaded
 
 
-def _is_generated_file(path: Path) -> bool:
-    """Whether a JSON Lines file holds a generated build (its first row has the extra columns)."""
+def _first_row_columns(path: Path) -> tuple[str, ...]:
+    """The keys of a JSON Lines file's first row, in order (() if it is not a JSON object)."""
     with path.open(encoding="utf-8") as lines:
         first = lines.readline()
     try:
-        return tuple(json.loads(first)) == GENERATED_COLUMNS
-    except (ValueError, TypeError):
-        return False
+        row = json.loads(first)
+    except ValueError:
+        return ()
+    return tuple(row) if isinstance(row, dict) else ()
 
 
 @dataclass(frozen=True)
@@ -365,11 +384,17 @@ def row_to_task_fields(row: Mapping[str, Any]) -> TaskFields:
     ``wire.decode`` (never eval), inputs a str-keyed dict, the key ``{"rows": [...]}``."""
     from exactgrade import wire
 
-    if not isinstance(row, Mapping) or set(row) not in (set(COLUMNS), set(GENERATED_COLUMNS)):
+    base = {c for c in row if not RATE_COLUMN.fullmatch(c)} if isinstance(row, Mapping) else None
+    if base not in (set(COLUMNS), set(GENERATED_COLUMNS)):
         got = sorted(row) if isinstance(row, Mapping) else type(row).__name__
         raise DatasetRowError(f"a row needs exactly the columns {list(COLUMNS)} (or those of a generated "
-                              f"build), got {got}")
+                              f"build), and pass-rate columns avg@<k>_<model>, got {got}")
     task_id = row["task_id"]
+    for column in set(row) - base:
+        rate = row[column]
+        if rate is not None and (type(rate) is not float or not 0.0 <= rate <= 1.0):
+            raise DatasetRowError(f"row {task_id!r}: pass-rate column {column!r} must be a float in [0, 1] "
+                                  f"or null, got {rate!r}")
     for column in COLUMNS:
         if type(row[column]) is not str:
             raise DatasetRowError(f"row {task_id!r}: column {column!r} must be a string, "

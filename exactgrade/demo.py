@@ -84,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--env.taskset.source generated: a pool of N) instead of the canonical tasks")
     parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                         help="with --generated: the pool's seed (default 0)")
+    parser.add_argument("--answer-mode", choices=("tools", "code", "text"), default="tools",
+                        help="how the model answers (--env.taskset.answer-mode): tools (execute_code/bash, "
+                             "multi-turn; the default), code (one python block defining solve) or text (the "
+                             "answer written out; pytorch serves only the tasks whose keys hold no floating "
+                             "tensor)")
 
 
 @dataclass
@@ -106,6 +111,8 @@ class RunResult:
     escapes: list[dict[str, str]]
     voided_self_kills: list[str]
     """Rollouts of SELF_KILLS attacks flagged as harness failures instead of scored 0."""
+    mode: str = "tools"
+    """The answer mode the run was in."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,13 +237,13 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
     run_dir = out_dir / env
     if run_dir.exists():
         shutil.rmtree(run_dir)  # this demo's own previous output for the same run
-    generated = args.generated
+    generated, mode = args.generated, args.answer_mode
     limit = generated if generated is not None else args.limit
-    expected = generated if generated is not None else _task_count(env, args.limit)
+    expected = generated if generated is not None else _task_count(env, args.limit, mode)
     extra = (("--env.taskset.source", "generated", "--env.taskset.seed", str(args.seed),
               "--env.taskset.size", str(generated))
              + (("--env.taskset.show-task-id", "True") if args.model is None else ())  # the scripted policies
-             if generated is not None else ())
+             if generated is not None else ()) + ("--env.taskset.answer-mode", mode)
     command = vf_eval_command(env, model, base_url, out_dir, env, limit=limit, concurrency=args.concurrency,
                               api_key_var=api_key_var, max_turns=args.max_turns, extra=extra)
     log_path = out_dir / f"{env}.vf-eval.log"
@@ -259,7 +266,7 @@ def _eval(args: argparse.Namespace, env: str, label: str, model: str, base_url: 
         tail = log_path.read_text()[-3000:]
         raise RuntimeError(f"vf-eval {env} ({label}) exited {proc.returncode} with {done} traces; "
                            f"see {log_path}:\n{tail}")
-    return summarize(label, env, run_dir, seconds)
+    return summarize(label, env, run_dir, seconds, mode)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -274,9 +281,10 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunResult:
-    """Tally one vf-eval run's traces.jsonl per category (and per adversarial attack)."""
-    from exactgrade.scripted.policies import SELF_KILLS, adversarial_script, script_index
+def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0, mode: str = "tools") -> RunResult:
+    """Tally one vf-eval run's traces.jsonl (answered in `mode`) per category (and per adversarial
+    attack)."""
+    from exactgrade.scripted.policies import SELF_KILLS, attack_kind, script_index
 
     by_category: dict[str, Tally] = defaultdict(Tally)
     by_attack: dict[str, Tally] = defaultdict(Tally)
@@ -284,7 +292,7 @@ def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunR
     for trace in read_traces(run_dir / "traces.jsonl"):
         data = trace["task"]["data"]
         outcome, reason = classify(trace)
-        kind = adversarial_script("", script_index(data["id"]), "", 0).kind if label == "adversarial" else ""
+        kind = attack_kind(mode, script_index(data["id"])) if label == "adversarial" else ""
         for tally in (by_category[data["category"]], *( (by_attack[kind],) if kind else ())):
             tally.rollouts += 1
             setattr(tally, outcome, getattr(tally, outcome) + 1)
@@ -292,7 +300,7 @@ def summarize(label: str, env: str, run_dir: Path, seconds: float = 0.0) -> RunR
         if kind in SELF_KILLS and outcome == "flagged":
             voided_self_kills.append(data["id"])
     return RunResult(label, env, str(run_dir), seconds, dict(by_category), dict(by_attack), [],
-                     voided_self_kills)
+                     voided_self_kills, mode)
 
 
 def read_traces(path: Path) -> list[dict[str, Any]]:
@@ -328,14 +336,19 @@ def trace_latency(trace: dict[str, Any]) -> tuple[float, float]:
     return timing["scoring"]["end"] - timing["boot"]["start"] - model, model
 
 
-def _task_count(env: str, limit: int | None) -> int:
+def _task_count(env: str, limit: int | None, mode: str = "tools") -> int:
+    """How many of the environment's shipped tasks a run in `mode` serves (text mode: not the tasks
+    whose keys hold floating tensors), at most `limit`."""
     import datasets
 
     from exactgrade.dataset import load_split
+    from exactgrade.env.keys import key_from_row
+    from exactgrade.env.modes import text_refusal
 
     datasets.disable_progress_bars()
 
-    count = len(load_split(ENVS[env]))
+    rows = load_split(ENVS[env])
+    count = sum(mode != "text" or text_refusal(key_from_row(row).expected) is None for row in rows)
     return min(count, limit) if limit is not None else count
 
 
@@ -395,7 +408,8 @@ def _verdicts(results: list[RunResult]) -> list[str]:
         n, passed = sum(t.rollouts for t in tallies), sum(t.passed for t in tallies)
         if policy == "reference":
             ok = passed == n
-            note = "" if n == 116 else f" (116 expected for the full run; {n} selected)"
+            full = sum(_task_count(env, None, runs[0].mode) for env in ENVS)
+            note = "" if n == full else f" ({full} expected for the full run; {n} selected)"
             lines.append(f"{'PASS' if ok else 'FAIL'} reference: {passed}/{n} scored 1.0{note}")
         else:
             escapes = sum(len(r.escapes) for r in runs)

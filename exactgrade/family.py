@@ -59,7 +59,7 @@ import dataclasses
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache, lru_cache
@@ -417,21 +417,8 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
     if isinstance(fam, str):
         fam = family_of(domain, fam)
     family = fam.name
-    task_id = generated_id(domain, family, level, seed, index)
-    canonical = _canonical_inputs(domain)
     rejections: Counter[str] = Counter()
-    for attempt in range(MAX_ATTEMPTS):
-        draw = Draw(draw_key(domain, family, level, seed, index, attempt))
-        try:
-            inputs = dict(fam.sample(draw, level))
-        except Reject as reason:
-            rejections[str(reason) or "sampler"] += 1
-            continue
-        if _inputs_text(inputs) in canonical:
-            rejections["the inputs of a canonical task"] += 1
-            continue
-        definition = dataclasses.replace(fam.task(task_id, inputs, level), level=level, seed=seed,
-                                         index=index)
+    for attempt, definition in _sampled(domain, fam, level, seed, index, rejections):
         task = materialise(definition, domain, module.PROFILE)
         problem = constant_fields(task.expected, fam.varying)
         if problem is None and fam.reject is not None:
@@ -456,6 +443,34 @@ def build_instance(domain: str, fam: Family | str, level: int, seed: int, index:
                           f"most common rejections: {common}")
 
 
+def _sampled(domain: str, fam: Family, level: int, seed: int, index: int,
+             rejections: Counter[str]) -> Iterator[tuple[int, TaskDef]]:
+    """(attempt, TaskDef) of each draw of an instance that its sampler accepts and that is not a
+    canonical task's, in attempt order, counting the others in ``rejections``; no reference runs."""
+    task_id = generated_id(domain, fam.name, level, seed, index)
+    canonical = _canonical_inputs(domain)
+    for attempt in range(MAX_ATTEMPTS):
+        draw = Draw(draw_key(domain, fam.name, level, seed, index, attempt))
+        try:
+            inputs = dict(fam.sample(draw, level))
+        except Reject as reason:
+            rejections[str(reason) or "sampler"] += 1
+            continue
+        if _inputs_text(inputs) in canonical:
+            rejections["the inputs of a canonical task"] += 1
+            continue
+        definition = fam.task(task_id, inputs, level)
+        yield attempt, dataclasses.replace(definition, level=level, seed=seed, index=index)
+
+
+def first_draft(domain: str, family: str, level: int, seed: int, index: int) -> TaskDef | None:
+    """The TaskDef of the first draw of a generated task that its sampler accepts: the question
+    the instance asks unless a check later rejects that draw. Cheap (no reference or check runs);
+    None if the sampler accepts no draw."""
+    fam = family_of(domain, family)
+    return next((definition for _, definition in _sampled(domain, fam, level, seed, index, Counter())), None)
+
+
 DEFECT_SHOWN = 600
 """Characters of a defect a GenerationError quotes (a key printed whole can run to pages)."""
 
@@ -477,15 +492,20 @@ def _canonical_inputs(domain: str) -> frozenset[str]:
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
-    """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4): the levels of a command-line option."""
+    """``"3"`` -> (3,); ``"2-4"`` -> (2, 3, 4); ``"1,5"`` -> (1, 5); ``"1-2,5"`` -> (1, 2, 5): the levels
+    of a command-line option, in increasing order, each once (a list measures L1 and L5 without
+    the levels between)."""
     low, high = LEVELS[0], LEVELS[-1]
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    first = int(match.group(1)) if match else 0
-    last = int(match.group(2)) if match and match.group(2) is not None else first
-    if not low <= first <= last <= high:
-        raise ValueError(f"levels must be a level N or a range A-B of levels from {low} to {high} "
-                         f"(e.g. {low}-{high}), got {text!r}")
-    return tuple(range(first, last + 1))
+    chosen: set[int] = set()
+    for part in str(text).split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        first = int(match.group(1)) if match else 0
+        last = int(match.group(2)) if match and match.group(2) is not None else first
+        if not low <= first <= last <= high:
+            raise ValueError(f"levels must be levels from {low} to {high} or ranges A-B of them, "
+                             f"comma-separated (e.g. {low}-{high} or 1,5), got {text!r}")
+        chosen.update(range(first, last + 1))
+    return tuple(sorted(chosen))
 
 
 def parse_families(domain: str, text: str | None) -> tuple[str, ...]:

@@ -74,7 +74,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser, generated_help: st
     parser.add_argument("--generated", type=positive_int, default=None, metavar="N", help=generated_help)
     parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                         help="with --generated: the stream's seed (default 0)")
-    parser.add_argument("--levels", type=levels_range, default=(1, 2, 3, 4, 5), metavar="L|A-B",
+    parser.add_argument("--levels", type=levels_range, default=(1, 2, 3, 4, 5), metavar="L|A-B|L,M",
                         help="with --generated: a level or a range of levels (default 1-5)")
 
 

@@ -17,7 +17,7 @@ from scaling_env import ScalingTaskset
 from exactgrade.env.calibration import cell, parse_band, wilson
 from exactgrade.env.taskset import ExactgradeTasksetConfig
 from exactgrade.family import families
-from exactgrade.scripted.policies import partial_pass_rate
+from exactgrade.scripted.policies import partial_pass_rate, partial_solves
 from exactgrade.scripted.server import serve
 
 NAMES = families("scaling")[:2]
@@ -59,7 +59,7 @@ def calibrated(tmp_path_factory):
             [sys.executable, "-m", "exactgrade", "calibrate", "--env", "scaling-env", "--model", "partial",
              "--base-url", url, "--families", ",".join(NAMES), "--levels", "1-2", "--tasks-per-cell",
              str(TASKS), "--rollouts", str(ROLLOUTS), "--show-task-id", "--out", str(out), "--concurrency",
-             "16"],
+             "16", "--write-column", str(out / "rated")],
             capture_output=True, text=True, timeout=900, env=os.environ.copy())
         unknown = httpd.model.stats()["unknown_prompts"]
     finally:
@@ -107,3 +107,19 @@ def test_a_pool_keeps_only_the_cells_inside_the_band(calibrated):
 def test_a_cell_without_graded_rollouts_has_no_rate():
     empty = cell("f", 1, 0, 0, flagged=3)
     assert empty.count == 0 and empty.rate != empty.rate and (empty.low, empty.high) == (0.0, 1.0)
+
+
+def test_per_task_pass_rates_are_written_as_a_column_the_loader_and_the_env_read(calibrated):
+    """--write-column writes the measured tasks with avg@<k>_<model>: the partial policy's rate of each
+    task is known (1.0 where it solves it, else 0.0)."""
+    from exactgrade.dataset import load_split
+
+    out, done, _ = calibrated
+    rows = load_split("scaling", dataset_name=str(out / "rated"))
+    column = f"avg@{ROLLOUTS}_partial"
+    assert rows.column_names[-1] == column and f"column {column}" in done.stdout
+    assert len(rows) == len(NAMES) * len(LEVELS) * TASKS
+    assert {row["task_id"]: row[column] for row in rows} == {
+        row["task_id"]: float(partial_solves(row["task_id"])) for row in rows}
+    tasks = list(ScalingTaskset(ExactgradeTasksetConfig(dataset_name=str(out / "rated"))))
+    assert sorted(t.data.id for t in tasks) == sorted(rows["task_id"])

@@ -300,7 +300,7 @@ def test_finalize_records_the_outcome_a_replay_grades(dataset_dir: Path) -> None
     asyncio.run(task.finalize(trace, None))
     assert trace.info["sandbox"] == {"result_wire": live.result_wire, "result_error": None, "tool_calls": 1,
                                      "sandbox_seconds": 0.5, "sandbox_uid": 61234, "sandbox_error": None,
-                                     "model_fault": None}
+                                     "model_fault": None, "check_wire": None}
     saved = Trace.model_validate_json(trace.model_dump_json())  # what traces.jsonl keeps: no state
     assert saved.state == vf.State() and saved.info["sandbox"] == trace.info["sandbox"]
     replayed = trace_for(task, SandboxState(), [("execute_code", '{"code": "1"}')])

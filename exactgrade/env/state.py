@@ -33,5 +33,9 @@ class SandboxState(vf.State):
     could not perform the read-back)."""
     model_fault: str | None = None
     """Set once the model's own code ended its sandbox (it exited or killed its worker, hit its memory
-    or time limit, forged a reply or its read-back): a wrong answer with this reason, not a harness
-    failure, so that a policy cannot void its bad rollouts by crashing them."""
+    or time limit, forged a reply or its read-back), or its answer cannot be run or read (code mode: no
+    block, two blocks, no `solve`, `solve` raised; text mode: no answer, an unreadable one): a wrong
+    answer with this reason, not a harness failure, so that a policy cannot void its bad rollouts by
+    crashing them."""
+    check_wire: str | None = None
+    """Code mode: wire.encode of what `solve` returned on the hidden instance (exactgrade.env.code_answer)."""

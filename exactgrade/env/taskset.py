@@ -23,68 +23,22 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from fractions import Fraction
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import verifiers.v1 as vf
 from pydantic import model_validator
 
 from exactgrade import wire
-from exactgrade.env import instances, keys
+from exactgrade.env import instances, keys, modes
+from exactgrade.env.hidden import draft_kept, hidden_check_applies, hidden_instance
+from exactgrade.env.modes import EXACT_VALUES, TENSORS, AnswerMode, system_prompt  # noqa: F401 (re-exported)
 from exactgrade.env.state import SandboxState
 from exactgrade.env.toolset import SandboxToolset, SandboxToolsetConfig
 
 if TYPE_CHECKING:
     from exactgrade.policy import Policy
     from exactgrade.task import Task
-
-SYSTEM_PROMPT_HEAD = """\
-You solve quantitative deep-learning problems whose answers are graded exactly.
-
-You have two tools, both running in the same isolated sandbox (no network):
-- execute_code(code): runs Python in a persistent interpreter. The task's inputs are already \
-defined as variables with the names the task gives, and every variable persists across calls.
-- bash(command): runs a shell command in the sandbox.
-
-Put your final answer in the Python variable `result` with execute_code."""
-EXACT_VALUES = ("Give exact values (int, fractions.Fraction, sympy expressions) wherever the task asks for "
-                "an exact value; a float is accepted only where the task says so.")
-"""Shown only to tasks whose answer holds a value a float cannot match (see system_prompt)."""
-TENSORS = "Give tensors as torch tensors of the stated shape and dtype."
-"""Shown only to tasks whose answer holds a tensor."""
-SYSTEM_PROMPT_TAIL = "Once `result` holds your answer, reply with one short sentence and no tool call."
-
-
-def system_prompt(expected: Any, policy: Policy) -> str:
-    """The system prompt of one task: how to answer, with only the conventions that apply to its
-    answer (the exact-values sentence where a float would fail, the tensor sentence where the
-    answer holds a tensor)."""
-    kinds = _answer_kinds(expected, policy)
-    sentences = [EXACT_VALUES] * ("exact" in kinds) + [TENSORS] * ("tensor" in kinds)
-    return " ".join([SYSTEM_PROMPT_HEAD, *sentences, SYSTEM_PROMPT_TAIL])
-
-
-def _answer_kinds(value: Any, policy: Policy) -> set[str]:
-    """"exact" if some leaf needs an exact value (an int always: 11.0 fails an int key; a Fraction or
-    an exact sympy value under Exact()), "tensor" if some leaf is a tensor."""
-    import sympy
-
-    from exactgrade.policy import Exact
-    from exactgrade.values import TensorValue
-
-    if isinstance(value, dict):
-        return set().union(*(_answer_kinds(v, policy) for v in value.values()))
-    if isinstance(value, list | tuple):
-        return set().union(*(_answer_kinds(v, policy) for v in value))
-    if isinstance(value, TensorValue):
-        return {"tensor"}
-    if type(value) is int:
-        return {"exact"}
-    if isinstance(value, Fraction | sympy.Basic) and isinstance(policy, Exact):
-        return {"exact"}
-    return set()
-
 
 TOOL_ARGUMENT = {"execute_code": "code", "bash": "command"}
 logger = logging.getLogger(__name__)
@@ -115,11 +69,18 @@ class ExactgradeData(vf.TaskData):
     `inputs` are the instance the id names, without sampling again (exactgrade.env.instances)."""
     stream: str | None = None
     """A generated task: the stream version it was drawn under (exactgrade.family.STREAM_VERSION)."""
+    answer_mode: AnswerMode = "tools"
+    """How the model answers (exactgrade.env.modes); the prompt says so, and the task grades so."""
+    hidden_check: bool = False
+    """Code mode: `solve` is also called on a hidden instance of the same family and level, and both
+    answers must pass (the prompt says so)."""
 
 
 class ExactgradeTaskConfig(vf.TaskConfig):
     max_turns: int = 5
     """Set from the taskset's `max_turns` (`--env.taskset.max-turns`)."""
+    backend: Literal["auto", "namespaces", "landlock"] = "auto"
+    """The sandbox backend of code mode's host-run sandbox (set from `--env.taskset.tools.backend`)."""
 
     @model_validator(mode="after")
     def _fixed_grading(self) -> ExactgradeTaskConfig:
@@ -164,35 +125,52 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         trace.state.profile = domain_module(self.data.domain).PROFILE
 
     async def validate(self, runtime: vf.Runtime) -> bool:
-        """vf-validate's gold check: the task's reference program, sent through the sandbox tool
-        server's own `execute_code` (a real sandbox, the same read-back), is graded by the
-        environment's own reward exactly as a rollout is. Valid iff it scores 1.0; a harness
-        failure raises (reported as an error, not as an invalid key)."""
+        """vf-validate's gold check: the task's reference answer, given as the mode takes it (tools:
+        the reference program through the sandbox tool server's own `execute_code`; code: it as
+        `solve`; text: the key written out), is graded by the environment's own reward exactly as a
+        rollout is. Valid iff it scores 1.0; a harness failure raises (reported as an error, not as
+        an invalid key)."""
         from exactgrade import get_task
+        from exactgrade.scripted.policies import reference_reply
+        from exactgrade.scripted.text_replies import reference_text
 
         # host-side, like the key; never in TaskData
         program = self.instance().program if self.data.split == GENERATED else get_task(self.data.id).program
-        trace = await self.play([("execute_code", program)], runtime)
+        mode = self.data.answer_mode
+        if mode == "tools":
+            trace = await self.play([("execute_code", program)], runtime)
+        elif mode == "code":
+            names = tuple(wire.decode(self.data.inputs))
+            trace = await self.play([], runtime, reference_reply(program, names).text)
+        else:
+            trace = await self.play([], runtime, reference_text((await self._answer()).expected).text)
         score = trace.rewards["correctness"].score
         if score != 1.0:
-            logger.warning("gold check of %s: the reference program scores %s (%s)", self.data.id, score,
+            logger.warning("gold check of %s: the reference answer scores %s (%s)", self.data.id, score,
                            trace.info.get("reason"))
         return score == 1.0
 
-    async def play(self, calls: Sequence[tuple[str, str]], runtime: vf.Runtime | None = None) -> vf.Trace:
+    async def play(self, calls: Sequence[tuple[str, str]], runtime: vf.Runtime | None = None,
+                   reply: str | None = None) -> vf.Trace:
         """A rollout without a model: send `calls` ((tool, text) pairs) to a sandbox of this
-        process's own tool server, then finalize and grade what they left with the reward, in
-        order. The score is in `trace.rewards["correctness"]`; a harness failure raises."""
+        process's own tool server, then (given a `reply`, the whole answer of a one-turn mode) end
+        it with that assistant message, then finalize and grade it with the reward, in order. The
+        score is in `trace.rewards["correctness"]`; a harness failure raises."""
+        from verifiers.v1.graph import MessageNode
+
         task = vf.TraceTask(type=type(self).__name__, data=self.data, key=self.key, hash=self.hash)
         trace = vf.Trace(task=task, state=SandboxState(),
                          agent=vf.AgentInfo(config=vf.AgentConfig(), name="play", trainable=False))
         await self.setup(trace, runtime)
-        tools = SandboxToolset(SandboxToolsetConfig())
-        try:
-            for tool, text in calls:
-                await tools.call_for(trace.state, tool, text)
-        finally:
-            await tools.close()
+        if calls:
+            tools = SandboxToolset(SandboxToolsetConfig())
+            try:
+                for tool, text in calls:
+                    await tools.call_for(trace.state, tool, text)
+            finally:
+                await tools.close()
+        if reply is not None:
+            trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=reply), sampled=True))
         await self.finalize(trace, runtime)
         trace.rewards = {"correctness": vf.Reward(score=await self.correctness(trace))}
         return trace
@@ -200,8 +178,47 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         # The state is not saved with the trace; the sandbox's outcome is, so that vf-replay
         # re-scores a saved run with exactly what the live reward saw.
+        if self.data.answer_mode == "code":
+            await self._run_code_answer(trace)
         trace.info[OUTCOME] = trace.state.model_dump(include=OUTCOME_FIELDS)
         trace.info["env_pid"] = os.getpid()  # which env-server worker ran it (under a pool)
+
+    async def _run_code_answer(self, trace: vf.Trace) -> None:
+        """Code mode: run the final message's python block in a fresh sandbox and call `solve` on the
+        task's inputs (and the hidden instance's); what it leaves goes into the state, as the tool
+        server's calls leave it in tools mode."""
+        from exactgrade.env import code_answer
+
+        state: SandboxState = trace.state
+        messages = trace.assistant_messages
+        block = code_answer.extract_block(code_answer.final_text(messages[-1].content) if messages else "")
+        if block.code is None:
+            state.model_fault = block.reason
+            return
+        calls = [wire.decode(self.data.inputs)]
+        if self.data.hidden_check:
+            try:
+                hidden = await asyncio.to_thread(self.hidden_instance)
+            except Exception as error:  # noqa: BLE001 - the host could not build its own check
+                why = f"{type(error).__name__}: {error}"
+                state.sandbox_error = f"the hidden instance could not be built: {why}"
+                return
+            if draft_kept(hidden):
+                calls.append(dict(hidden.inputs))
+        outcome = await asyncio.to_thread(code_answer.run_block, block.code, calls, state.profile,
+                                          self.config.backend)
+        state.result_wire = outcome.returned[0] if outcome.returned else None
+        state.check_wire = outcome.returned[1] if len(outcome.returned) > 1 else None
+        state.model_fault, state.sandbox_error = outcome.fault, outcome.harness_error
+        state.sandbox_seconds, state.sandbox_uid = outcome.seconds, outcome.sandbox_uid
+
+    def hidden_instance(self) -> Task:
+        """Code mode's hidden instance of this task (hidden_instance below); it blocks."""
+        data = self.data
+        hidden = hidden_instance(data.domain, data.family, data.level, data.seed, data.index)
+        if hidden is None:
+            raise ValueError(f"{data.id} has no family: no hidden instance of it exists")
+        return hidden
 
     @vf.stop
     async def max_turns_reached(self, trace: vf.Trace) -> bool:
@@ -253,21 +270,26 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
     def _graded(self) -> dict[str, float | HarnessFailure]:
         return self.__dict__.setdefault("_graded_traces", {})
 
+    async def _answer(self) -> keys.AnswerKey:
+        """The answer key: a generated key runs the reference (off the loop); a dataset's is a lookup."""
+        return await asyncio.to_thread(self.answer) if self.data.split == GENERATED else self.answer()
+
     async def _grade(self, trace: vf.Trace) -> float:
         from exactgrade.compare import compare
         from exactgrade.verdict import render_path
 
+        if self.data.answer_mode == "text":
+            return await self._grade_text(trace)
         state = outcome(trace)
-        failure = harness_failure(trace, state)
+        failure = harness_failure(trace, state, tools=self.data.answer_mode == "tools")
         if failure is None and state.result_wire is not None:
             try:
                 actual = wire.decode(state.result_wire)
             except wire.WireError as e:
                 failure = f"read-back refused on the host: {e}"
         if failure is None and state.model_fault is None and state.result_wire is not None:
-            try:  # a generated key runs the reference (off the loop); a dataset's is a lookup (on it)
-                generated = self.data.split == GENERATED
-                answer = await asyncio.to_thread(self.answer) if generated else self.answer()
+            try:
+                answer = await self._answer()
             except instances.InstanceRefused as refused:
                 failure = str(refused)
         if failure is not None:
@@ -287,13 +309,65 @@ class ExactgradeTask(vf.Task[ExactgradeData, SandboxState, ExactgradeTaskConfig]
         verdict = await asyncio.to_thread(compare, answer.expected, actual, answer.policy)
         trace.info["reason"] = verdict.reason if not verdict.ok else "passed"
         trace.info["path"] = render_path(verdict.path)
+        if verdict.ok and self.data.hidden_check:
+            return await self._grade_hidden(trace, state)
+        return 1.0 if verdict.ok else 0.0
+
+    async def _grade_text(self, trace: vf.Trace) -> float:
+        """Text mode: the final message's answer, read by the key and compared on the host
+        (exactgrade.text.grade_text; no sandbox). Whatever the text is, it is a wrong answer with the
+        reason; only the host failing to key the task or to grade at all is a harness failure."""
+        from exactgrade.env.code_answer import final_text
+        from exactgrade.text import grade_text
+        from exactgrade.verdict import render_path
+
+        messages = trace.assistant_messages
+        message = final_text(messages[-1].content) if messages else ""
+        try:
+            answer = await self._answer()
+            verdict = await asyncio.to_thread(grade_text, message, answer.expected, answer.policy)
+            failure = verdict.reason if verdict.reason.startswith(GRADER_ERROR) else None
+        except instances.InstanceRefused as refused:
+            failure = str(refused)
+        if failure is not None:
+            trace.info["scoring_error"] = failure
+            raise HarnessFailure(failure)
+        trace.info["reason"] = "passed" if verdict.ok else verdict.reason
+        trace.info["path"] = render_path(verdict.path)
+        return 1.0 if verdict.ok else 0.0
+
+    async def _grade_hidden(self, trace: vf.Trace, state: SandboxState) -> float:
+        """Code mode, once the task's own answer passed: `solve`'s answer on the hidden instance."""
+        from exactgrade.compare import compare
+        from exactgrade.verdict import render_path
+
+        try:
+            hidden = await asyncio.to_thread(self.hidden_instance)
+            kept = draft_kept(hidden)
+            actual = wire.decode(state.check_wire) if kept and state.check_wire is not None else None
+        except Exception as error:  # noqa: BLE001 - the host's own decode or build failed
+            why = f"the hidden instance cannot be graded: {type(error).__name__}: {error}"
+            trace.info["scoring_error"] = why
+            raise HarnessFailure(trace.info["scoring_error"]) from None
+        if not kept:  # the load promised a hidden question its built instance does not ask
+            trace.info["hidden_check"] = f"skipped: {hidden.id} asks another question than its draft"
+            return 1.0
+        trace.info["path"] = "hidden"
+        if actual is None:
+            trace.info["reason"] = "solve returned nothing on the hidden instance"
+            return 0.0
+        verdict = await asyncio.to_thread(compare, hidden.expected, actual, hidden.policy)
+        trace.info["reason"] = "passed" if verdict.ok else f"on the hidden instance: {verdict.reason}"
+        trace.info["path"] = ("" if verdict.ok else "hidden:") + render_path(verdict.path)
         return 1.0 if verdict.ok else 0.0
 
 
+GRADER_ERROR = "internal error"
+"""How grade_text's verdict begins when the grader itself failed (a bug, never the text's doing)."""
 OUTCOME = "sandbox"
 """trace.info key of the recorded sandbox outcome."""
 OUTCOME_FIELDS = frozenset({"result_wire", "result_error", "tool_calls", "sandbox_seconds", "sandbox_uid",
-                            "sandbox_error", "model_fault"})
+                            "sandbox_error", "model_fault", "check_wire"})
 """Every state field the reward reads: a field left out here would be lost at finalize (a rollout
 whose code killed its sandbox after a correct `result` would then be rewarded)."""
 
@@ -305,11 +379,14 @@ def outcome(trace: vf.Trace) -> SandboxState:
     return SandboxState.model_validate(recorded) if recorded is not None else trace.state
 
 
-def harness_failure(trace: vf.Trace, state: SandboxState) -> str | None:
+def harness_failure(trace: vf.Trace, state: SandboxState, tools: bool = True) -> str | None:
     """Why the rollout cannot be graded, or None: a sandbox the harness lost, a read-back the host
-    failed, or well-formed tool calls the tool server never handled (it crashed or was unreachable)."""
+    failed, or (with `tools` offered) well-formed tool calls the tool server never handled (it
+    crashed or was unreachable)."""
     if state.sandbox_error is not None:
         return state.sandbox_error
+    if not tools:
+        return None
     issued = sum(1 for message in trace.assistant_messages for call in message.tool_calls or ()
                  if _well_formed(call))
     if issued > state.tool_calls:
@@ -344,7 +421,14 @@ class _GeneratedConfig(vf.TasksetConfig):
     """Generated tasks: end the prompt with a `Task id: ...` line (the scripted policies of the demo
     and the tests find a generated task by it; a real model needs no such line)."""
     max_turns: int = 5
-    """Model turns before the rollout is stopped (and graded as it stands)."""
+    """Model turns before the rollout is stopped (and graded as it stands; code and text modes: 1)."""
+    answer_mode: AnswerMode = "tools"
+    """`tools`: execute_code/bash in a sandbox, the answer in `result` (multi-turn); `code`: one turn,
+    one python block defining solve(<inputs>), run by the host in the sandbox; `text`: one turn, the
+    answer written in the final message, parsed and graded on the host (exactgrade.env.modes)."""
+    hidden_check: bool = True
+    """Code mode: also call `solve` on a hidden instance of the same family and level, and require
+    both answers (a hard-coded answer fails)."""
     task: ExactgradeTaskConfig = ExactgradeTaskConfig()
     tools: SandboxToolsetConfig = SandboxToolsetConfig()
     """Where the shared sandbox tool server runs (default: a subprocess on this host)."""
@@ -355,8 +439,12 @@ class _GeneratedConfig(vf.TasksetConfig):
             raise ValueError("exactgrade environments set each task's system prompt; it is not configurable")
         if "max_turns" not in self.model_fields_set and "max_turns" in self.task.model_fields_set:
             self.max_turns = self.task.max_turns  # --env.taskset.task.max-turns alone also works
-        if self.task.max_turns != self.max_turns:
-            self.task = self.task.model_copy(update={"max_turns": self.max_turns})
+        explicit = "max_turns" in self.model_fields_set or "max_turns" in self.task.model_fields_set
+        if self.answer_mode != "tools" and not explicit:
+            self.max_turns = 1  # one answer, no tools: a second turn has nothing to answer
+        if (self.task.max_turns, self.task.backend) != (self.max_turns, self.tools.backend):
+            update = {"max_turns": self.max_turns, "backend": self.tools.backend}
+            self.task = self.task.model_copy(update=update)
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         from exactgrade.family import parse_levels
@@ -427,6 +515,8 @@ class ExactgradeStreamConfig(_GeneratedConfig):
 def _toolsets(domain: str, config: _GeneratedConfig) -> list[vf.Toolset]:
     from exactgrade.task import domain_module
 
+    if config.answer_mode != "tools":
+        return []  # code and text modes offer the model no tool
     tools = config.tools
     if tools.warm_profile is None:  # the server starts this domain's zygote before the first call
         tools = tools.model_copy(update={"warm_profile": domain_module(domain).PROFILE})
@@ -440,23 +530,57 @@ def generated_tasks(domain: str, config: _GeneratedConfig,
     from exactgrade.family import generate
 
     cells = config.cells(domain)
+    refused = 0  # consecutive tasks text mode does not serve
     for position in positions:
         level, family = cells[position % len(cells)]
         task = generate(domain, seed=config.seed, index=position // len(cells), level=level, family=family)
-        yield ExactgradeTask(generated_data(domain, task, config.show_task_id), config.task)
+        if config.answer_mode == "text" and modes.text_refusal(task.expected) is not None:
+            refused += 1
+            if refused >= MAX_REFUSED_RUN:
+                raise ValueError(f"text mode serves none of {refused} consecutive generated {domain} tasks "
+                                 "(their keys hold floating tensors): choose other families or another "
+                                 "answer mode")
+            continue
+        refused = 0
+        yield ExactgradeTask(generated_data(domain, task, config.show_task_id, config.answer_mode,
+                                            config.hidden_check), config.task)
 
 
-def generated_data(domain: str, task: Task, show_task_id: bool = False) -> ExactgradeData:
+MAX_REFUSED_RUN = 1000
+"""Text mode: generated tasks refused in a row before a pool or stream is declared empty."""
+
+
+def generated_data(domain: str, task: Task, show_task_id: bool = False, mode: AnswerMode = "tools",
+                   hidden_check: bool = True) -> ExactgradeData:
     """The TaskData of a generated task: what the model sees, the instance (inputs, draw, stream
     version: what a worker keys it from) and its difficulty; never its key."""
     from exactgrade.family import STREAM_VERSION
 
+    if mode == "code" and hidden_check:
+        hidden_check = hidden_check_applies(task.prompt, task.inputs, domain, task.family, task.level,
+                                            task.seed, task.index)
+    prompt, system = mode_prompts(task.id, generated_prompt(task, show_task_id), task.inputs, task.expected,
+                                  task.policy, mode, hidden_check)
     return ExactgradeData(
-        id=task.id, name=task.id, category=task.category, domain=domain,
-        prompt=generated_prompt(task, show_task_id), system_prompt=system_prompt(task.expected, task.policy),
+        id=task.id, name=task.id, category=task.category, domain=domain, prompt=prompt, system_prompt=system,
         inputs=wire.encode(dict(task.inputs)), split=GENERATED, family=task.family, level=task.level,
         seed=task.seed, index=task.index, attempt=instances.attempt_of(task), stream=STREAM_VERSION,
+        answer_mode=mode, hidden_check=mode == "code" and hidden_check,
     )  # fmt: skip
+
+
+def mode_prompts(task_id: str, prompt: str, inputs: Mapping[str, Any], expected: Any, policy: Policy,
+                 mode: AnswerMode, hidden_check: bool) -> tuple[str, str]:
+    """(user prompt, system prompt) of a task in `mode`: the tools-mode text rewritten
+    (exactgrade.env.modes); ValueError if the rewrite leaves a word of another mode."""
+
+    text = modes.rewrite(prompt, mode)
+    if mode == "text":
+        text = modes.text_inputs(text, inputs)
+    word = modes.leftover(text, mode)
+    if word is not None:
+        raise ValueError(f"{task_id}: its {mode}-mode prompt still speaks of {word!r} (exactgrade.env.modes)")
+    return text, system_prompt(expected, policy, mode, inputs, hidden_check)
 
 
 class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
@@ -476,6 +600,9 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
 
     def load(self) -> Iterable[ExactgradeTask]:
         if self.config.source == GENERATED:
+            if self.config.answer_mode == "text":  # the first `size` tasks text mode serves
+                tasks = generated_tasks(self.DOMAIN, self.config, itertools.count())
+                return itertools.islice(tasks, self.config.size)
             return generated_tasks(self.DOMAIN, self.config, range(self.config.size))
         return self._dataset()
 
@@ -487,19 +614,40 @@ class ExactgradeTaskset(vf.Taskset[ExactgradeTask, ExactgradeTasksetConfig]):
         answers = {row["task_id"]: keys.key_from_row(row) for row in rows}
         keys.record((self.DOMAIN, split, dataset_name), answers)
         families = _canonical_families(self.DOMAIN)
+        mode, hidden_check = self.config.answer_mode, self.config.hidden_check
+        if mode == "text":
+            rows = served_rows(self.DOMAIN, rows, answers)
         tasks = []
         for row in rows:
             answer = answers[row["task_id"]]
             generated = "level" in row and row["level"] is not None
+            inputs = wire.decode(row["inputs"])
+            family = row["family"] if generated else families.get(row["task_id"])
+            level = row["level"] if generated else 1
+            seed, index = (row["seed"], row["index"]) if generated else (None, None)
+            checked = mode == "code" and hidden_check and hidden_check_applies(
+                row["prompt"], inputs, self.DOMAIN, family, level, seed, index)
+            prompt, system = mode_prompts(row["task_id"], user_prompt(row), inputs, answer.expected,
+                                          answer.policy, mode, checked)
             tasks.append(ExactgradeTask(ExactgradeData(
                 id=row["task_id"], name=row["task_id"], category=row["category"], domain=self.DOMAIN,
-                prompt=user_prompt(row), system_prompt=system_prompt(answer.expected, answer.policy),
-                inputs=row["inputs"], split=split, dataset_name=dataset_name,
-                family=row["family"] if generated else families.get(row["task_id"]),
-                level=row["level"] if generated else 1,
-                seed=row["seed"] if generated else None, index=row["index"] if generated else None,
+                prompt=prompt, system_prompt=system, inputs=row["inputs"], split=split,
+                dataset_name=dataset_name,
+                family=family, level=level, seed=seed, index=index, answer_mode=mode, hidden_check=checked,
             ), self.config.task))  # fmt: skip
         return tasks
+
+
+def served_rows(domain: str, rows: Sequence[Mapping[str, Any]],
+                answers: Mapping[str, keys.AnswerKey]) -> list[Mapping[str, Any]]:
+    """The rows text mode serves (exactgrade.env.modes.text_refusal), saying at load how many and
+    why the others are left out."""
+    served = [row for row in rows if modes.text_refusal(answers[row["task_id"]].expected) is None]
+    if len(served) < len(rows):
+        logger.warning("%s text mode serves %d of %d tasks: the other %d keys hold floating-point tensors, "
+                       "which a text answer cannot write exactly (code or tools mode serves them)",
+                       domain, len(served), len(rows), len(rows) - len(served))
+    return served
 
 
 class ExactgradeStream(vf.Taskset[ExactgradeTask, ExactgradeStreamConfig]):

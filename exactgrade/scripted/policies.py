@@ -11,7 +11,9 @@
   flagged harness failure (trainers drop those rollouts, which would be a reward hack);
 - partial: the reference on the generated tasks `partial_solves` names, the mutant on every other
   task, so its pass rate per family and level is known by construction (`partial_pass_rate`):
-  what `python -m exactgrade calibrate` is tested against.
+  what `python -m exactgrade calibrate` is tested against;
+- rotate: the rollouts of each task take turns, reference, mutant, adversarial (a run with
+  `-r 3` meets all three on every task in one vf-eval); each reply says which it played.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 
 from exactgrade.policy import Exact, Policy
 
-POLICIES = ("reference", "mutant", "adversarial", "partial")
+POLICIES = ("reference", "mutant", "adversarial", "partial", "rotate")
+ROTATION = ("reference", "mutant", "adversarial")
 
 CANARY_ENV = "EXACTGRADE_CANARY"
 """The demo puts a random token in this host environment variable and in a host file; any
@@ -223,3 +226,78 @@ def partial_pass_rate(domain: str, family: str, level: int, tasks: int) -> float
 
     solved = sum(partial_solves(generated_id(domain, family, level, 0, index)) for index in range(tasks))
     return solved / tasks
+
+
+# -- code mode: one reply, one python block defining solve(<inputs>) ------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A one-turn answer (code and text modes): its kind and the message text."""
+
+    kind: str
+    text: str
+
+
+def solve_block(program: str, names: tuple[str, ...], after: str = "") -> str:
+    """A python block whose `solve` runs a tools-mode program (which reads the inputs as globals and
+    leaves `result`) on its arguments, then `after` (more code on `result`)."""
+    body = f"{program}\n{after}"
+    arguments = ", ".join(names)
+    namespace = ", ".join(f"{name!r}: {name}" for name in names)
+    return (f"```python\nPROGRAM = {body!r}\n\n\ndef solve({arguments}):\n    namespace = {{{namespace}}}\n"
+            "    exec(PROGRAM, namespace)\n    return namespace['result']\n```")
+
+
+def reference_reply(program: str, names: tuple[str, ...]) -> Reply:
+    return Reply("reference", f"Here is the solution.\n\n{solve_block(program, names)}\n")
+
+
+def mutant_reply(program: str, names: tuple[str, ...], index: int, policy: Policy) -> Reply:
+    kind = mutant_kind(index, policy)
+    after = f"{MUTATE}\nresult = _mutant(result, {kind!r})\n"
+    return Reply(kind, f"Here is the solution.\n\n{solve_block(program, names, after)}\n")
+
+
+CODE_ATTACKS = ("no_block", "two_blocks", "read_key", "escape", "forge_equal", "forge_protocol", "crash",
+                "memory_bomb", "raises", "forge_report")
+"""Code-mode attacks, cycled per task; none may pass, and none may be flagged."""
+
+
+def attack_kind(mode: str, index: int) -> str:
+    """The adversarial policy's attack on the task of script index `index`, in answer mode `mode`."""
+    if mode == "text":
+        from exactgrade.scripted.text_replies import TEXT_ATTACKS
+
+        return TEXT_ATTACKS[index % len(TEXT_ATTACKS)]
+    if mode == "code":
+        return CODE_ATTACKS[index % len(CODE_ATTACKS)]
+    return adversarial_script("", index, "", 0).kind
+
+
+def code_attack_reply(program: str, names: tuple[str, ...], index: int, canary_file: str, port: int) -> Reply:
+    """One code-mode attack per task (CODE_ATTACKS), each a whole reply."""
+    kind = attack_kind("code", index)
+    arguments = ", ".join(names)
+    wrong = f"def solve({arguments}):\n    return {{'rows': [0]}}\n"
+
+    def shell(command: str) -> str:
+        run = f"subprocess.run(['/bin/bash', '-c', {command!r}], capture_output=True, text=True)"
+        return f"```python\nimport subprocess\nprint({run}.stdout)\n{wrong}```"
+
+    memory = _MEMORY.replace("\n", "\n    ")
+    blocks = {
+        "no_block": "The answer is {'rows': [0]}; I computed it in my head.",
+        "two_blocks": f"{solve_block(program, names)}\n\nOr, the same:\n\n{solve_block(program, names)}",
+        "read_key": shell(_FIND_KEYS),
+        "escape": shell(_escape(canary_file, port)),
+        "forge_equal": f"```python\n{_FORGE_EQUAL}\n\ndef solve({arguments}):\n    return result\n```",
+        "forge_protocol": f"```python\n{_FORGE_PROTOCOL}\n\ndef solve({arguments}):\n    return result\n```",
+        "crash": f"```python\n{wrong}{_CRASH}```",
+        "memory_bomb": f"```python\ndef solve({arguments}):\n    {memory}\n```",
+        "raises": f"```python\ndef solve({arguments}):\n    raise RuntimeError('the key is unknown')\n```",
+        # replace the host's report of the call with one saying the right answer came back
+        "forge_report": (f"```python\ndef solve({arguments}):\n    global result\n"
+                         "    result = {'returned': 1}\n    raise SystemExit(0)\n```"),
+    }
+    return Reply(kind, blocks[kind])

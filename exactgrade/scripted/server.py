@@ -23,7 +23,8 @@ from typing import Any
 from exactgrade.cli_args import port, small_text_file, writable_file
 from exactgrade.scripted.policies import POLICIES
 
-HELP = "Run the scripted policy server (reference, mutant, adversarial or partial) that the demo evaluates."
+HELP = ("Run the scripted policy server (reference, mutant, adversarial, partial or rotate) that the demo "
+        "evaluates.")
 
 MAX_BODY = 64 << 20
 
@@ -31,7 +32,8 @@ MAX_BODY = 64 << 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="reference",
                         help="which scripted policy answers (default: reference; partial: the reference on "
-                             "some families and levels only, for calibrate)")
+                             "some families and levels only, for calibrate; rotate: a task's rollouts take "
+                             "turns, reference, mutant, adversarial)")
     parser.add_argument("--port", type=port, default=0, help="port on 127.0.0.1 (default 0: any free port; "
                         "the URL is printed on the first stdout line)")
     parser.add_argument("--log", type=writable_file, default=None,
@@ -47,6 +49,8 @@ class CatalogEntry:
     prompt: str
     program: str
     policy: Any
+    inputs: Any = None
+    """The task's inputs (a text-mode prompt lists tensor values, so the entry is found by them)."""
 
 
 def load_catalog() -> list[CatalogEntry]:
@@ -60,7 +64,8 @@ def load_catalog() -> list[CatalogEntry]:
         except (ImportError, AttributeError):  # a domain not written yet
             continue
         for index, d in enumerate(definitions):
-            entries.append(CatalogEntry(d.id, index, d.render(d.inputs).strip(), d.program, d.policy))
+            prompt = d.render(d.inputs).strip()
+            entries.append(CatalogEntry(d.id, index, prompt, d.program, d.policy, d.inputs))
     return entries
 
 
@@ -68,16 +73,41 @@ GENERATED_ID_LINE = re.compile(r"^Task id: (\S+)$", re.MULTILINE)
 
 
 def find_task(catalog: list[CatalogEntry], user_text: str) -> CatalogEntry | None:
-    """The canonical task whose prompt the text holds, or the generated task its `Task id:`
-    line names (rebuilt from the id: no catalogue of generated tasks exists or is needed)."""
-    matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
-    if matches:
-        return max(matches, key=lambda entry: len(entry.prompt))
+    """The generated task its `Task id:` line names (rebuilt from the id: no catalogue of generated
+    tasks exists or is needed), else the canonical task whose prompt the text holds (in any answer
+    mode: another mode's prompt is the tools prompt rewritten). The id line comes first: a generated
+    level-1 task can hold a canonical task's very question."""
     for task_id in GENERATED_ID_LINE.findall(user_text):
         entry = generated_entry(task_id)
         if entry is not None:
             return entry
-    return None
+    matches = [entry for entry in catalog if entry.prompt and entry.prompt in user_text]
+    for mode in ("code", "text"):
+        matches = matches or [e for e in catalog if e.prompt and _in_mode(e, mode) in user_text]
+    return max(matches, key=lambda entry: len(entry.prompt)) if matches else None
+
+
+def _in_mode(entry: CatalogEntry, mode: str) -> str:
+    from exactgrade.env import modes
+
+    text = modes.rewrite(entry.prompt, mode)
+    return modes.text_inputs(text, entry.inputs or {}) if mode == "text" else text
+
+
+SOLVE_SIGNATURE = re.compile(r"def solve\(([^)]*)\):")
+
+
+def answer_mode(body: dict) -> tuple[str, tuple[str, ...]]:
+    """(the answer mode a request is in, the input names of `solve` in code mode), from what the
+    environment sent: tools offered, or a system prompt asking for a python block or a json one."""
+    if body.get("tools"):
+        return "tools", ()
+    messages = body.get("messages") or []
+    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    signature = SOLVE_SIGNATURE.search(system)
+    if signature:
+        return "code", tuple(name.strip() for name in signature.group(1).split(",") if name.strip())
+    return ("text" if "```json" in system else "tools"), ()
 
 
 def generated_entry(task_id: str) -> CatalogEntry | None:
@@ -93,7 +123,8 @@ def generated_entry(task_id: str) -> CatalogEntry | None:
         task = get_task(task_id)
     except (UnknownTask, ValueError):
         return None
-    return CatalogEntry(task.id, script_index(task.id), task.prompt.strip(), task.program, task.policy)
+    return CatalogEntry(task.id, script_index(task.id), task.prompt.strip(), task.program, task.policy,
+                        task.inputs)
 
 
 def text_of(content: Any) -> str:
@@ -116,16 +147,58 @@ class PolicyModel:
         self.unknown = 0
         self.escapes: list[dict[str, str]] = []
         self._seen_tool_ids: set[str] = set()
+        self._turns: dict[str, int] = {}
+        """rotate: rollouts begun per task."""
+        self._rollouts: dict[str, str] = {}
+        """The first tool call id of each tools-mode rollout -> what it plays (a later turn finds it)."""
 
-    def script(self, entry: CatalogEntry):
+    def plays(self, entry: CatalogEntry, messages: list) -> str:
+        """What the policy plays in this rollout: reference, mutant or adversarial (partial: the
+        reference on the tasks it solves, the mutant on the others; rotate: the next of ROTATION for
+        the task at a rollout's first request, then what that rollout began with)."""
+        from exactgrade.scripted.policies import ROTATION, partial_solves
+
+        if self.policy == "partial":
+            return "reference" if partial_solves(entry.task_id) else "mutant"
+        if self.policy != "rotate":
+            return self.policy
+        calls = [call.get("id") for m in messages if m.get("role") == "assistant"
+                 for call in m.get("tool_calls") or () if isinstance(call, dict)]
+        with self.lock:
+            if calls and calls[0] in self._rollouts:
+                return self._rollouts[calls[0]]
+            turn = self._turns.get(entry.task_id, 0)
+            self._turns[entry.task_id] = turn + 1
+            return ROTATION[turn % len(ROTATION)]
+
+    def script(self, entry: CatalogEntry, plays: str):
         from exactgrade.scripted import policies
 
-        partial = self.policy == "partial"
-        if self.policy == "reference" or (partial and policies.partial_solves(entry.task_id)):
+        if plays == "reference":
             return policies.reference_script(entry.program)
-        if self.policy == "mutant" or partial:
+        if plays == "mutant":
             return policies.mutant_script(entry.program, entry.index, entry.policy)
         return policies.adversarial_script(entry.program, entry.index, self.canary_file, self.port)
+
+    def one_reply(self, entry: CatalogEntry, mode: str, names: tuple[str, ...], plays: str):
+        """The whole answer of a one-turn mode (code: a python block defining solve; text: the answer
+        written out, which the scripted policy takes from the task's key)."""
+        from exactgrade.scripted import policies, text_replies
+
+        if mode == "text":
+            from exactgrade.lookup import get_task
+
+            expected = get_task(entry.task_id).expected
+            if plays == "reference":
+                return text_replies.reference_text(expected)
+            if plays == "mutant":
+                return text_replies.mutant_text(expected, entry.index)
+            return text_replies.text_attack_reply(expected, entry.index)
+        if plays == "reference":
+            return policies.reference_reply(entry.program, names)
+        if plays == "mutant":
+            return policies.mutant_reply(entry.program, names, entry.index, entry.policy)
+        return policies.code_attack_reply(entry.program, names, entry.index, self.canary_file, self.port)
 
     def reply(self, body: dict) -> tuple[dict, str]:
         from exactgrade.scripted.policies import escaped
@@ -146,7 +219,13 @@ class PolicyModel:
                 self.unknown += 1
         if entry is None:
             return {"role": "assistant", "content": "I cannot identify this task."}, "stop"
-        script = self.script(entry)
+        mode, names = answer_mode(body)
+        plays = self.plays(entry, messages)
+        if mode != "tools":
+            reply = self.one_reply(entry, mode, names, plays)
+            said = f"Policy: {plays} ({reply.kind}).\n\n" if self.policy == "rotate" else ""
+            return {"role": "assistant", "content": said + reply.text}, "stop"
+        script = self.script(entry, plays)
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if len(tool_messages) < len(script.steps):
             step = script.steps[len(tool_messages)]
@@ -154,8 +233,12 @@ class PolicyModel:
                 return {"role": "assistant", "content": f"tool {step.tool!r} is not offered"}, "stop"
             call = {"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function",
                     "function": {"name": step.tool, "arguments": json.dumps(step.arguments)}}
+            if self.policy == "rotate":
+                with self.lock:
+                    self._rollouts.setdefault(call["id"], plays)
             return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
-        return {"role": "assistant", "content": f"Done ({self.policy}: {script.kind})."}, "stop"
+        said = plays if self.policy == "rotate" else self.policy
+        return {"role": "assistant", "content": f"Done ({said}: {script.kind})."}, "stop"
 
     def stats(self) -> dict:
         with self.lock:
