@@ -14,9 +14,9 @@ import pytest
 
 from exactgrade import GenerationError
 from exactgrade.domains import deeplearning, pytorch, scaling
-from exactgrade.domains.pytorch.common import POLICY, f32, make_task, pytorch_family, tensor
+from exactgrade.domains.pytorch.common import POLICY, f32, make_task, pytorch_level, tensor
 from exactgrade.domains.pytorch.exact import ExactTensor, values
-from exactgrade.family import Degenerate, Draw, build_instance, defects, draw_key, generate
+from exactgrade.family import Degenerate, Draw, build_instance, defects, draw_key, five_levels, generate
 from exactgrade.task import materialise
 from exactgrade.verify import format_report, verify_generated
 
@@ -63,12 +63,16 @@ def _quarters_or_positive(draw: Draw, level: int):
     return _quarters(draw, level)
 
 
-WRONG = pytorch_family("test_largest_magnitude", "tensor_ops", reference=largest_magnitude,
-                       independent=_largest_magnitude, question="Give `m`, the largest |x_i|.",
-                       answer=({"m": f32()},), sample=_quarters, levels="test family: L1 only")
-SOUND = pytorch_family("test_magnitudes", "tensor_ops", reference=magnitudes, independent=_magnitudes,
-                       question="Give `y`, the elementwise |x|.", answer=lambda i: ({"y": f32(4)},),
-                       sample=_quarters_or_positive, levels="test family: L1 only")
+def _one_question(name, reference, independent, question, answer, sample):
+    """A test family that asks its level-1 question at every level."""
+    level = pytorch_level("tensor_ops", reference, independent, question, answer, sample)
+    return five_levels(name, [level] * 5, about="test family: every level asks level 1's question")
+
+
+WRONG = _one_question("test_largest_magnitude", largest_magnitude, _largest_magnitude,
+                      "Give `m`, the largest |x_i|.", ({"m": f32()},), _quarters)
+SOUND = _one_question("test_magnitudes", magnitudes, _magnitudes, "Give `y`, the elementwise |x|.",
+                      lambda i: ({"y": f32(4)},), _quarters_or_positive)
 
 
 def _first_draw(fam, index: int):
