@@ -20,6 +20,8 @@ T = sympy.Symbol("t", positive=True)
 P = sympy.Symbol("p", positive=True, integer=True)
 K = sympy.Symbol("k", integer=True)
 GRADES = 20  # gradings of each wrong answer, each with fresh random points
+DECIDES = 60.0  # every comparison here is decided: 10x margin on a loaded machine (docs/timing.md)
+pytestmark = pytest.mark.timing
 
 
 def unevaluated(function, *args):
@@ -97,24 +99,24 @@ def _assert_differs_at_a_point(verdict: Verdict) -> None:
 @pytest.mark.parametrize(("key", "answer"), [case[1:] for case in WRONG], ids=[case[0] for case in WRONG])
 def test_an_answer_off_by_less_than_the_old_agreement_fails_every_time(key: object, answer: object) -> None:
     for _ in range(GRADES):
-        _assert_differs_at_a_point(compare(key, answer, Exact()))
+        _assert_differs_at_a_point(compare(key, answer, Exact(), time_limit=DECIDES))
 
 
 @pytest.mark.parametrize(("key", "answer"), [case[1:] for case in RIGHT], ids=[case[0] for case in RIGHT])
 def test_a_rewrite_passes_every_time(key: object, answer: object) -> None:
     for _ in range(5):
-        verdict = compare(key, answer, Exact())
+        verdict = compare(key, answer, Exact(), time_limit=DECIDES)
         assert type(verdict) is Verdict and verdict.ok, verdict.reason
 
 
 def test_the_reason_says_by_how_much_values_equal_to_six_digits_differ() -> None:
-    verdict = compare(sympy.sin(X), sympy.sin(X) + sympy.Rational(1, 2**300), Exact())
+    verdict = compare(sympy.sin(X), sympy.sin(X) + sympy.Rational(1, 2**300), Exact(), time_limit=DECIDES)
     assert re.search(r"they differ at x=\S+: expected (\S+), got \1 \(they differ by -?4\.9\d*e-91\)",
                      verdict.reason), verdict.reason
 
 
 def test_an_answer_too_small_to_check_fails_saying_how_much_agreement_it_needs() -> None:
-    verdict = compare(X / 7, X / 7 + bump(0, 10**6), Exact())
+    verdict = compare(X / 7, X / 7 + bump(0, 10**6), Exact(), time_limit=DECIDES)
     assert not verdict.ok
     assert re.search(r"the answer cannot be checked at x=\S+: .* call for agreement to 2\*\*-\d+, beyond "
                      r"what 16384-bit evaluation can show", verdict.reason), verdict.reason
@@ -124,7 +126,7 @@ def test_a_key_too_small_to_check_anywhere_is_undecidable_not_passed() -> None:
     """The bump as the key: no point leaves room to check an answer of its size, so every point is
     skipped (the key's doing, not the answer's) and the comparison fails, saying so."""
     key = X / 7 + bump(0, 10**6)
-    verdict = compare(key, unevaluated(sympy.Add, bump(0, 10**6), X / 7), Exact())
+    verdict = compare(key, unevaluated(sympy.Add, bump(0, 10**6), X / 7), Exact(), time_limit=DECIDES)
     assert not verdict.ok
     assert "could not decide equality: the reference could be checked at only 0 of 64 random points" in \
         verdict.reason, verdict.reason
@@ -134,7 +136,7 @@ def test_an_answer_of_huge_constants_is_refused_without_evaluating_at_their_size
     """40 integers of 1000 digits that cancel: 2 * 133,000 bits of constants are beyond any check, so
     the answer fails at the first point at 16384 bits at most (not at 266,000), saying why."""
     big = [sign * 10**999 for sign in (1, -1)] * 20
-    verdict = compare(sympy.sin(X), unevaluated(sympy.Add, sympy.sin(X), *big), Exact())
+    verdict = compare(sympy.sin(X), unevaluated(sympy.Add, sympy.sin(X), *big), Exact(), time_limit=DECIDES)
     assert not verdict.ok
     assert "the answer cannot be checked at x=" in verdict.reason, verdict.reason
 
