@@ -5,17 +5,20 @@ A task is written as parameters (``inputs``) + a reference solution + a prompt r
 are the input names; its source, followed by ``result = name(inputs...)``, is exactly the
 program a perfect model would send to ``execute_code`` (the ``program``), and the answer key
 is that program's executed output, pushed through the wire format. Nothing is hand-written.
+A reference may name self-contained helpers with ``uses`` (references of one category that
+share a log2 or an entropy write it once); their sources open the program.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from exactgrade.policy import Policy
 
@@ -65,10 +68,41 @@ class TaskDef:
         return f"{source.rstrip()}\n\n\nresult = {self.reference.__name__}({args})\n"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def uses(*helpers: Callable[..., Any]) -> Callable[[F], F]:
+    """Mark a reference as calling these self-contained top-level helpers: the program defines
+    them (and theirs, each once) before the reference, so one helper serves many references."""
+
+    def mark(reference: F) -> F:
+        reference.__dict__["helpers"] = helpers
+        return reference
+
+    return mark
+
+
+def _with_helpers(reference: Callable[..., Any], seen: list[Callable[..., Any]]) -> None:
+    for helper in reference.__dict__.get("helpers", ()):
+        if helper not in seen:
+            _with_helpers(helper, seen)
+            seen.append(helper)
+
+
 @cache
 def reference_source(reference: Callable[..., Any]) -> str:
-    """A reference function's source, dedented (read once: generated tasks reuse it)."""
-    return textwrap.dedent(inspect.getsource(reference))
+    """A reference function's source, dedented, after its helpers' (read once: generated tasks
+    reuse it)."""
+    helpers: list[Callable[..., Any]] = []
+    _with_helpers(reference, helpers)
+    return "".join(_undecorated(f).rstrip() + "\n\n\n" for f in (*helpers, reference))
+
+
+def _undecorated(function: Callable[..., Any]) -> str:
+    """A function's dedented source from its ``def`` on (a ``uses`` mark is not part of the program)."""
+    source = textwrap.dedent(inspect.getsource(function))
+    definition = ast.parse(source).body[0]
+    return "".join(source.splitlines(keepends=True)[definition.lineno - 1:])
 
 
 @cache

@@ -20,6 +20,7 @@ from exactgrade.task import (
     run_program,
     task_defs,
     tasks,
+    uses,
 )
 from exactgrade.values import TensorValue
 
@@ -48,6 +49,31 @@ def test_program_is_the_reference_source_plus_the_call():
     program = DEFINITION.program
     assert program.startswith("def mean_of(values, weight):\n    from fractions import Fraction\n")
     assert program.endswith("\n\n\nresult = mean_of(values=values, weight=weight)\n")
+
+
+def halve(x):
+    from fractions import Fraction
+
+    return Fraction(x, 2)
+
+
+@uses(halve)
+def quarter(x):
+    return halve(halve(x))
+
+
+@uses(halve, quarter)
+def eighth_rows(x):
+    return {"rows": [{"eighth": halve(quarter(x))}]}
+
+
+def test_a_reference_that_uses_helpers_defines_each_once_before_itself_without_the_mark():
+    definition = dataclasses.replace(DEFINITION, inputs={"x": 3}, reference=eighth_rows)
+    program = definition.program
+    assert "@uses" not in program
+    assert program.count("def halve(") == 1 and program.count("def quarter(") == 1
+    assert program.index("def halve(") < program.index("def quarter(") < program.index("def eighth_rows(")
+    assert run_program(program, definition.inputs) == {"rows": [{"eighth": Fraction(3, 8)}]}
 
 
 def test_run_program_returns_the_wire_round_tripped_result():

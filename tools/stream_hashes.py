@@ -8,7 +8,9 @@ without changing a single task.
 
 One line per (family, level): the SHA-256 of the first N instances of the stream (seed 0), each as
 its dataset row (``exactgrade.dataset.task_row``: prompt, api_description, inputs, expected output,
-policy) plus its reference program, tags, zero_reason, family, level, seed and index. One line per
+policy) plus its tags, zero_reason, family, level, seed and index: what a user sees and grades. The
+reference program's text is left out: a family may reorganise its references (one per question,
+helpers written once) without changing any task. One line per
 domain for its built canonical dataset (``train.jsonl`` and the ``README.md`` card, as
 ``python -m exactgrade build`` writes them). A domain's total hashes its lines in order, so it
 changes when a family is added, removed or reordered. ``check`` reads N from the file.
@@ -44,7 +46,6 @@ def instance_text(task: Task) -> str:
     """Everything of a generated task that a host or a grader sees, as one canonical JSON text."""
     record = {
         **task_row(task),
-        "program": task.program,
         "tags": list(task.tags),
         "zero_reason": task.zero_reason,
         "family": task.family,

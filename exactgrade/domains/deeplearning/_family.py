@@ -8,7 +8,7 @@ verify's generic check so that no generated instance fails ``verify --generated`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -57,6 +57,34 @@ def dl_family(name: str, build: Builder, sample: Sampler, levels: str, reject: R
     return five_levels(name, [Level(builders[level], sample, varying_rule(level)) for level in LEVELS],
                        about=levels, reject=every_level, varying=varying, constant=constant,
                        branches=branches)
+
+
+def deeplearning_family(name: str, levels: Sequence[Level], *, about: str, reject: Rule | None = None,
+                        varying: tuple[str, ...] = (), constant: Mapping[str, str] | None = None,
+                        branches: tuple[Branch, ...] = ()) -> Family:
+    """A family of five Levels (five_levels) whose instances also pass the key-size and
+    declared-zero rules, before ``reject`` and each level's own rule."""
+
+    def every_level(task: Task) -> str | None:
+        return key_size_problem(task) or zero_problem(task) or (reject(task) if reject else None)
+
+    return five_levels(name, levels, about=about, reject=every_level, varying=varying, constant=constant,
+                       branches=branches)
+
+
+def varying_fields(*paths: str) -> Rule:
+    """A level's own rule: each field at ``paths`` takes two values or more in the key (Family.varying
+    holds the fields every level's key has)."""
+    return lambda task: constant_fields(task.expected, paths)
+
+
+def key_agrees(task: Task, want: Any) -> list[str]:
+    """The problem of a key that differs from its independent recomputation ``want`` (a one-row
+    answer may be given unwrapped)."""
+    want = want if isinstance(want, dict) and list(want) == ["rows"] else {"rows": [want]}
+    if task.expected != want:
+        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
+    return []
 
 
 def answer_field(task: Task, key: str, missing: Any = ...) -> Any:

@@ -32,7 +32,7 @@ from exactgrade.verdict import render_path
 
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
-    "information": ("distributions", "joint", "labels", "info_question"),
+    "information": ("distributions", "joint", "labels", "independent"),
     "backprop": ("gradients_at", "forward", "mlp_question"),
     "numerical": ("float_cases", "float_search"),
     "linalg": ("linalg", "linalg_question"),
@@ -53,7 +53,7 @@ def check(task: Task) -> list[str]:
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
-        ("kl_asymmetry", _kl_asymmetry), ("info_question", _info_question), ("gradients_at", _gradients),
+        ("kl_asymmetry", _kl_asymmetry), ("independent", _independent), ("gradients_at", _gradients),
         ("equal_gradients", _equal_gradients),
         ("forward", _forward), ("mlp_question", _mlp_question),
         ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
@@ -67,6 +67,11 @@ def check(task: Task) -> list[str]:
             except (rational.RationalError, KeyError, IndexError, TypeError) as error:
                 problems.append(f"{key or 'meta'} check could not run: {type(error).__name__}: {error}")
     return problems
+
+
+def _independent(task: Task) -> list[str]:
+    """The check its level attached beside its reference: it recomputes the key another way."""
+    return list(task.meta["independent"](task))
 
 
 def _meta_mirrors_inputs(task: Task) -> list[str]:
@@ -181,252 +186,6 @@ def _kl_asymmetry(task: Task) -> list[str]:
     if len(set(found)) < 2:
         return [f"the expected KL values {_show(found)} do not differ"]
     return []
-
-
-def _code_length_kinks(p0: Any, p1: Any) -> dict[str, Any]:
-    """entropy L5 another way: the least expected length over t is the lower envelope of the lines
-    of every length vector that satisfies Kraft's inequality (lengths 1..n-1: an optimal code
-    never needs more), built by the convex-hull sweep over slopes, not by Huffman at chosen t."""
-    from math import lcm
-
-    p0, p1 = [Fraction(x) for x in p0], [Fraction(x) for x in p1]
-    n = len(p0)
-    scale = lcm(*(x.denominator for x in (*p0, *p1)))
-    a0 = [int(x * scale) for x in p0]
-    da = [int((y - x) * scale) for x, y in zip(p0, p1, strict=True)]
-    found: dict[int, int] = {}  # slope -> least intercept (both times scale)
-    full = 2 ** (n - 1)
-
-    def extend(i: int, kraft: int, c: int, m: int) -> None:
-        """Lengths of outcomes i.. with Kraft sum (times 2**(n-1)) reaching exactly 1: only complete
-        codes (an incomplete one is beaten everywhere by shortening a codeword)."""
-        if i == n:
-            if kraft == full and (m not in found or c < found[m]):
-                found[m] = c
-            return
-        for k in range(1, n):
-            share = 2 ** (n - 1 - k)
-            if kraft + share <= full and kraft + share + (n - 1 - i) * 1 <= full:
-                extend(i + 1, kraft + share, c + k * a0[i], m + k * da[i])
-
-    extend(0, 0, 0, 0)
-    lines = {Fraction(m, scale): Fraction(c, scale) for m, c in found.items()}
-    hull: list[tuple[Fraction, Fraction]] = []  # decreasing slopes: the minimum, left to right
-    for m in sorted(lines, reverse=True):
-        c = lines[m]
-        while len(hull) >= 2:
-            (m1, c1), (m2, c2) = hull[-2], hull[-1]
-            if (c - c1) * (m1 - m2) <= (c2 - c1) * (m1 - m):  # the middle line is never the minimum
-                hull.pop()
-            else:
-                break
-        hull.append((m, c))
-    cuts = [(c2 - c1) / (m1 - m2) for (m1, c1), (m2, c2) in zip(hull, hull[1:], strict=False)]
-
-    def least(t: Fraction) -> Fraction:
-        return min(c + m * t for m, c in hull)
-
-    inside = [t for t in cuts if 0 < t < 1]
-    points = [(t, least(t)) for t in [Fraction(0), *inside, Fraction(1)]]
-    top = max(v for _, v in points)
-    return {"kinks": [[t, v] for t, v in points[1:-1]], "max_t": min(t for t, v in points if v == top),
-            "max_bits": top}
-
-
-def _monotone(task: Task) -> list[str]:
-    """divergence L5 another way: each outcome's value by the min-max formula of isotonic
-    regression (q_i = max over t >= i of min over s <= i of the block statistic of s..t), with
-    means forward and geometric means in reverse (compared exactly as P1**m2 against P2**m1,
-    then rooted and renormalised), instead of pooling violators; the model must be a
-    non-increasing distribution, both divergences agree with 50-digit mpmath (the reverse one
-    summed term by term, not from the normaliser), and the named mistakes give other models."""
-    import math
-    from functools import cmp_to_key
-
-    import mpmath
-
-    from exactgrade.domains.deeplearning.information.divergence import monotone_mistakes
-
-    data = [Fraction(x) for x in task.inputs["data"]]
-    n, row = len(data), task.expected["rows"][0]
-
-    Block = tuple[Fraction, int]
-
-    def minmax(statistic: Callable[[list[Fraction]], Block],
-               compare: Callable[[Block, Block], int]) -> list[Block]:
-        order = cmp_to_key(compare)
-        return [max((min((statistic(data[s:t + 1]) for s in range(i + 1)), key=order) for t in range(i, n)),
-                    key=order) for i in range(n)]
-
-    def sign(x: Fraction) -> int:
-        return (x > 0) - (x < 0)
-
-    means = minmax(lambda xs: (sum(xs, Fraction(0)), len(xs)), lambda a, b: sign(a[0] * b[1] - b[0] * a[1]))
-    forward = [total / m for total, m in means]
-    products = minmax(lambda xs: (math.prod(xs, start=Fraction(1)), len(xs)),
-                      lambda a, b: sign(a[0] ** b[1] - b[0] ** a[1]))
-    roots = []
-    for product, m in products:
-        top, bottom = (sympy.integer_nthroot(x, m) for x in (product.numerator, product.denominator))
-        if not (top[1] and bottom[1]):
-            return [f"the reverse model's block product {product} has no rational {m}-th root"]
-        roots.append(Fraction(int(top[0]), int(bottom[0])))
-    reverse = [g / sum(roots, Fraction(0)) for g in roots]
-    problems = [f"{name} is {row[name]} but the min-max formula gives {want}"
-                for name, want in (("q_forward", forward), ("q_reverse", reverse)) if row[name] != want]
-    problems += [f"{name} is not a non-increasing distribution" for name in ("q_forward", "q_reverse")
-                 if sum(row[name], Fraction(0)) != 1 or row[name] != sorted(row[name], reverse=True)]
-    with mpmath.workdps(50):
-        def mp(x: Fraction) -> Any:
-            return mpmath.mpf(x.numerator) / x.denominator
-
-        for name, weights, other in (("forward_bits", data, forward), ("reverse_bits", reverse, data)):
-            want = sum(mp(x) * mpmath.log(mp(x / y), 2) for x, y in zip(weights, other, strict=True))
-            got = mpmath.mpf(sympy.N(_as_sympy(row[name]), 50))
-            if abs(got - want) > mpmath.mpf(10) ** -40:
-                problems.append(f"{name} is {mpmath.nstr(got, 20)} but 50-digit mpmath gives "
-                                f"{mpmath.nstr(want, 20)}")
-    for name, (fields, wrong) in monotone_mistakes(data).items():
-        problems += [Degenerate(f"the named mistake ({name}) gives {field}") for field in fields
-                     if [rational.to_sympy(x) for x in row[field]] == wrong]
-    return problems
-
-
-def _info_question(task: Task) -> list[str]:
-    """The upper-level information questions recomputed with exactgrade.rational another way."""
-    from itertools import permutations
-
-    from exactgrade.domains.deeplearning.information.mutual_information import merged_table
-
-    inputs, question = task.inputs, task.meta["info_question"]
-    kl, entropy = rational.kl_bits, rational.information.entropy_bits
-    want: Any
-    if question == "code_length":
-        want = {"rows": [{"bits": entropy(p)} for p in inputs["distributions"]]}
-    elif question == "kinks":
-        want = _code_length_kinks(inputs["p0"], inputs["p1"])
-        from exactgrade.domains.deeplearning.information.entropy import order_changes
-
-        if sorted(t for t, _ in want["kinks"]) == order_changes(inputs["p0"], inputs["p1"]):
-            return [Degenerate("the named mistake (kinks where the probabilities change order) gives the "
-                               "key")]
-    elif question == "monotone":
-        return _monotone(task)
-    elif question == "two_stage":
-        want = {"rows": [{"bits": entropy(s["groups"]) + sum((Fraction(g) * entropy(w) for g, w in
-                                                               zip(s["groups"], s["within"], strict=True)),
-                                                              Fraction(0))} for s in inputs["sources"]]}
-    elif question == "best_capped":
-        cap = Fraction(inputs["cap"])
-        fits = [i for i, p in enumerate(inputs["candidates"]) if max(map(Fraction, p)) <= cap]
-        top = max((entropy(inputs["candidates"][i]) for i in fits), default=None)
-        first = next((i for i in fits if entropy(inputs["candidates"][i]) == top), None)
-        want = {"best": None if first is None else first + 1, "bits": top}
-    elif question == "coding_cost":
-        want = {"rows": [{"expected_length": rational.cross_entropy_bits(pq["p"], pq["q"]),
-                          "extra_bits": kl(pq["p"], pq["q"])} for pq in inputs["pairs"]]}
-    elif question == "product_kl":
-        rows = []
-        for pairs in inputs["products"]:
-            joint_p, joint_q = [Fraction(1)], [Fraction(1)]
-            for pair in pairs:
-                joint_p = [a * Fraction(b) for a in joint_p for b in pair["p"]]
-                joint_q = [a * Fraction(b) for a in joint_q for b in pair["q"]]
-            rows.append({"bits": kl(joint_p, joint_q)})
-        want = {"rows": rows}
-    elif question == "closest":
-        budget = Fraction(inputs["budget"])
-        fits = [i for i, q in enumerate(inputs["candidates"]) if kl(inputs["p"], q) <= budget]
-        low = min((kl(inputs["p"], inputs["candidates"][i]) for i in fits), default=None)
-        best = next((i for i in fits if kl(inputs["p"], inputs["candidates"][i]) == low), None)
-        want = {"best": None if best is None else best + 1, "bits": low}
-    elif question == "arrange_asymmetry":
-        p, q = [Fraction(x) for x in inputs["p"]], [Fraction(x) for x in inputs["q"]]
-        scored = {perm: kl(list(perm), p) - kl(p, list(perm)) for perm in set(permutations(q))}
-        top = max(scored.values())
-        want = {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top}
-    elif question == "asymmetry":
-        want = {"rows": [{"difference_bits": kl(pq["p"], pq["q"]) - kl(pq["q"], pq["p"]),
-                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
-                         for pq in inputs["pairs"]]}
-    elif question == "both_directions":
-        want = {"rows": [{"symmetric_bits": kl(pq["p"], pq["q"]) + kl(pq["q"], pq["p"]),
-                          "entropy_gap_bits": entropy(pq["p"]) - entropy(pq["q"]),
-                          "larger": "p||q" if kl(pq["p"], pq["q"]) > kl(pq["q"], pq["p"]) else "q||p"}
-                         for pq in inputs["pairs"]]}
-    elif question == "most_asymmetric":
-        gaps = [abs(kl(inputs["p"], q) - kl(q, inputs["p"])) for q in inputs["candidates"]]
-        want = {"best": gaps.index(max(gaps)) + 1, "gap_bits": max(gaps)}
-    elif question == "information_words":
-        table = joint_table(inputs["joint"])
-        saved = rational.mutual_information_bits(table)
-        want = {"remaining_bits": entropy(rational.marginals(table)[0]) - saved, "saved_bits": saved}
-    elif question == "merge_columns":
-        want = {"bits": rational.mutual_information_bits(merged_table(inputs["joint"], inputs["groups"]))}
-    elif question == "best_merge":
-        joint = inputs["joint"]
-        masses = rational.marginals(joint_table(joint))[1]
-        n = len(masses)
-        scored = {(a, b): rational.mutual_information_bits(
-            merged_table(joint, [[a, b]] + [[c] for c in range(n) if c not in (a, b)]))
-            for a in range(n) for b in range(a + 1, n) if masses[a] == masses[b]}
-        top = max(scored.values())
-        want = {"merge": [b + 1 for b in min(k for k, v in scored.items() if v == top)], "bits": top}
-    elif question == "two_merges":
-        joint = inputs["joint"]
-        masses = rational.marginals(joint_table(joint))[1]
-        n = len(masses)
-        values = []
-        for first, second in _subsets_of_pairs(n):
-            if masses[first[0]] == masses[first[1]] and masses[second[0]] == masses[second[1]]:
-                groups = [list(first), list(second)] + [[c] for c in range(n) if c not in (*first, *second)]
-                values.append(rational.mutual_information_bits(merged_table(joint, groups)))
-        want = {"bits": max(values), "choices": values.count(max(values))}
-    elif question in ("accuracy_loss", "drop_hardest", "top_k"):
-        want = _classification_question(inputs, question)
-    else:
-        return [f"unknown meta['info_question'] {question!r}"]
-    want = want if list(want) == ["rows"] else {"rows": [want]}
-    if task.expected != want:
-        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
-    return []
-
-
-def _classification_question(inputs: Mapping[str, Any], question: str) -> Any:
-    """Accuracy, drops and top-k recomputed per example with rational.log2_dyadic."""
-    predictions, labels = inputs["predictions"], inputs["labels"]
-    losses = [-rational.log2_dyadic(Fraction(q[y])) for q, y in zip(predictions, labels, strict=True)]
-    if question == "accuracy_loss":
-        right = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
-                 if all(Fraction(q[c]) < Fraction(q[y]) for c in range(len(q)) if c < y)
-                 and all(Fraction(q[c]) <= Fraction(q[y]) for c in range(len(q)) if c > y)]
-        return {"accuracy": Fraction(len(right), len(labels)),
-                "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}
-    if question == "drop_hardest":
-        rows = []
-        for bound in inputs["bounds"]:
-            kept = [sorted(losses)[:len(losses) - k] for k in range(len(losses))]
-            rows.append({"k": next((k for k, part in enumerate(kept)
-                                    if Fraction(sum(part), len(part)) <= Fraction(bound)), None)})
-        return {"rows": rows}
-    for k in range(1, max(map(len, predictions)) + 1):
-        hit = [loss for q, y, loss in zip(predictions, labels, losses, strict=True)
-               if sorted((Fraction(x) for x in q), reverse=True).index(Fraction(q[y])) < k]
-        if Fraction(len(hit), len(labels)) >= Fraction(inputs["target"]):
-            return {"k": k, "loss_bits": Fraction(sum(hit), len(hit))}
-    return {"k": None, "loss_bits": None}
-
-
-def _subsets_of_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Every unordered choice of two disjoint pairs of 0..n-1 (by the smallest element of the four
-    going first: each choice once)."""
-    from itertools import combinations
-
-    found = []
-    for four in combinations(range(n), 4):
-        a, b, c, d = four
-        found += [((a, b), (c, d)), ((a, c), (b, d)), ((a, d), (b, c))]
-    return found
 
 
 def _gradients(task: Task) -> list[str]:
@@ -1117,7 +876,7 @@ def _high_precision(task: Task) -> list[str]:
         for i, (row, (key, values)) in enumerate(zip(rows, wanted, strict=True)):
             exact = row[key] if isinstance(row[key], list) else [row[key]]
             for e, want in zip(exact, values, strict=True):
-                got = mpmath.mpf(sympy.N(_as_sympy(e), 70))
+                got = mpmath.mpf(sympy.N(as_sympy(e), 70))
                 if abs(got - want) > mpmath.mpf(10) ** -50:
                     problems.append(f"rows[{i}][{key!r}]: the key is {mpmath.nstr(got, 20)} but 80-digit "
                                     f"mpmath gives {mpmath.nstr(want, 20)}")
@@ -1432,7 +1191,7 @@ def _adam_two_step_loss(task: Task) -> list[str]:
             w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
                  for wi, mi, vi in zip(w, m, v, strict=True)]
         want = mpmath.fsum(ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)) / 2
-        got = mpmath.mpf(sympy.N(_as_sympy(task.expected["rows"][0]["loss"]), 70))
+        got = mpmath.mpf(sympy.N(as_sympy(task.expected["rows"][0]["loss"]), 70))
         if abs(got - want) > mpmath.mpf(10) ** -50:
             return [f"the loss is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(want, 20)}"]
     return []
@@ -1464,7 +1223,7 @@ def _schedule_question(task: Task) -> list[str]:
         try:
             if question == "total":
                 total = mpmath.fsum(lr_at(s, inputs["decay_steps"]) for s in range(1, inputs["last"] + 1))
-                got = mpmath.mpf(sympy.N(_as_sympy(task.expected["rows"][0]["total"]), 70))
+                got = mpmath.mpf(sympy.N(as_sympy(task.expected["rows"][0]["total"]), 70))
                 return [] if abs(got - total) < mpmath.mpf(10) ** -50 else [
                     f"the total is {mpmath.nstr(got, 20)} but 80-digit mpmath gives {mpmath.nstr(total, 20)}"]
             if question != "first_at_most":
@@ -1480,7 +1239,7 @@ def _schedule_question(task: Task) -> list[str]:
     return []
 
 
-def _as_sympy(value: Any) -> sympy.Expr:
+def as_sympy(value: Any) -> sympy.Expr:
     """An exact key value as sympy (never via sympify); TypeError for anything inexact."""
     if type(value) is int or type(value) is Fraction:
         return rational.to_sympy(value)

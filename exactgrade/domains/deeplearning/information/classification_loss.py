@@ -4,25 +4,19 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from exactgrade.domains.deeplearning._family import answer_field
+from exactgrade import rational
+from exactgrade.domains.deeplearning._family import answer_field, deeplearning_family, key_agrees
 from exactgrade.domains.deeplearning.common import POLICY, prompt
-from exactgrade.domains.deeplearning.information.shared import API, UPPER_API, info_family
-from exactgrade.family import Branch, Draw, Reject
-from exactgrade.task import TaskDef
+from exactgrade.domains.deeplearning.information.shared import API, UPPER_API, log2, question_level
+from exactgrade.family import Branch, Draw, Level, Reject
+from exactgrade.task import TaskDef, uses
 
 
+@uses(log2)
 def classification_loss_rows(predictions, labels):
     from fractions import Fraction
 
     import sympy
-
-    def log2(p):
-        n, d = p.numerator, p.denominator
-        if n == 1 and d & (d - 1) == 0:
-            return -(d.bit_length() - 1)
-        if d == 1 and n & (n - 1) == 0:
-            return n.bit_length() - 1
-        raise ValueError(f"{p} is not a power of two")
 
     losses = [-log2(Fraction(q[y])) for q, y in zip(predictions, labels, strict=True)]
     mean = Fraction(sum(losses), len(losses))
@@ -75,20 +69,7 @@ def build_classification(task_id, inputs):
                    meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
 
 
-def sample_classification_upper(draw: Draw, level: int) -> dict:
-    if level == 5:
-        base = sample_ranked(draw)
-        return {"question": "top_k", **base, "target": top_k_target(draw, base)}
-    if level == 3:
-        return {"question": "accuracy_loss", **sample_argmax(draw)}
-    base = sample_classification(draw, 1)
-    if level == 2:
-        return base
-    examples = zip(base["predictions"], base["labels"], strict=True)
-    losses = sorted((-_log2(q[y]) for q, y in examples), reverse=True)
-    if len(losses) < 5:  # three bounds from four or more drop counts (not every count of the N - 1)
-        raise Reject("fewer than five examples")
-    return {"question": "drop_hardest", **base, "bounds": drop_bounds(draw, losses)}
+LEVEL_1 = Level(build_classification, sample_classification)
 
 
 def drop_bounds(draw: Draw, losses: list[int]) -> list[F]:
@@ -210,11 +191,137 @@ def _geometric_prompt(inputs):
 
 
 def build_geometric(task_id, inputs):
-    basics = UPPER_API
-
-    return TaskDef(task_id, "information", inputs, classification_loss_rows, _geometric_prompt, basics,
+    return TaskDef(task_id, "information", inputs, classification_loss_rows, _geometric_prompt, UPPER_API,
                    POLICY, tags=("cross-entropy", "perplexity"),
                    meta={"predictions": inputs["predictions"], "labels": inputs["labels"]})
+
+
+LEVEL_2 = Level(build_geometric, lambda draw, level: sample_classification(draw, 1))
+
+
+def _losses(inputs) -> list[int]:
+    """Each example's loss in bits, -log2 of its true class's probability (rational, not the reference)."""
+    examples = zip(inputs["predictions"], inputs["labels"], strict=True)
+    return [-rational.log2_dyadic(F(q[y])) for q, y in examples]
+
+
+# L3 (compose): the accuracy of the argmax and the mean loss of the examples it gets right
+@uses(log2)
+def accuracy_and_loss(predictions, labels, question=None):
+    from fractions import Fraction
+
+    losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
+    top = [max(range(len(q)), key=lambda c: (Fraction(q[c]), -c)) for q in predictions]
+    right = [loss for loss, t, y in zip(losses, top, labels, strict=True) if t == y]
+    return {"rows": [{"accuracy": Fraction(len(right), len(labels)),
+                      "loss_correct_bits": Fraction(sum(right), len(right)) if right else None}]}
+
+
+def _check_accuracy_and_loss(task):
+    """Correct means no smaller class reaches the true one's probability and no larger one passes it."""
+    predictions, labels = task.inputs["predictions"], task.inputs["labels"]
+    right = [loss for q, y, loss in zip(predictions, labels, _losses(task.inputs), strict=True)
+             if all(F(q[c]) < F(q[y]) for c in range(len(q)) if c < y)
+             and all(F(q[c]) <= F(q[y]) for c in range(len(q)) if c > y)]
+    return key_agrees(task, {"accuracy": F(len(right), len(labels)),
+                             "loss_correct_bits": F(sum(right), len(right)) if right else None})
+
+
+LEVEL_3 = Level(question_level(
+    "accuracy_loss", accuracy_and_loss, _check_accuracy_and_loss,
+    "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+    "is labels[i]. It predicts the class of highest probability (on a tie, the smallest class index). "
+    "Give its accuracy (the fraction of examples predicted right) and the mean log loss in bits (-log2 "
+    "of the probability given to the true class) over the correctly predicted examples only (None if "
+    "there are none).",
+    '{"accuracy": Fraction, "loss_correct_bits": Fraction or None}',
+    "accuracy is a fraction of examples; the loss is in bits per example"),
+    lambda draw, level: {"question": "accuracy_loss", **sample_argmax(draw)})
+
+
+# L4 (inverse): the fewest hardest examples to drop for each loss bound
+@uses(log2)
+def fewest_drops(predictions, labels, bounds, question=None):
+    from fractions import Fraction
+
+    losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
+    ordered = sorted(losses, reverse=True)
+    rows = []
+    for bound in bounds:
+        fits = [k for k in range(len(ordered))
+                if Fraction(sum(ordered[k:]), len(ordered) - k) <= Fraction(bound)]
+        rows.append({"k": fits[0] if fits else None})
+    return {"rows": rows}
+
+
+def _check_fewest_drops(task):
+    losses, rows = _losses(task.inputs), []
+    for bound in task.inputs["bounds"]:
+        kept = [sorted(losses)[:len(losses) - k] for k in range(len(losses))]
+        rows.append({"k": next((k for k, part in enumerate(kept) if F(sum(part), len(part)) <= F(bound)),
+                               None)})
+    return key_agrees(task, {"rows": rows})
+
+
+def sample_drop_hardest(draw: Draw, level: int) -> dict:
+    base = sample_classification(draw, 1)
+    examples = zip(base["predictions"], base["labels"], strict=True)
+    losses = sorted((-_log2(q[y]) for q, y in examples), reverse=True)
+    if len(losses) < 5:  # three bounds from four or more drop counts (not every count of the N - 1)
+        raise Reject("fewer than five examples")
+    return {"question": "drop_hardest", **base, "bounds": drop_bounds(draw, losses)}
+
+
+LEVEL_4 = Level(question_level(
+    "drop_hardest", fewest_drops, _check_fewest_drops,
+    "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+    "is labels[i]; an example's loss is -log2 of the probability given to its true class. For each "
+    "bound in `bounds`, what is the smallest number k (0 <= k <= N - 1, for N examples) of examples to "
+    "remove, always removing the k of largest loss, so that the mean loss of the remaining examples is "
+    "at most that bound, in bits? None for a bound that no such k reaches.",
+    '{"rows": [{"k": int or None}, ...]}  (one row per bound, in the order of `bounds`)',
+    "k counts examples"), sample_drop_hardest)
+
+
+# L5 (search): the smallest k whose top-k accuracy reaches a target, and the loss of those examples
+@uses(log2)
+def smallest_top_k(predictions, labels, target, question=None):
+    from fractions import Fraction
+
+    losses = [-log2(q[y]) for q, y in zip(predictions, labels, strict=True)]
+    ranks = [1 + sum(1 for x in q if Fraction(x) > Fraction(q[y]))
+             for q, y in zip(predictions, labels, strict=True)]
+    for k in range(1, max(len(q) for q in predictions) + 1):
+        hit = [loss for loss, r in zip(losses, ranks, strict=True) if r <= k]
+        if Fraction(len(hit), len(labels)) >= Fraction(target):
+            return {"rows": [{"k": k, "loss_bits": Fraction(sum(hit), len(hit))}]}
+    return {"rows": [{"k": None, "loss_bits": None}]}
+
+
+def _check_smallest_top_k(task):
+    """Top-k correct by the true class's place in the sorted probabilities, not by counting."""
+    predictions, labels = task.inputs["predictions"], task.inputs["labels"]
+    for k in range(1, max(map(len, predictions)) + 1):
+        hit = [loss for q, y, loss in zip(predictions, labels, _losses(task.inputs), strict=True)
+               if sorted((F(x) for x in q), reverse=True).index(F(q[y])) < k]
+        if F(len(hit), len(labels)) >= F(task.inputs["target"]):
+            return key_agrees(task, {"k": k, "loss_bits": F(sum(hit), len(hit))})
+    return key_agrees(task, {"k": None, "loss_bits": None})
+
+
+def sample_top_k(draw: Draw, level: int) -> dict:
+    base = sample_ranked(draw)
+    return {"question": "top_k", **base, "target": top_k_target(draw, base)}
+
+
+LEVEL_5 = Level(question_level(
+    "top_k", smallest_top_k, _check_smallest_top_k,
+    "A classifier outputs the distribution predictions[i] over classes for example i, whose true class "
+    "is labels[i]. Example i is top-k correct when fewer than k classes have a probability strictly "
+    "greater than that of its true class; its loss is -log2 of the probability of its true class. Give "
+    "the smallest k for which at least the fraction `target` of the examples are top-k correct, and the "
+    "mean loss in bits over the examples that are top-k correct at that k.",
+    '{"k": int, "loss_bits": Fraction}', "k counts classes; the loss is in bits per example"), sample_top_k)
 
 
 def _none_k(task):
@@ -225,7 +332,7 @@ def _none_k(task):
 def _top_tie(task):
     """accuracy_loss: an example whose true class ties another for the largest probability (the
     stated tie rule, not the probabilities, decides whether it is predicted right)."""
-    if task.inputs.get("question") != "accuracy_loss":
+    if task.level != 3:
         return False
     return any(sum(1 for x in q if F(x) == max(map(F, q))) > 1 and F(q[y]) == max(map(F, q))
                for q, y in zip(task.inputs["predictions"], task.inputs["labels"], strict=True))
@@ -233,26 +340,25 @@ def _top_tie(task):
 
 def _every_example_counts(task):
     """top_k's smallest k is the largest rank of a true class: the loss is over every example."""
-    if task.inputs.get("question") != "top_k":
+    if task.level != 5:
         return False
     predictions, labels = task.inputs["predictions"], task.inputs["labels"]
     return answer_field(task, "k") == max(1 + sum(1 for x in q if F(x) > F(q[y]))
                                           for q, y in zip(predictions, labels, strict=True))
 
 
-CLASSIFICATION_LOSS = info_family(
-    "classification_loss", build_classification, sample_classification,
-    "L1: mean log loss and perplexity with formulas stated. L2 (derive): the same two numbers described as "
-    "the "
-    "geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax, ties to the smallest "
-    "class) and the mean loss of the correct examples, over 4-16 classes with the true class on top in "
-    "about half the examples (a correct loss of 1-3 bits) and tied there in a third of those. L4 "
-    "(inverse): for each of three loss bounds, the fewest hardest examples to drop to reach it, "
-    "a None row in about a sixth. L5 (search): the smallest k whose top-k accuracy reaches a "
-    "target, and the loss of the top-k correct examples, over 4-8 classes with each true class at a drawn "
-    "rank; the target is met below the largest rank of a true class in 19 instances in 20 (k is not the "
-    "number of classes, the loss not over every example).",
-    sample_classification_upper, level_two=build_geometric,
+CLASSIFICATION_LOSS = deeplearning_family(
+    "classification_loss", (LEVEL_1, LEVEL_2, LEVEL_3, LEVEL_4, LEVEL_5),
+    about=(
+        "L1: mean log loss and perplexity with formulas stated. L2 (derive): the same two numbers "
+        "described as the geometric mean of the true-class probabilities. L3 (compose): accuracy (argmax,"
+        " ties to the smallest class) and the mean loss of the correct examples, over 4-16 classes with "
+        "the true class on top in about half the examples (a correct loss of 1-3 bits) and tied there in "
+        "a third of those. L4 (inverse): for each of three loss bounds, the fewest hardest examples to "
+        "drop to reach it, a None row in about a sixth. L5 (search): the smallest k whose top-k accuracy "
+        "reaches a target, and the loss of the top-k correct examples, over 4-8 classes with each true "
+        "class at a drawn rank; the target is met below the largest rank of a true class in 19 instances "
+        "in 20 (k is not the number of classes, the loss not over every example)."),
     branches=(Branch("no number of drops reaches a bound", _none_k, F(1, 20), (4,)),
               Branch("a tie for the top probability", _top_tie, F(1, 2), (3,)),
               Branch("every example is top-k correct", _every_example_counts, F(1, 50), (5,))))

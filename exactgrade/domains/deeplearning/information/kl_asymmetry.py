@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from exactgrade.domains.deeplearning._family import deeplearning_family, key_agrees, varying_fields
 from exactgrade.domains.deeplearning.common import POLICY, prompt
 from exactgrade.domains.deeplearning.information.shared import (
     API,
@@ -11,12 +12,14 @@ from exactgrade.domains.deeplearning.information.shared import (
     _unit,
     divergence_rows,
     dyadic_distribution,
-    info_family,
+    entropy,
+    kl,
     nats_tag,
+    question_level,
 )
-from exactgrade.family import Branch, Draw, Reject
-from exactgrade.rational import kl_bits
-from exactgrade.task import TaskDef
+from exactgrade.family import Branch, Draw, Level, Reject
+from exactgrade.rational import information, kl_bits
+from exactgrade.task import TaskDef, uses
 
 
 def _asymmetry_prompt(inputs):
@@ -74,23 +77,146 @@ def build_kl_asymmetry(task_id, inputs):
                    meta={"distributions": [p, q], "kl_asymmetry": {"p": p, "q": q}})
 
 
-def sample_kl_asymmetry_upper(draw: Draw, level: int) -> dict:
-    def asymmetric_pair(n):
-        for _ in range(16):
-            p, q = dyadic_distribution(draw, n), dyadic_distribution(draw, n)
-            if _asymmetric(p, q):
-                return {"p": p, "q": q}
-        raise Reject("drew only symmetric pairs")
+LEVEL_1 = Level(build_kl_asymmetry, sample_kl_asymmetry)
 
-    if level in (2, 3):
-        return {"question": "asymmetry" if level == 2 else "both_directions",
-                "pairs": [asymmetric_pair(draw.integer(4, 8)) for _ in range(2 if level == 2 else 4)]}
-    n = draw.integer(4, 5 if level == 5 else 6)
-    if level == 4:
-        return {"question": "most_asymmetric", "p": dyadic_distribution(draw, n),
-                "candidates": [dyadic_distribution(draw, n) for _ in range(draw.integer(4, 6))]}
+
+def _asymmetric_pair(draw: Draw, n: int) -> dict:
+    for _ in range(16):
+        p, q = dyadic_distribution(draw, n), dyadic_distribution(draw, n)
+        if _asymmetric(p, q):
+            return {"p": p, "q": q}
+    raise Reject("drew only symmetric pairs")
+
+
+def _larger(forward, backward) -> str:
+    return "p||q" if forward > backward else "q||p"
+
+
+# L2: the difference of the two directions and the larger one
+@uses(kl)
+def kl_difference(pairs, question=None):
+    rows = []
+    for pair in pairs:
+        forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+        rows.append({"difference_bits": forward - backward,
+                     "larger": "p||q" if forward > backward else "q||p"})
+    return {"rows": rows}
+
+
+def _check_kl_difference(task):
+    both = [(kl_bits(pq["p"], pq["q"]), kl_bits(pq["q"], pq["p"])) for pq in task.inputs["pairs"]]
+    return key_agrees(task, {"rows": [{"difference_bits": forward - backward,
+                                       "larger": _larger(forward, backward)} for forward, backward in both]})
+
+
+def sample_kl_difference(draw: Draw, level: int) -> dict:
+    return {"question": "asymmetry", "pairs": [_asymmetric_pair(draw, draw.integer(4, 8)) for _ in range(2)]}
+
+
+LEVEL_2 = Level(question_level(
+    "asymmetry", kl_difference, _check_kl_difference,
+    "For each pair (p, q) in `pairs`, compare the KL divergence D(p || q) (weighted by p) with the KL "
+    "divergence D(q || p) (weighted by q). Give D(p || q) - D(q || p) in bits, and which is larger: "
+    "'p||q' if D(p || q) > D(q || p), else 'q||p'.",
+    '{"rows": [{"difference_bits": Fraction, "larger": "p||q" or "q||p"}, ...]}  (one row per pair)',
+    "bits"), sample_kl_difference)
+
+
+# L3 (compose): the symmetrised sum, the entropy gap and the larger direction
+@uses(entropy, kl)
+def kl_both_directions(pairs, question=None):
+    rows = []
+    for pair in pairs:
+        forward, backward = kl(pair["p"], pair["q"]), kl(pair["q"], pair["p"])
+        rows.append({"symmetric_bits": forward + backward, "entropy_gap_bits": entropy(pair["p"]) -
+                     entropy(pair["q"]), "larger": "p||q" if forward > backward else "q||p"})
+    return {"rows": rows}
+
+
+def _check_kl_both_directions(task):
+    bits, pairs = information.entropy_bits, task.inputs["pairs"]
+    both = [(kl_bits(pq["p"], pq["q"]), kl_bits(pq["q"], pq["p"])) for pq in pairs]
+    return key_agrees(task, {"rows": [{"symmetric_bits": forward + backward,
+                                       "entropy_gap_bits": bits(pq["p"]) - bits(pq["q"]),
+                                       "larger": _larger(forward, backward)}
+                                      for pq, (forward, backward) in zip(pairs, both, strict=True)]})
+
+
+def sample_kl_both_directions(draw: Draw, level: int) -> dict:
+    return {"question": "both_directions",
+            "pairs": [_asymmetric_pair(draw, draw.integer(4, 8)) for _ in range(4)]}
+
+
+LEVEL_3 = Level(question_level(
+    "both_directions", kl_both_directions, _check_kl_both_directions,
+    "For each pair (p, q) in `pairs`, give the sum of the two KL divergences D(p || q) + D(q || p), the "
+    "difference of the entropies H(p) - H(q), and which KL divergence is larger: 'p||q' if "
+    "D(p || q) > D(q || p), else 'q||p'. All in bits.",
+    '{"rows": [{"symmetric_bits": Fraction, "entropy_gap_bits": Fraction, "larger": "p||q" or "q||p"}, '
+    "...]}  (one row per pair)", "bits"), sample_kl_both_directions, varying_fields("rows[].larger"))
+
+
+# L4 (search): the candidate furthest from symmetric
+@uses(kl)
+def most_asymmetric(p, candidates, question=None):
+    gaps = [(abs(kl(p, q) - kl(q, p)), -i) for i, q in enumerate(candidates)]
+    gap, i = max(gaps)
+    return {"rows": [{"best": 1 - i, "gap_bits": gap}]}
+
+
+def _check_most_asymmetric(task):
+    p = task.inputs["p"]
+    gaps = [abs(kl_bits(p, q) - kl_bits(q, p)) for q in task.inputs["candidates"]]
+    return key_agrees(task, {"best": gaps.index(max(gaps)) + 1, "gap_bits": max(gaps)})
+
+
+def sample_most_asymmetric(draw: Draw, level: int) -> dict:
+    n = draw.integer(4, 6)
+    return {"question": "most_asymmetric", "p": dyadic_distribution(draw, n),
+            "candidates": [dyadic_distribution(draw, n) for _ in range(draw.integer(4, 6))]}
+
+
+LEVEL_4 = Level(question_level(
+    "most_asymmetric", most_asymmetric, _check_most_asymmetric,
+    "For which distribution q in `candidates` is the KL divergence furthest from symmetric, that is "
+    "|D(p || q) - D(q || p)| largest, with `p` the given distribution? On a tie, the earliest in the "
+    "list. Give its position in the list, counted from 1, and that absolute difference in bits.",
+    '{"best": int, "gap_bits": Fraction}', "bits; best is a position counted from 1"), sample_most_asymmetric)
+
+
+# L5 (design): the arrangement of q that maximises D(q' || p) - D(p || q')
+@uses(kl)
+def most_asymmetric_arrangement(p, q, question=None):
+    from fractions import Fraction
+    from itertools import permutations
+
+    best = max((kl(list(perm), p) - kl(p, list(perm)), [Fraction(x) for x in perm])
+               for perm in set(permutations(q)))  # on a tie, the lexicographically largest
+    return {"rows": [{"q": best[1], "gap_bits": best[0]}]}
+
+
+def _check_most_asymmetric_arrangement(task):
+    from itertools import permutations
+
+    p, q = [F(x) for x in task.inputs["p"]], [F(x) for x in task.inputs["q"]]
+    scored = {perm: kl_bits(list(perm), p) - kl_bits(p, list(perm)) for perm in set(permutations(q))}
+    top = max(scored.values())
+    return key_agrees(task, {"q": list(max(perm for perm, v in scored.items() if v == top)), "gap_bits": top})
+
+
+def sample_arrangement(draw: Draw, level: int) -> dict:
+    n = draw.integer(4, 5)
     return {"question": "arrange_asymmetry", "p": dyadic_distribution(draw, n),
             "q": dyadic_distribution(draw, n)}
+
+
+LEVEL_5 = Level(question_level(
+    "arrange_asymmetry", most_asymmetric_arrangement, _check_most_asymmetric_arrangement,
+    "The probabilities in `q` may be assigned to the outcomes in any order (any permutation of the list "
+    "q). Which arrangement q' makes D(q' || p) - D(p || q') largest, with `p` the given distribution? If "
+    "several give the maximum, the largest of them comparing position 0 first, then position 1, and so "
+    "on. Give it and the maximum in bits.",
+    '{"q": [Fraction, ...], "gap_bits": Fraction}', "bits"), sample_arrangement)
 
 
 def _arrangement_tied(task):
@@ -106,12 +232,12 @@ def _arrangement_tied(task):
     return scores.count(max(scores)) > 1
 
 
-KL_ASYMMETRY = info_family(
-    "kl_asymmetry", build_kl_asymmetry, sample_kl_asymmetry,
-    "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || p) and "
-    "the larger direction of two pairs. L3 (compose): the symmetrised sum, the entropy gap and the larger "
-    "direction of four pairs (the direction varies). L4 (search): the candidate q furthest from symmetric, "
-    "ties to the earliest. L5 (design): the arrangement of q "
-    "that maximises D(q || p) - D(p || q), ties to the lexicographically largest.",
-    sample_kl_asymmetry_upper, varying_at={3: ("rows[].larger",)},
+KL_ASYMMETRY = deeplearning_family(
+    "kl_asymmetry", (LEVEL_1, LEVEL_2, LEVEL_3, LEVEL_4, LEVEL_5),
+    about=(
+        "L1: an asymmetric pair and its reverse, H, cross-entropy and KL of each. L2: D(p || q) - D(q || "
+        "p) and the larger direction of two pairs. L3 (compose): the symmetrised sum, the entropy gap and"
+        " the larger direction of four pairs (the direction varies). L4 (search): the candidate q "
+        "furthest from symmetric, ties to the earliest. L5 (design): the arrangement of q that maximises "
+        "D(q || p) - D(p || q), ties to the lexicographically largest."),
     branches=(Branch("a tie between arrangements", _arrangement_tied, F(1, 5), (5,)),))
