@@ -48,7 +48,7 @@ def serially(task_data: dict, httpd) -> tuple[float, str]:
     server's own script for the task, sent to a real sandbox of an in-process tool server and
     graded by the environment's reward (no model loop, no pool)."""
     task = ExactgradeTask(ExactgradeData.model_validate(task_data), ExactgradeTaskConfig())
-    script = httpd.model.script(find_task(httpd.model.catalog, task.data.prompt))
+    script = httpd.model.script(find_task(httpd.model.catalog, task.data.prompt), httpd.model.policy)
     argument = {"execute_code": "code", "bash": "command"}
     trace = asyncio.run(task.play([(s.tool, s.arguments[argument[s.tool]]) for s in script.steps]))
     return trace.rewards["correctness"].score, trace.info["reason"]
