@@ -6,6 +6,7 @@ Data flow: task definition (exactgrade.domains) -> reference solution -> exact a
 verdict (exactgrade.compare) -> reward.
 """
 
+from exactgrade._version import __version__
 from exactgrade.compare import compare
 from exactgrade.family import Family, GenerationError, families, generate
 from exactgrade.lookup import get_task
@@ -15,6 +16,7 @@ from exactgrade.values import TensorValue
 from exactgrade.verdict import Verdict
 
 __all__ = [
+    "__version__",
     "AllClose",
     "Exact",
     "Family",

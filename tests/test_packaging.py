@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from exactgrade import __version__
 from exactgrade.demo import read_traces
 from exactgrade.scripted.server import serve
 
@@ -55,15 +56,14 @@ def folder(env: str) -> Path:
 
 
 def test_environments_sit_where_prime_env_push_reads_them():
-    core = project(ROOT)
     assert sorted(p.name for p in (ROOT / "environments").iterdir() if p.is_dir()) == sorted(
         e.replace("-", "_") for e in ENVIRONMENTS)
     for env in ENVIRONMENTS:
         meta = project(folder(env))
-        assert meta["name"] == env and meta["version"] == core["version"]
+        assert meta["name"] == env and meta["version"] == __version__  # the rule: tests/test_release.py
         assert meta["description"] and meta["tags"] and meta["license"] == "Apache-2.0"
         assert [d.split("==")[0].split("[")[0] for d in meta["dependencies"]] == ["exactgrade"]
-        assert all(d.endswith(f"=={core['version']}") for d in meta["dependencies"])
+        assert all(d.endswith(f"=={__version__}") for d in meta["dependencies"])
         backend = tomllib.loads((folder(env) / "pyproject.toml").read_text())["build-system"]["build-backend"]
         assert backend == "hatchling.build"  # accepts [project].tags; setuptools refuses the key
         readme = (folder(env) / "README.md").read_text()
