@@ -173,3 +173,33 @@ def test_check_install_answers_bad_arguments_in_one_line(arguments, words):
     last = done.stderr.strip().splitlines()[-1]
     assert all(w in last for w in words), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def trace(score: float | None = 1.0, *, ok: bool = True, errors: tuple = (), **info: str) -> dict:
+    """A traces.jsonl trace as vf-eval writes it, reduced to what the check reads."""
+    rewards = {} if score is None else {"correctness": {"score": score, "weight": 1.0}}
+    return {"ok": ok, "errors": list(errors), "rewards": rewards, "info": info, "task": {"data": {"id": "t"}}}
+
+
+HARNESS_ERROR = ({"type": "HarnessError"},)
+
+
+@pytest.mark.parametrize(
+    ("traces", "passed", "problems"),
+    [
+        ([trace(), trace()], 2, []),
+        ([trace()], 1, ["env: 1 traces, expected 2"]),
+        ([trace(), trace(0.0, reason="differs")], 1,
+         ["env t: reward 0.0, below the reference's 1.0 (differs)"]),
+        ([trace(), trace(0.5)], 1, ["env t: reward 0.5, below the reference's 1.0 (no reason recorded)"]),
+        ([trace(), trace(None, ok=False, scoring_error="died")], 1,
+         ["env t: flagged as a harness failure (died)"]),
+        ([trace(), trace(1.0, errors=HARNESS_ERROR)], 1,
+         ["env t: flagged as a harness failure ([{'type': 'HarnessError'}])"]),
+        ([trace(0.0), trace(0.0), trace(1.0)], 1, ["env: 3 traces, expected 2",
+         "env t: reward 0.0, below the reference's 1.0 (no reason recorded)",
+         "env t: reward 0.0, below the reference's 1.0 (no reason recorded)"]),
+    ],
+)  # fmt: skip
+def test_the_install_check_fails_on_a_rollout_below_the_reference(traces, passed, problems):
+    assert load("check_install").judge("env", traces, 2) == (passed, problems)

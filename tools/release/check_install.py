@@ -72,11 +72,10 @@ class CheckFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class EvalOutcome:
-    """One environment's vf-eval run: traces found, how many scored the reference's 1.0, problems."""
+    """One environment's vf-eval run: how many rollouts scored the reference's 1.0, and problems."""
 
     env: str
     seconds: float
-    traces: int
     passed: int
     problems: tuple[str, ...]
 
@@ -137,13 +136,14 @@ def check(work: Path, rollouts: int) -> list[EvalOutcome]:
         version = _one_version()
     except (OSError, ValueError) as error:  # VersionError, or a pyproject that is not TOML
         raise CheckFailed(f"cannot read the release version: {error}") from None
-    print(f"check_install: release {version}, work directory {work}", flush=True)
+    _progress(f"release {version}, work directory {work}")
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     wheelhouse = build_all(work, version, logs)
     venv = make_user_venv(work, logs)
     install(venv, wheelhouse, version, logs)
     assert_isolated(venv, version)
+    _progress("the venv imports everything from itself; vf-eval on the six environments")
     return evaluate_all(venv, work, rollouts, logs)
 
 
@@ -200,7 +200,7 @@ def build_all(work: Path, version: str, logs: Path) -> Path:
         logs / "twine-check.log",
         work,
     )
-    print(f"check_install: built and twine-checked {len(built)} distributions", flush=True)
+    _progress(f"built and twine-checked {len(built)} distributions")
     return wheelhouse
 
 
@@ -239,7 +239,7 @@ def install(venv: Path, wheelhouse: Path, version: str, logs: Path) -> None:
                     f"pip installed {name_} from {url} (ours come from the wheelhouse, "
                     f"the rest from the index)"
                 )
-    print("check_install: installed the six environments with --find-links into a fresh venv", flush=True)
+    _progress("installed torch, then the six environments with --find-links, into a fresh venv")
 
 
 def assert_isolated(venv: Path, version: str) -> None:
@@ -330,28 +330,9 @@ def evaluate(
     env: str, venv: Path, url: str, runs: Path, rollouts: int, environ: dict[str, str], logs: Path
 ) -> EvalOutcome:
     """Real vf-eval of one environment against the reference policy; every trace must score 1.0."""
-    command = [
-        venv / "bin" / "vf-eval",
-        env,
-        "-m",
-        "reference",
-        "-n",
-        str(rollouts),
-        "-r",
-        "1",
-        "-c",
-        "2",
-        "--client.base-url",
-        url,
-        "--env.agent.runtime.type",
-        "subprocess",
-        "--no-push",
-        "--no-rich",
-        "-o",
-        runs,
-        "--run.dir",
-        env,
-    ]
+    command = [venv / "bin" / "vf-eval", env, "-m", "reference", "-n", rollouts, "-r", 1, "-c", 2]
+    command += ["--client.base-url", url, "--env.agent.runtime.type", "subprocess", "--no-push", "--no-rich"]
+    command += ["-o", runs, "--run.dir", env]
     if env.endswith("-stream"):
         command += ["--env.taskset.show-task-id", "True"]  # the scripted policy finds its script by task id
     log = logs / f"vf-eval-{env}.log"
@@ -372,22 +353,36 @@ def evaluate(
             status = f"ran past {STEP_TIMEOUT} s and was killed"
     seconds = time.monotonic() - started
     problems = [] if status is None else [f"vf-eval {env} {status}: see {log}"]
-    traces = _traces(runs / env / "traces.jsonl")
-    if len(traces) != rollouts:
-        problems.append(f"{env}: {len(traces)} traces, expected {rollouts} (see {log})")
+    passed, judged = judge(env, _traces(runs / env / "traces.jsonl"), rollouts)
+    return EvalOutcome(env, seconds, passed, (*problems, *judged))
+
+
+def judge(env: str, traces: list[dict], expected: int) -> tuple[int, list[str]]:
+    """(rollouts that scored the reference's 1.0, one line per problem): a missing trace, a
+    flagged rollout (not ok, or errors) or a reward below 1.0 is a problem."""
+    problems = [] if len(traces) == expected else [f"{env}: {len(traces)} traces, expected {expected}"]
     passed = 0
     for trace in traces:
-        reward = sum(
-            (r.get("score") or 0.0) * r.get("weight", 1.0) for r in (trace.get("rewards") or {}).values()
-        )
-        if trace.get("ok") and not trace.get("errors") and reward == 1.0:
+        rewards = (trace.get("rewards") or {}).values()
+        reward = sum((r.get("score") or 0.0) * r.get("weight", 1.0) for r in rewards)
+        if trace.get("ok") is True and not trace.get("errors") and reward == 1.0:
             passed += 1
+            continue
+        info = trace.get("info") or {}
+        task = ((trace.get("task") or {}).get("data") or {}).get("id")
+        why = info.get("scoring_error") or info.get("reason") or trace.get("errors") or "no reason recorded"
+        if trace.get("ok") is not True or trace.get("errors"):
+            problems.append(f"{env} {task}: flagged as a harness failure ({why})")
         else:
-            info = trace.get("info") or {}
-            task = ((trace.get("task") or {}).get("data") or {}).get("id")
-            reason = info.get("scoring_error") or info.get("reason") or trace.get("errors")
-            problems.append(f"{env} {task}: reward {reward} below the reference's 1.0 ({reason})")
-    return EvalOutcome(env, seconds, len(traces), passed, tuple(problems))
+            problems.append(f"{env} {task}: reward {reward}, below the reference's 1.0 ({why})")
+    return passed, problems
+
+
+_STARTED = time.monotonic()
+
+
+def _progress(message: str) -> None:
+    print(f"check_install: [{time.monotonic() - _STARTED:4.0f} s] {message}", flush=True)
 
 
 def _traces(path: Path) -> list[dict]:
