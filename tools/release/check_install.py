@@ -98,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory on success too")
     args = parser.parse_args(argv)
-    started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="exactgrade-install-")) if args.work is None else args.work.resolve()
     if work.is_relative_to(ROOT):
         parser.error(f"--work {work} is inside the checkout; the venv must not see it")
@@ -114,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
             f"  {outcome.env:24} {outcome.passed}/{args.rollouts} scored 1.0  {outcome.seconds:5.0f} s"
             + "".join(f"\n    FAIL {p}" for p in outcome.problems)
         )
-    seconds = time.monotonic() - started
     if failed:
         print(
             f"check_install: FAIL: {len(failed)} of {len(outcomes)} environments (work directory kept: "
@@ -123,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     if not args.keep:
+        _progress(f"removing the work directory {work}")
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"check_install: OK: {len(outcomes)} environments installed from the index, "
-        f"{sum(o.passed for o in outcomes)} rollouts scored 1.0, {seconds:.0f} s in all"
+        f"{sum(o.passed for o in outcomes)} rollouts scored 1.0, {time.monotonic() - _STARTED:.0f} s in all"
     )
     return 0
 
