@@ -7,6 +7,7 @@ verdict (exactgrade.compare) -> reward. Text answers: exactgrade.text (extract, 
 key, compare).
 """
 
+from exactgrade._version import __version__
 from exactgrade.compare import compare
 from exactgrade.family import Family, GenerationError, families, generate
 from exactgrade.lookup import get_task
@@ -17,6 +18,7 @@ from exactgrade.values import TensorValue
 from exactgrade.verdict import Verdict
 
 __all__ = [
+    "__version__",
     "AllClose",
     "Exact",
     "Extraction",

@@ -11,6 +11,8 @@ import importlib
 import sys
 from typing import NoReturn
 
+from exactgrade._version import __version__
+
 COMMANDS: dict[str, str] = {
     "demo": "exactgrade.demo",
     "verify": "exactgrade.verify",
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m exactgrade",
         description="Exact grading engine and RL environments for quantitative deep learning.",
     )
+    parser.add_argument("--version", action="version", version=f"exactgrade {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
