@@ -12,7 +12,7 @@ from types import CodeType
 import pytest
 
 from exactgrade.policy import AllClose, Exact, RelTol
-from exactgrade.task import DOMAINS, ID_PREFIX, domain_module, task_defs
+from exactgrade.task import DOMAINS, ID_PREFIX, _with_helpers, domain_module, task_defs
 
 # The issues' category counts, in id order.
 CATEGORIES = {
@@ -80,8 +80,13 @@ def test_reference_is_self_contained(domain, definition):
     assert reference.__name__ == reference.__qualname__, "a top-level function"
     parameters = list(inspect.signature(reference).parameters)
     assert parameters == list(definition.inputs), "parameters are exactly the input names, in order"
-    uses = _global_names(reference.__code__) - set(dir(builtins)) - {reference.__name__}
-    assert uses == set(), f"uses module globals {sorted(uses)}"
+    helpers: list = []
+    _with_helpers(reference, helpers)  # declared with exactgrade.task.uses: the program defines them
+    allowed = set(dir(builtins)) | {f.__name__ for f in (*helpers, reference)}
+    for function in (*helpers, reference):
+        assert function.__closure__ is None and function.__name__ == function.__qualname__, function
+        uses = _global_names(function.__code__) - allowed
+        assert uses == set(), f"{function.__name__} uses module globals {sorted(uses)}"
     tree = ast.parse(definition.program)
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]

@@ -263,12 +263,24 @@ CODE_ATTACKS = ("no_block", "two_blocks", "read_key", "escape", "forge_equal", "
                 "memory_bomb", "raises", "forge_report")
 """Code-mode attacks, cycled per task; none may pass, and none may be flagged."""
 
+TEXT_ATTACKS = (
+    "huge_exponent",
+    "deep_nesting",
+    "def_macro",
+    "one_mebibyte",
+    "nested_boxes",
+    "many_boxes",
+    "two_answers",
+    "prose",
+    "json_bomb",
+    "confusable",
+)
+"""Text-mode attacks, cycled per task; none may pass, be flagged, stall or crash the host."""
+
 
 def attack_kind(mode: str, index: int) -> str:
     """The adversarial policy's attack on the task of script index `index`, in answer mode `mode`."""
     if mode == "text":
-        from exactgrade.scripted.text_replies import TEXT_ATTACKS
-
         return TEXT_ATTACKS[index % len(TEXT_ATTACKS)]
     if mode == "code":
         return CODE_ATTACKS[index % len(CODE_ATTACKS)]

@@ -130,20 +130,6 @@ def mutated(value: Any, kind: str) -> Any:
     return value * 2 if value != 0 else value + 1
 
 
-TEXT_ATTACKS = (
-    "huge_exponent",
-    "deep_nesting",
-    "def_macro",
-    "one_mebibyte",
-    "nested_boxes",
-    "many_boxes",
-    "two_answers",
-    "prose",
-    "json_bomb",
-    "confusable",
-)
-"""Text-mode attacks, cycled per task; none may pass, be flagged, stall or crash the host."""
-
 CONFUSABLES = str.maketrans("0123456789aceflnopuxy", "０１２３４５６７８９асеfӏոорսху")
 """ASCII digits and letters to look-alikes of other scripts (fullwidth digits, Cyrillic, Armenian)."""
 
