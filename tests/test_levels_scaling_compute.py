@@ -83,7 +83,7 @@ def _fusion_plan_by_enumeration(i: dict) -> dict:
             flops = i["n_elements"] * sum(op["flops_per_element"] for op in ops[a:b])
             moved = i["n_elements"] * (read + ops[b - 1]["output_bytes"])
             total += i["launch_overhead_s"] + max(
-                Fraction(flops, i["peak_flops"]), Fraction(moved, i["hbm_bandwidth"])
+                Fraction(flops, i["vector_flops"]), Fraction(moved, i["hbm_bandwidth"])
             )
         if best is None or (total, len(groups)) < best:
             best = (total, len(groups))
