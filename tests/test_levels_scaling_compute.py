@@ -166,7 +166,7 @@ def test_fusion_plan_kernel_limit_and_launch_cost_change_the_split():
         {"op": "op_b", "flops_per_element": 10, "output_bytes": 2},
         {"op": "op_c", "flops_per_element": 10, "output_bytes": 2},
     ]
-    base = {"n_elements": 1000, "input_bytes": 2, "ops": ops, "peak_flops": 10**6, "hbm_bandwidth": 10**5}
+    base = {"n_elements": 1000, "input_bytes": 2, "ops": ops, "vector_flops": 10**6, "hbm_bandwidth": 10**5}
     # every kernel memory-bound (4 bytes against 10-30 FLOPs per element): fusing saves traffic, and
     # the limit of two ops per kernel forces two kernels
     two = levels_compute5.fusion_plan(**base, max_ops_per_kernel=2, launch_overhead_s=Fraction(0))
