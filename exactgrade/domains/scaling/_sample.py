@@ -326,7 +326,7 @@ def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
     """Half the instances have a chip whose critical intensity no batch reaches (the None
     branch): a narrower layer, whose intensity limit 2*D*F / (bytes*(D + F)) is lower, and one
     chip drawn above that limit; every instance keeps a chip below it."""
-    narrow = draw.chance(2, 3)  # narrow draws are refused more often: this evens the branches
+    narrow = draw.chance(4, 5)  # narrow draws are refused more often (most chips above a narrow limit)
     d_model = 128 * draw.integer(2, 16) if narrow else 1024 * draw.integer(2, 4 * 2**level)
     d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 16 * draw.integer(1, 15))
     width = value_bytes(draw, level)
