@@ -83,7 +83,7 @@ def _fusion_plan_by_enumeration(i: dict) -> dict:
             flops = i["n_elements"] * sum(op["flops_per_element"] for op in ops[a:b])
             moved = i["n_elements"] * (read + ops[b - 1]["output_bytes"])
             total += i["launch_overhead_s"] + max(
-                Fraction(flops, i["peak_flops"]), Fraction(moved, i["hbm_bandwidth"])
+                Fraction(flops, i["vector_flops"]), Fraction(moved, i["hbm_bandwidth"])
             )
         if best is None or (total, len(groups)) < best:
             best = (total, len(groups))
@@ -166,7 +166,7 @@ def test_fusion_plan_kernel_limit_and_launch_cost_change_the_split():
         {"op": "op_b", "flops_per_element": 10, "output_bytes": 2},
         {"op": "op_c", "flops_per_element": 10, "output_bytes": 2},
     ]
-    base = {"n_elements": 1000, "input_bytes": 2, "ops": ops, "peak_flops": 10**6, "hbm_bandwidth": 10**5}
+    base = {"n_elements": 1000, "input_bytes": 2, "ops": ops, "vector_flops": 10**6, "hbm_bandwidth": 10**5}
     # every kernel memory-bound (4 bytes against 10-30 FLOPs per element): fusing saves traffic, and
     # the limit of two ops per kernel forces two kernels
     two = levels_compute5.fusion_plan(**base, max_ops_per_kernel=2, launch_overhead_s=Fraction(0))

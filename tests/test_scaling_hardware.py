@@ -19,7 +19,7 @@ import pytest
 import exactgrade
 from exactgrade.domains import scaling
 from exactgrade.domains.scaling import hardware
-from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, input_range, ridge_ok
+from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, full_read_ok, input_range, ridge_ok
 from exactgrade.family import LEVELS
 from exactgrade.task import Task, TaskDef
 
@@ -27,6 +27,7 @@ FAMILIES = exactgrade.families("scaling")
 COUNT = int(os.environ.get("EXACTGRADE_HARDWARE_INSTANCES", "") or 6)
 SEED = 23
 
+CAPACITIES = ("hbm_bytes", "hbm_bytes_per_chip", "hbm_bytes_per_device", "hbm_capacity")
 LOOKS_LIKE_HARDWARE = re.compile(r"bandwidth|hbm|peak_flops|achieved_flops|memor|sram")
 NOT_HARDWARE = {
     "hbm_fractions": "shares of a weight matrix kept in HBM, not a hardware number",
@@ -76,6 +77,17 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
             if not ridge_ok(chip["peak_flops"], chip["hbm_bandwidth"]):
                 ridge = Fraction(chip["peak_flops"]) / chip["hbm_bandwidth"]
                 problems.append(f"ridge point {float(ridge):.4g} FLOP/byte outside {hardware.RIDGE.parts}")
+        if "vector_flops" in chip and chip.get("hbm_bandwidth"):
+            ridge = Fraction(chip["vector_flops"]) / chip["hbm_bandwidth"]
+            if ridge not in hardware.VECTOR_RIDGE:
+                problems.append(
+                    f"vector ridge {float(ridge):.4g} FLOP/byte outside {hardware.VECTOR_RIDGE.parts}"
+                )
+        for name in CAPACITIES:
+            if chip.get(name) and chip.get("hbm_bandwidth"):
+                if not full_read_ok(chip[name], chip["hbm_bandwidth"]):
+                    ms = float(Fraction(chip[name] * 1000, chip["hbm_bandwidth"]))
+                    problems.append(f"full HBM read {ms:.4g} ms outside {hardware.FULL_READ_MS.parts}")
     tiers = task.inputs.get("tiers")
     if tiers is not None:
         order = [name for name, _ in TIERS]
@@ -104,15 +116,22 @@ def test_canonical_tasks_pose_real_hardware():
     assert found == []
 
 
+SERVER = "max_batch_for_kv_cache"
+
+
 @pytest.mark.parametrize(
-    ("inputs", "problem"),
+    ("inputs", "problem", "family"),
     [
-        ({"peak_flops": 169 * 10**15, "hbm_bandwidth": 3 * 10**12}, "peak_flops"),
-        ({"peak_flops": 10**15, "hbm_bandwidth": 169 * 10**12}, "hbm_bandwidth"),
-        ({"peak_flops": 2 * 10**14, "hbm_bandwidth": 8 * 10**12}, "ridge point 25"),
-        ({"hbm_bytes": 82 * 10**12}, "hbm_bytes"),
-        ({"link_bandwidth": 43 * 10**11}, "link_bandwidth"),
-        ({"chips": [{"name": "chip_a", "peak_flops": 10**15, "hbm_bandwidth": 2 * 10**11}]}, "hbm_bandwidth"),
+        ({"peak_flops": 169 * 10**15, "hbm_bandwidth": 3 * 10**12}, "peak_flops", "matmul_roofline"),
+        ({"peak_flops": 10**15, "hbm_bandwidth": 169 * 10**12}, "hbm_bandwidth", "matmul_roofline"),
+        ({"peak_flops": 2 * 10**14, "hbm_bandwidth": 8 * 10**12}, "ridge point 25", "matmul_roofline"),
+        ({"hbm_bytes": 82 * 10**12}, "hbm_bytes", "matmul_roofline"),
+        ({"link_bandwidth": 43 * 10**11}, "link_bandwidth", "matmul_roofline"),
+        (
+            {"chips": [{"name": "chip_a", "peak_flops": 10**15, "hbm_bandwidth": 2 * 10**11}]},
+            "hbm_bandwidth",
+            "matmul_roofline",
+        ),
         (
             {
                 "tiers": [
@@ -121,6 +140,7 @@ def test_canonical_tasks_pose_real_hardware():
                 ]
             },
             "tier nvme_offload",
+            "matmul_roofline",
         ),
         (
             {
@@ -130,11 +150,34 @@ def test_canonical_tasks_pose_real_hardware():
                 ]
             },
             "not in the table's order",
+            "matmul_roofline",
         ),
-        ({"weird_bandwidth": 10**9}, "looks like hardware"),
+        ({"weird_bandwidth": 10**9}, "looks like hardware", "matmul_roofline"),
+        ({"hbm_bytes": 16 * 10**9, "hbm_bandwidth": 8 * 10**12}, "full HBM read 2 ms", "matmul_roofline"),
+        ({"hbm_bytes": 192 * 10**9, "hbm_bandwidth": 10**12}, "full HBM read 192 ms", "matmul_roofline"),
+        ({"peak_flops": 10**14, "hbm_bandwidth": 15 * 10**11}, "ridge point 66.67", "matmul_roofline"),
+        ({"peak_flops": 2 * 10**15, "hbm_bandwidth": 3 * 10**12}, "ridge point 666.7", "matmul_roofline"),
+        ({"tiers": [{"name": "hard_disk", "bandwidth": 3 * 10**8}]}, "tier hard_disk", "matmul_roofline"),
+        # elementwise ops at a tensor-core peak (1.84 PFLOP/s): not a vector unit's
+        (
+            {"vector_flops": 1838 * 10**12, "hbm_bandwidth": 5 * 10**12},
+            "vector_flops",
+            "elementwise_roofline",
+        ),
+        (
+            {"vector_flops": 30 * 10**12, "hbm_bandwidth": 6 * 10**12},
+            "vector ridge 5 FLOP",
+            "elementwise_roofline",
+        ),
+        # the review's instances: a server's HBM read at one chip's bandwidth, 16 chips of 192 GB,
+        # a tensor-parallel group over a 25 GB/s network link
+        ({"hbm_bytes": 562 * 10**9, "hbm_bandwidth": 5542 * 10**9}, "full HBM read 101.4 ms", SERVER),
+        ({"hbm_bytes": 3072 * 10**9}, "hbm_bytes = 3.072e+12", SERVER),
+        ({"link_bandwidth": 25 * 10**9}, "link_bandwidth = 2.5e+10", "tensor_parallel_layer"),
+        ({"link_bandwidth": 25 * 10**9}, "link_bandwidth = 2.5e+10", "sharded_decode_latency"),
     ],
 )
-def test_the_range_check_refuses_what_does_not_exist(inputs, problem):
+def test_the_range_check_refuses_what_does_not_exist(inputs, problem, family):
     task = Task(
         id="sc-x",
         domain="scaling",
@@ -145,7 +188,7 @@ def test_the_range_check_refuses_what_does_not_exist(inputs, problem):
         expected=None,
         policy=None,
         program="",
-        family="matmul_roofline",
+        family=family,
     )
     problems = hardware_problems(task)
     assert any(problem in p for p in problems), problems

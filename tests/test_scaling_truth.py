@@ -11,7 +11,7 @@ import pytest
 
 import exactgrade
 from exactgrade.domains.scaling._text import api_description
-from exactgrade.domains.scaling.hardware import TIERS
+from exactgrade.domains.scaling.hardware import FULL_READ_MS, HBM_CAPACITY, TIERS, VECTOR_FLOPS, VECTOR_RIDGE
 from exactgrade.domains.scaling.levels_sharded import tp_degrees
 from exactgrade.task import Task
 
@@ -181,3 +181,84 @@ def test_quantized_decode_says_the_same_speed_is_a_simplification(level):
     prompt = generated("quantized_decode", level, 1)[0].prompt
     assert "a simplification" in prompt and "leaves out" in prompt
     assert "(the arithmetic runs at the same speed whatever the" not in prompt
+
+
+# ---------------------------------------------------------------- the domain review's WRONG items (issue 28)
+
+
+def words(prompt: str) -> str:
+    """The prompt with every run of whitespace one space (a phrase may wrap anywhere)."""
+    return " ".join(prompt.split())
+
+
+def full_read_ms(capacity: int, bandwidth: int) -> Fraction:
+    return Fraction(capacity * 1000, bandwidth)
+
+
+def test_a_server_reads_its_hbm_at_its_chips_bandwidth_added_up():
+    """max_batch_for_kv_cache L5 read a whole server's HBM at one chip's bandwidth (562 GB at
+    5.5 TB/s: 101 ms, where real parts take 18-43 ms)."""
+    for task in generated("max_batch_for_kv_cache", 5):
+        i = task.inputs
+        assert full_read_ms(i["hbm_bytes"], i["hbm_bandwidth"]) in FULL_READ_MS, task.id
+        assert "its chips' bandwidths added up" in words(task.prompt)
+
+
+def test_the_speculative_models_fit_the_one_chip_they_run_on():
+    """decode_step L5 served a 723B bf16 target and its draft (1.45 TB) "on one chip"."""
+    for task in generated("decode_step", 5):
+        i = task.inputs
+        weights = (i["n_params"] + i["draft_params"]) * i["bytes_per_param"]
+        assert weights <= HBM_CAPACITY.high, task.id
+        assert "on one chip whose HBM holds both" in words(task.prompt)
+
+
+def test_elementwise_ops_run_at_a_vector_unit_peak():
+    """elementwise_roofline L5 timed elementwise ops at the tensor-core matmul peak (1.84 PFLOP/s)."""
+    for task in generated("elementwise_roofline", 5):
+        i = task.inputs
+        assert "peak_flops" not in i and i["vector_flops"] in VECTOR_FLOPS, task.id
+        assert Fraction(i["vector_flops"], i["hbm_bandwidth"]) in VECTOR_RIDGE, task.id
+        assert "not on the tensor cores" in words(task.prompt)
+
+
+@pytest.mark.parametrize("level", [3, 4, 5])
+def test_the_stated_parameter_count_is_that_of_the_stated_shape(level):
+    """activation_memory L5 stated 7.17B parameters for 11 layers of d_model 15,360 (31B of
+    layer weights): n_params is the layers' 12 * d_model**2 each plus a real vocabulary's
+    embeddings (32k tied ... 256k untied)."""
+    for task in generated("activation_memory", level):
+        i = task.inputs
+        embeddings = i["n_params"] - 12 * i["layers"] * i["d_model"] ** 2
+        assert 32_000 * i["d_model"] <= embeddings <= 512_000 * i["d_model"], task.id
+        assert "layers of 12 * d_model**2 weights each, plus its embeddings" in words(task.prompt)
+
+
+STATE_WITH_GRADIENTS = [
+    ("pipeline_step_time", 4),
+    ("pipeline_step_time", 5),
+    ("tensor_parallel_layer", 3),
+    ("tensor_parallel_layer", 5),
+]
+
+
+@pytest.mark.parametrize(("family", "level"), STATE_WITH_GRADIENTS)
+def test_a_state_said_to_hold_the_gradients_holds_more_than_adams_14_bytes(family, level):
+    """The global text counts 14 bytes without gradients; a per-parameter state the prompt says
+    holds weights, gradients and optimizer state is at least the 16 bytes ZeRO counts."""
+    for task in generated(family, level):
+        assert "gradients" in task.prompt and task.inputs["state_bytes_per_param"] >= 16, task.id
+        if "grad_bytes" in task.inputs:
+            assert task.inputs["state_bytes_per_param"] == 14 + task.inputs["grad_bytes"], task.id
+
+
+@pytest.mark.parametrize(
+    ("family", "level"), [("pipeline_bubble", 5), ("pipeline_step_time", 4), ("pipeline_step_time", 5)]
+)
+def test_the_1f1b_paragraph_reads_whole_and_bounds_the_memory_not_the_microbatches(family, level):
+    """The 1F1B paragraph was spliced into a sentence ("in flight; the stages run ...") and
+    pipeline_step_time L5 then said the microbatch count must be at most hbm_bytes."""
+    prompt = words(generated(family, level, 1)[0].prompt)
+    assert "flight; the stages" not in prompt and "flight. The stages run the 1F1B schedule" in prompt
+    assert "at its peak, which must be" not in prompt
+    assert "first stage's peak memory (" in prompt and "at most `hbm_bytes`" in prompt

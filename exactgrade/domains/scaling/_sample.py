@@ -12,13 +12,17 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling.hardware import (
     ANY_LINK,
+    FULL_READ_MS,
     HBM_BANDWIDTH,
     HBM_CAPACITY,
     HOST_LINK,
     PEAK_FLOPS,
     RIDGE,
+    SERVER_HBM,
+    TP_LINK,
     Range,
     draw_in,
+    require,
     ridge_ok,
 )
 from exactgrade.family import Draw, Reject
@@ -52,21 +56,39 @@ def hbm_bandwidth(draw: Draw, level: int, peak: int | None = None) -> int:
             return bandwidth
 
 
+def bandwidth_for_capacity(draw: Draw, level: int, capacity: int, peak: int | None = None) -> int:
+    """HBM bytes/s of a chip holding capacity bytes: reading the whole HBM once takes as long as on
+    a real part (hardware.FULL_READ_MS), the bandwidth in its own real range and, given the chip's
+    peak FLOP/s, at a real ridge point; whole GB/s at levels 1-2 where one fits, else MB/s.
+    Reject when none does (a capacity and a bandwidth each real can still pair as no part does)."""
+    low = max(HBM_BANDWIDTH.low, -(-capacity * 1000 // FULL_READ_MS.high))
+    high = min(HBM_BANDWIDTH.high, capacity * 1000 // FULL_READ_MS.low)
+    if peak is not None:
+        low, high = max(low, -(-peak // RIDGE.high)), min(high, peak // RIDGE.low)
+    step = 10**9 if round_numbers(level) and high // 10**9 > -(-low // 10**9) else 10**6
+    if -(-low // step) > high // step:
+        raise Reject(f"no real HBM bandwidth reads {capacity} bytes as a real part does")
+    return step * draw.integer(-(-low // step), high // step)
+
+
 def peak_and_bandwidth(draw: Draw, level: int) -> tuple[int, int]:
     """A chip's peak FLOP/s and HBM bandwidth, with a ridge point of a real order."""
     peak = peak_flops(draw, level)
     return peak, hbm_bandwidth(draw, level, peak)
 
 
-def chip_at_ridge(draw: Draw, level: int, low: int, high: int) -> tuple[int, int]:
-    """A chip's peak FLOP/s and HBM bytes/s with a ridge point of low..high FLOPs per byte (a
-    part of hardware.RIDGE), both numbers in their real ranges: the bandwidth drawn first (again
-    while no such ridge gives a real peak), the ridge then."""
-    if not RIDGE.low <= low <= high <= RIDGE.high:
+def chip_at_ridge(
+    draw: Draw, level: int, low: int, high: int, peaks: Range = PEAK_FLOPS, ridges: Range = RIDGE
+) -> tuple[int, int]:
+    """A chip's peak FLOP/s (of peaks: the matmul peak, or hardware.VECTOR_FLOPS for elementwise
+    work with ridges hardware.VECTOR_RIDGE) and HBM bytes/s with a ridge point of low..high FLOPs
+    per byte (a part of ridges), both numbers in their real ranges: the bandwidth drawn first
+    (again while no such ridge gives a real peak), the ridge then."""
+    if not ridges.low <= low <= high <= ridges.high:
         raise ValueError(f"a ridge of {low}..{high} FLOPs per byte is not of a real order")
     while True:
         bandwidth = hbm_bandwidth(draw, level)
-        ratios = range(max(low, -(-PEAK_FLOPS.low // bandwidth)), min(high, PEAK_FLOPS.high // bandwidth) + 1)
+        ratios = range(max(low, -(-peaks.low // bandwidth)), min(high, peaks.high // bandwidth) + 1)
         if ratios:
             return bandwidth * draw.choice(ratios), bandwidth
 
@@ -89,6 +111,19 @@ def chip_inputs(draw: Draw, level: int) -> dict:
     """A chip's inputs ``peak_flops`` and ``hbm_bandwidth`` (peak_and_bandwidth)."""
     peak, bandwidth = peak_and_bandwidth(draw, level)
     return {"peak_flops": peak, "hbm_bandwidth": bandwidth}
+
+
+def tp_link_bandwidth(draw: Draw, level: int) -> int:
+    """Bytes/s of a link inside a tensor-parallel group (hardware.TP_LINK: TPU ICI or NVLink, never
+    a network link): 50 to 900 GB/s in steps of 50 at levels 1-2, any MB/s above."""
+    return draw_in(draw, TP_LINK, 10**6, 50 * 10**9, round_numbers(level))
+
+
+def chip_for_capacity(draw: Draw, level: int, capacity: int) -> dict:
+    """A chip's inputs ``peak_flops`` and ``hbm_bandwidth`` for an HBM of capacity bytes, paired as
+    a real part pairs them (bandwidth_for_capacity)."""
+    peak = peak_flops(draw, level)
+    return {"peak_flops": peak, "hbm_bandwidth": bandwidth_for_capacity(draw, level, capacity, peak)}
 
 
 def link_bandwidth(draw: Draw, level: int) -> int:
@@ -262,8 +297,14 @@ def sample_kv_cache_size(draw: Draw, level: int) -> dict:
 
 
 def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
+    return sample_server_kv(draw, level)[0]
+
+
+def sample_server_kv(draw: Draw, level: int) -> tuple[dict, int]:
+    """A server's model and KV-cache shape, and its chip count (1-16 chips of one real capacity,
+    at most hardware.SERVER_HBM in total)."""
     chips = draw.choice((1, 2, 4, 8, 16))
-    hbm = chips * hbm_capacity(draw, level)
+    hbm = int(require("hbm_bytes", chips * hbm_capacity(draw, level), SERVER_HBM))
     weight_bytes = draw.choice((1, 2))
     most = hbm * 4 // (5 * weight_bytes)  # leave at least a fifth of the HBM for the cache
     params = 10**9 * draw.integer(1, most // 10**9) if round_numbers(level) else draw.integer(10**9, most)
@@ -278,14 +319,14 @@ def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
     longest = per_token * seq_lens[-1]
     if longest > hbm - params * weight_bytes:
         raise Reject("the longest sequence does not fit")
-    return inputs
+    return inputs, chips
 
 
 def sample_min_compute_bound_batch(draw: Draw, level: int) -> dict:
     """Half the instances have a chip whose critical intensity no batch reaches (the None
     branch): a narrower layer, whose intensity limit 2*D*F / (bytes*(D + F)) is lower, and one
     chip drawn above that limit; every instance keeps a chip below it."""
-    narrow = draw.chance(2, 3)  # narrow draws are refused more often: this evens the branches
+    narrow = draw.chance(4, 5)  # narrow draws are refused more often (most chips above a narrow limit)
     d_model = 128 * draw.integer(2, 16) if narrow else 1024 * draw.integer(2, 4 * 2**level)
     d_ff = d_model * draw.choice((2, 3, 4)) + (0 if round_numbers(level) else 16 * draw.integer(1, 15))
     width = value_bytes(draw, level)

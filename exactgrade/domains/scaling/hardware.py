@@ -16,8 +16,14 @@ Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second on
   NVLink4 900 GB/s both ways; H200: the same compute, 4.8 TB/s, 141 GB.
 - NVIDIA B200: 2.25 PFLOP/s bf16, 4.5 PFLOP/s fp8, 8 TB/s, 192 GB, NVLink5 1.8 TB/s both ways;
   GB200 (per GPU): 2.5 PFLOP/s bf16.
-- AMD MI25: 24.6 TFLOP/s fp16, 484 GB/s HBM2 (the slowest HBM part counted, ridge about 51);
-  MI300X: 1307 TFLOP/s bf16, 2615 TFLOP/s fp8, 163 TFLOP/s fp32, 5.3 TB/s, 192 GB.
+- AMD MI25: 24.6 TFLOP/s fp16, 484 GB/s HBM2 (the slowest HBM counted; its compute is below the
+  peak range, so its ridge of about 51 is not); MI210: 181 TFLOP/s, 1.6 TB/s, 64 GB (ridge about
+  113, the lowest of the parts of at least 100 TFLOP/s); MI250X: 383 TFLOP/s, 3.2 TB/s, 128 GB;
+  MI300X: 1307 TFLOP/s bf16, 2615 TFLOP/s fp8, 163 TFLOP/s fp32, 5.3 TB/s, 192 GB; MI325X: 6 TB/s,
+  256 GB. NVIDIA B300 and AMD MI355X: 288 GB at 8 TB/s (the largest HBM of one chip).
+- Reading a chip's whole HBM once takes capacity / bandwidth: V100 16 GB 17.8 ms, TPU v5e 19.5,
+  v6e 19.5, H100 23.9, B200 24, A100 40 GB 25.7, H200 29.4, v5p 34, MI300X 36, A100 80 GB 39,
+  MI250X 40, MI325X 42.7 ms: every real part lies between 17.8 and 42.7 ms.
 - Google TPU v4: 275 TFLOP/s bf16, 1.2 TB/s, 32 GB; v5e: 197 TFLOP/s bf16, 394 TOPS int8,
   819 GB/s, 16 GB, ICI 4 links of 45 GB/s; v5p: 459 TFLOP/s, 2.76 TB/s, 95 GB, ICI 6 links of
   90 GB/s; v6e: 918 TFLOP/s, 1.64 TB/s, 32 GB (ridge about 560, the highest here).
@@ -26,6 +32,12 @@ Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second on
   InfiniBand HDR 200 Gb/s 25 GB/s, NDR 400 Gb/s 50 GB/s, XDR / ConnectX-8 800 Gb/s 100 GB/s.
 - One NVMe drive: PCIe Gen3 x4 about 3.5 GB/s, Gen5 x4 about 14 GB/s (reads); one 7200 rpm hard
   disk 100-285 MB/s sequential.
+- Elementwise work runs on the vector units, not the tensor cores: H100 SXM 134 TFLOP/s fp16 and
+  67 TFLOP/s fp32 without tensor cores (989 TFLOP/s bf16 with them), A100 78 / 19.5, MI300X 163
+  fp32 vector, V100 31.4 fp16 / 15.7 fp32.
+- One server's HBM: DGX-2 16 x V100 32 GB = 512 GB, DGX H100 8 x 80 GB = 640 GB at 26.8 TB/s,
+  MI300X platform 8 x 192 GB = 1.5 TB at 42.4 TB/s, DGX B200 8 x 192 GB = 1.5 TB at 64 TB/s,
+  8 x B300 or MI355X 8 x 288 GB = 2.3 TB at 64 TB/s.
 - Host DRAM of one node: 1 TB (DGX A100), 2 TB (DGX H100), 4 TB (DGX B200); 128 GB is a small
   inference host. GPU shared memory per SM: V100 96 KiB, A100 164 KiB, H100 228 KiB.
 """
@@ -121,12 +133,44 @@ HBM_CAPACITY = Range(
 )
 SERVER_HBM = Range(
     16 * GIGA,
-    16 * 192 * GIGA,
+    8 * 288 * GIGA,
     "bytes",
-    "HBM of one server in total: one chip of 16 GB ... 16 chips of 192 GB",
+    "HBM of one server in total: one chip of 16 GB ... DGX H100 640 GB ... 8 chips of 288 GB (B300, MI355X)",
+)
+SERVER_HBM_BANDWIDTH = Range(
+    HBM_BANDWIDTH.low,
+    8 * HBM_BANDWIDTH.high,
+    "bytes/s",
+    "HBM bandwidth of one server, its chips' added up: one chip ... DGX H100 26.8 TB/s ... DGX B200 64 TB/s",
+)
+FULL_READ_MS = Range(
+    15,
+    50,
+    "ms",
+    "HBM capacity over HBM bandwidth (one chip or a server of equal chips): real parts 17.8 ms (V100 "
+    "16 GB) ... 42.7 ms (MI325X); the range allows about 15% either side",
 )
 RIDGE = Range(
-    50, 700, "FLOP/byte", "peak FLOP/s over HBM bytes/s: MI25 about 51, A100 153, H100 295, TPU v6e 560"
+    110,
+    650,
+    "FLOP/byte",
+    "peak FLOP/s over HBM bytes/s: MI210 about 113 (the lowest of parts of at least 100 TFLOP/s), "
+    "V100 139, A100 153, H100 295, TPU v6e about 560 (the highest part); the range allows a "
+    "hypothetical chip up to about 15% beyond it (sc-028's chip of 2.5x the FLOP/s: 625)",
+)
+VECTOR_FLOPS = Range(
+    15 * TERA,
+    170 * TERA,
+    "FLOP/s",
+    "elementwise (vector-unit, no tensor cores) peak of one chip: V100 15.7 T fp32 ... H100 134 T fp16, "
+    "MI300X 163 T fp32",
+)
+VECTOR_RIDGE = Range(
+    8,
+    50,
+    "FLOP/byte",
+    "vector-unit peak over HBM bytes/s: A100 fp32 9.6, V100 fp32 17, MI300X fp32 31, V100 fp16 35, "
+    "H100 fp16 40",
 )
 NVLINK = Range(150 * GIGA, 900 * GIGA, "bytes/s", "NVLink per GPU one way: V100 150 GB/s ... B200 900 GB/s")
 ICI = Range(
@@ -134,6 +178,13 @@ ICI = Range(
     540 * GIGA,
     "bytes/s",
     "TPU inter-chip links per chip one way: one v5e link 45 GB/s ... v5p 6 links of 90 GB/s",
+)
+TP_LINK = Range(
+    ICI.low,
+    NVLINK.high,
+    "bytes/s",
+    "a chip's link inside a tensor-parallel group (a scale-up domain, never a NIC): TPU ICI 45 GB/s ... "
+    "NVLink5 900 GB/s",
 )
 HOST_LINK = Range(
     15 * GIGA,
@@ -154,7 +205,7 @@ ANY_LINK = Range(
 NVME = Range(
     2 * GIGA, 14 * GIGA, "bytes/s", "one NVMe drive: PCIe Gen3 x4 about 3.5 GB/s ... Gen5 x4 14 GB/s"
 )
-HARD_DISK = Range(10**8, 3 * 10**8, "bytes/s", "one 7200 rpm hard disk: 100-285 MB/s sequential")
+HARD_DISK = Range(10**8, 285 * 10**6, "bytes/s", "one 7200 rpm hard disk: 100-285 MB/s sequential")
 SHARED_STORAGE = Range(
     GIGA,
     10**13,
@@ -180,6 +231,7 @@ TIER_RANGES: Mapping[str, Range] = dict(TIERS)
 INPUT_RANGES: Mapping[str, Range] = {
     "peak_flops": PEAK_FLOPS,
     "achieved_flops": ACHIEVED_FLOPS,
+    "vector_flops": VECTOR_FLOPS,
     "achieved_flops_per_chip": ACHIEVED_FLOPS,
     "hbm_bandwidth": HBM_BANDWIDTH,
     "hbm_bytes": HBM_CAPACITY,
@@ -201,13 +253,30 @@ INPUT_RANGES: Mapping[str, Range] = {
 
 FAMILY_INPUT_RANGES: Mapping[tuple[str, str], Range] = {
     ("max_batch_for_kv_cache", "hbm_bytes"): SERVER_HBM,
+    ("max_batch_for_kv_cache", "hbm_bandwidth"): SERVER_HBM_BANDWIDTH,
+    ("tensor_parallel_layer", "link_bandwidth"): TP_LINK,
+    ("sharded_decode_latency", "link_bandwidth"): TP_LINK,
 }
-"""Names whose meaning a family changes: max_batch_for_kv_cache's hbm_bytes is a whole server's."""
+"""Names whose meaning a family changes: max_batch_for_kv_cache's HBM and its bandwidth are a whole
+server's; a tensor-parallel family's link is one inside its tensor-parallel group."""
 
 
 def input_range(family: str, name: str) -> Range | None:
     """The range of a hardware input of a family, or None when the name is not a hardware number."""
     return FAMILY_INPUT_RANGES.get((family, name), INPUT_RANGES.get(name))
+
+
+def require_full_read(capacity: int, bandwidth: int) -> None:
+    """Reject a capacity and a bandwidth a sampler derived that no real part pairs (full_read_ok)."""
+    if not full_read_ok(capacity, bandwidth):
+        ms = float(Fraction(capacity * 1000, bandwidth))
+        raise Reject(f"reading {capacity} bytes of HBM takes {ms:.4g} ms ({FULL_READ_MS.parts})")
+
+
+def full_read_ok(capacity: int | Fraction, bandwidth: int | Fraction) -> bool:
+    """Whether reading a chip's (or a server's) whole HBM once takes as long as on a real part:
+    a capacity and a bandwidth each in range can still pair as no part does (16 GB at 8 TB/s)."""
+    return Fraction(capacity * 1000, 1) / bandwidth in FULL_READ_MS
 
 
 def ridge_ok(peak_flops: int | Fraction, hbm_bandwidth: int | Fraction) -> bool:
@@ -219,6 +288,7 @@ __all__ = [
     "ACHIEVED_FLOPS",
     "ANY_LINK",
     "FAMILY_INPUT_RANGES",
+    "FULL_READ_MS",
     "HARD_DISK",
     "HBM_BANDWIDTH",
     "HBM_CAPACITY",
@@ -236,12 +306,18 @@ __all__ = [
     "RIDGE",
     "Range",
     "SERVER_HBM",
+    "SERVER_HBM_BANDWIDTH",
     "SHARED_MEMORY",
     "SHARED_STORAGE",
     "TIERS",
     "TIER_RANGES",
+    "TP_LINK",
+    "VECTOR_FLOPS",
+    "VECTOR_RIDGE",
     "draw_in",
+    "full_read_ok",
     "input_range",
     "require",
+    "require_full_read",
     "ridge_ok",
 ]

@@ -477,7 +477,7 @@ def sample_sharded_decode_latency(draw: Draw, level: int) -> dict:
     params = n_params_between(draw, level, Fraction(counts[need - 1] * hbm - kv, weight_bytes),
                               Fraction(counts[need] * hbm - kv, weight_bytes))
     return {"n_params": params, "weight_bytes": weight_bytes, "kv_cache_bytes": kv, "hbm_bytes_per_chip": hbm,
-            "hbm_bandwidth": hbm_bandwidth(draw, level), "chip_counts": counts}
+            "hbm_bandwidth": sample.bandwidth_for_capacity(draw, level, hbm), "chip_counts": counts}
 
 
 def _sharded_fits_not_tied(task: Task) -> str | None:

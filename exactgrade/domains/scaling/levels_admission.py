@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from exactgrade.domains.scaling._sample import hbm_bandwidth, rows, sample_max_batch_for_kv_cache
+from exactgrade.domains.scaling._sample import bandwidth_for_capacity, rows, sample_server_kv
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie
+from exactgrade.domains.scaling.hardware import SERVER_HBM_BANDWIDTH, require
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -83,9 +84,12 @@ def sample_admission(draw: Draw, level: int) -> dict:
     falls below the largest allowed one), the short ones adding up to 1/4 to 2 times the room
     the HBM and the budget leave; a third of the pools all short and over the room, the room
     below the weights (so a limit binds: at_limit)."""
-    base = dict(sample_max_batch_for_kv_cache(draw, level))
+    base, chips = sample_server_kv(draw, level)
     base.pop("seq_lens")
-    bandwidth = hbm_bandwidth(draw, level)
+    # the server's chips read their HBM together: its bandwidth is theirs added up, each chip's
+    # one a real part has for its capacity
+    per_chip = bandwidth_for_capacity(draw, level, base["hbm_bytes"] // chips)
+    bandwidth = int(require("hbm_bandwidth", chips * per_chip, SERVER_HBM_BANDWIDTH))
     weights = base["n_params"] * base["weight_bytes"]
     free = base["hbm_bytes"] - weights
     per_position = 2 * base["layers"] * base["n_kv_heads"] * base["head_dim"] * base["kv_bytes"]
@@ -168,17 +172,19 @@ def _admission_rules(task: Task) -> str | None:
 # ---------------------------------------------------------------- level
 
 _ADMISSION_L5 = """\
-A server with `hbm_bytes` bytes of HBM holds a model of `n_params` parameters at `weight_bytes`
-bytes each, and the KV cache of the requests it decodes: a key and a value of `head_dim` values for
-each of `layers` layers and `n_kv_heads` KV heads per cached position, `kv_bytes` bytes per value.
-Each pool in `pools` lists pending requests by their context lengths (cached positions; a request's
-cache does not grow during the step). From a pool the server chooses any set of its requests (each
-at most once, at least one) and runs one decode step over them: the step generates one token per
-chosen request, reads all weights once and every chosen request's cache once, and takes its bytes
-read / `hbm_bandwidth` seconds (count no compute time). The weights plus the chosen caches must fit
-in the HBM, and the step may take at most `latency_budget_s` seconds. For each pool, give the
-number of requests in the set with the most tokens per second (chosen requests / step time; on a
-tie, the fewest requests) and that throughput."""
+A server with `hbm_bytes` bytes of HBM in total (its chips' HBM added up) and `hbm_bandwidth`
+bytes/s of HBM bandwidth in total (its chips' bandwidths added up: the weights and caches are spread
+evenly over the chips, which read their shares at once) holds a model of `n_params` parameters at
+`weight_bytes` bytes each, and the KV cache of the requests it decodes: a key and a value of
+`head_dim` values for each of `layers` layers and `n_kv_heads` KV heads per cached position,
+`kv_bytes` bytes per value. Each pool in `pools` lists pending requests by their context lengths
+(cached positions; a request's cache does not grow during the step). From a pool the server chooses
+any set of its requests (each at most once, at least one) and runs one decode step over them: the
+step generates one token per chosen request, reads all weights once and every chosen request's cache
+once, and takes its bytes read / `hbm_bandwidth` seconds (count no compute time nor communication
+between the chips). The weights plus the chosen caches must fit in the HBM, and the step may take at
+most `latency_budget_s` seconds. For each pool, give the number of requests in the set with the most
+tokens per second (chosen requests / step time; on a tie, the fewest requests) and that throughput."""
 
 ADMISSION = Level(
     admitted_requests,

@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
+    chip_for_capacity,
     chip_inputs,
     hbm_capacity,
     n_params,
@@ -276,8 +277,9 @@ def _throughput_edges(task: Task) -> str | None:
     return None
 
 
-def _fitting(draw: Draw, level: int, hbm: int) -> dict:
-    """A model and contexts for `hbm` bytes of real HBM: the longest context's cache takes at most
+def _fitting(draw: Draw, level: int, hbm: int, per_chip: int | None = None) -> dict:
+    """A model and contexts for `hbm` bytes of real HBM (chips of per_chip bytes each, one chip
+    when None; the bandwidth one a real part of that capacity has): the longest context's cache takes at most
     half of it, and the model size leaves room for a batch that is compute-bound at the shortest
     length and not at the longest in most instances; a quarter leave no room for one longest
     sequence (None). The model is chosen to fit the HBM, never the HBM to fit the model."""
@@ -297,7 +299,7 @@ def _fitting(draw: Draw, level: int, hbm: int) -> dict:
         "kv_bytes_per_token": per_token,
         "seq_lens": seq_lens,
         "hbm_bytes": hbm,
-        **chip_inputs(draw, level),
+        **chip_for_capacity(draw, level, per_chip or hbm),
     }
 
 
@@ -323,7 +325,7 @@ def _largest_edges(task: Task) -> str | None:
 
 def sample_layout(draw: Draw, level: int) -> dict:
     per_chip = hbm_capacity(draw, level)
-    inputs = _fitting(draw, level, per_chip * draw.choice((1, 2, 4)))  # one, two or four chips' HBM
+    inputs = _fitting(draw, level, per_chip * draw.choice((1, 2, 4)), per_chip)  # one, two or four chips
     chips = sorted(draw.sample((1, 2, 4, 8, 16, 32), 3 + level // 2))
     inputs.update(chip_counts=chips, hbm_bytes_per_chip=per_chip)
     weight_read = Fraction(inputs["n_params"] * inputs["weight_bytes"], chips[-1] * inputs["hbm_bandwidth"])

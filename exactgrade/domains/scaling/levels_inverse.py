@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
+    bandwidth_for_capacity,
     chip_inputs,
     fraction,
     hbm_capacity,
@@ -536,7 +537,8 @@ def batch_for_price_float(
 def sample_decode_chips(draw: Draw, level: int) -> dict:
     params, width = n_params(draw, level), draw.choice((1, 2))
     kv = draw.integer(10**9, 10**11)
-    hbm, bandwidth = hbm_capacity(draw, level), 10**9 * draw.integer(500, 5000)
+    hbm = hbm_capacity(draw, level)
+    bandwidth = bandwidth_for_capacity(draw, level, hbm)
     total = params * width + kv
     budgets = sorted(
         {

@@ -176,17 +176,28 @@ def _free(i: dict) -> int:
     return i["hbm_bytes"] - i["n_params"] * i["state_bytes_per_param"]
 
 
+EMBEDDINGS_PER_WIDTH = (32_000, 2 * 256_000)
+"""Embedding parameters per unit of d_model: a vocabulary of 32k (tied) to 256k (input and
+output embeddings apart)."""
+
+
 def _device(draw: Draw, level: int) -> dict:
     """One device of a real HBM capacity (hardware.HBM_CAPACITY) and a model whose training state
-    takes 10-70% of it, with widths of level 2: the model is chosen to fit the device, never the
-    device to fit the model. The sequence lengths come after (_seq_lens)."""
+    takes 10-70% of it, with widths of level 2 narrow enough for 8 layers in n_params: the model
+    is chosen to fit the device, never the device to fit the model. The sequence lengths come
+    after (_seq_lens)."""
     shape = attention_shape(draw, 2)
     hbm = hbm_capacity(draw, level)
     state_bytes = draw.choice((16, 18, 20))
+    params = draw.integer(hbm // (10 * state_bytes), 7 * hbm // (10 * state_bytes))
+    # a width of which 8 layers and the smallest embeddings fit in n_params (_layers)
+    widths = [w for w in range(1, 17) if 96 * (1024 * w) ** 2 + EMBEDDINGS_PER_WIDTH[0] * 1024 * w <= params]
+    if not widths:
+        raise Reject("n_params holds not 8 layers of the narrowest width")
     return {
-        "n_params": draw.integer(hbm // (10 * state_bytes), 7 * hbm // (10 * state_bytes)),
+        "n_params": params,
         "state_bytes_per_param": state_bytes,
-        "d_model": shape["d_model"],
+        "d_model": 1024 * draw.choice(widths),
         "n_heads": shape["n_heads"],
         "hbm_bytes": hbm,
     }
@@ -213,12 +224,16 @@ def _activations(i: dict, seq_len: int) -> tuple[int, int]:
     )
 
 
-def _layers(draw: Draw, fewest: int, most: int) -> int:
+def _layers(draw: Draw, i: dict, fewest: int, most: int) -> int:
     """A layer count of 8-80 in [fewest, most] (the counts that put the free HBM where a level
-    needs it); Reject when none is."""
-    fewest, most = max(8, fewest), min(80, most)
+    needs it) whose weights, 12 * d_model**2 per layer (attention 4, MLP of width 4 * d_model 8),
+    leave n_params an embedding share of a real vocabulary (EMBEDDINGS_PER_WIDTH): the stated
+    parameter count is that of the stated shape. Reject when none is."""
+    per_layer, d_model = 12 * i["d_model"] ** 2, i["d_model"]
+    fewest = max(8, fewest, -(-(i["n_params"] - EMBEDDINGS_PER_WIDTH[1] * d_model) // per_layer))
+    most = min(80, most, (i["n_params"] - EMBEDDINGS_PER_WIDTH[0] * d_model) // per_layer)
     if fewest > most:
-        raise Reject("no layer count of 8-80 puts the free HBM between the stored activations")
+        raise Reject("no layer count of 8-80 puts the free HBM between the activations and fits n_params")
     return draw.integer(fewest, most)
 
 
@@ -235,7 +250,7 @@ def sample_training_memory(draw: Draw, level: int) -> dict:
     i = _seq_lens(draw, level, _device(draw, level))
     batch = draw.integer(1, 4 * level)
     shortest, longest = (batch * _per_layer(i, s) for s in (i["seq_lens"][0], i["seq_lens"][-1]))
-    layers = _layers(draw, _free(i) // longest + 1, _free(i) // shortest)
+    layers = _layers(draw, i, _free(i) // longest + 1, _free(i) // shortest)
     return _inputs(i, layers, batch=batch)
 
 
@@ -258,9 +273,9 @@ def sample_max_training_batch(draw: Draw, level: int) -> dict:
     i = _seq_lens(draw, level, _device(draw, level), longest_fits=not none)
     shortest, longest = (_per_layer(i, s) for s in (i["seq_lens"][0], i["seq_lens"][-1]))
     if none:
-        layers = _layers(draw, _free(i) // longest + 1, _free(i) // shortest)
+        layers = _layers(draw, i, _free(i) // longest + 1, _free(i) // shortest)
     else:
-        layers = _layers(draw, 8, _free(i) // longest)
+        layers = _layers(draw, i, 8, _free(i) // longest)
     return _inputs(i, layers)
 
 
@@ -327,21 +342,23 @@ ratio of the two (without / with)."""
 _L3 = (
     STORED
     + """
-A model of `n_params` parameters trains on one device with `hbm_bytes` bytes of HBM, keeping
-`state_bytes_per_param` bytes of weights, gradients and optimizer state per parameter, without
-recomputation, at batch size `batch` (sequences), with `layers` layers. For each sequence length
-in `seq_lens`, give the device's total memory (state plus stored activations) in GiB and whether
-it fits (at most `hbm_bytes`; nothing else in memory)."""
+A model of `n_params` parameters (its `layers` layers of 12 * d_model**2 weights each, plus its
+embeddings) trains on one device with `hbm_bytes` bytes of HBM, keeping `state_bytes_per_param`
+bytes of weights, gradients and optimizer state per parameter, without recomputation, at batch
+size `batch` (sequences). For each sequence length in `seq_lens`, give the device's total memory
+(state plus stored activations) in GiB and whether it fits (at most `hbm_bytes`; nothing else in
+memory)."""
 )
 
 _L4 = (
     STORED
     + """
-A model of `n_params` parameters with `layers` layers trains on one device with `hbm_bytes` bytes
-of HBM, keeping `state_bytes_per_param` bytes of weights, gradients and optimizer state per
-parameter; activations take the rest (nothing else in memory). For each sequence length in
-`seq_lens`, give the largest batch (whole sequences) whose activations fit without
-recomputation and with full recomputation; None where not even one sequence fits."""
+A model of `n_params` parameters (its `layers` layers of 12 * d_model**2 weights each, plus its
+embeddings) trains on one device with `hbm_bytes` bytes of HBM, keeping `state_bytes_per_param`
+bytes of weights, gradients and optimizer state per parameter; activations take the rest (nothing
+else in memory). For each sequence length in `seq_lens`, give the largest batch (whole sequences)
+whose activations fit without recomputation and with full recomputation; None where not even one
+sequence fits."""
 )
 
 _L5 = (

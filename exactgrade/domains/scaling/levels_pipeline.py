@@ -29,12 +29,14 @@ backward together; a forward takes the same share of a slot on every stage, and 
 backward. The step ends when stage 1 finishes the last backward."""
 
 ONE_F_ONE_B = """
-the stages run the 1F1B schedule instead of GPipe's order: stage s runs the forwards of its first
+The stages run the 1F1B schedule instead of GPipe's order: stage s runs the forwards of its first
 min(M, P - s) microbatches, then alternates one forward and one backward, then runs the backwards
 left, each forward and backward still waiting for its input as above. This takes exactly as long
-as GPipe's order but holds fewer microbatches whose forward has run and whose backward has not
-(in flight): stage s has at most min(M, P - s + 1), so the first stage, which holds the most, has
-min(M, P) microbatches in flight at its peak"""
+as GPipe's order but holds fewer microbatches in flight (a microbatch is in flight on a stage from
+the start of its forward there to the end of its backward there): stage s holds at most
+min(M, P - s + 1), so the first stage, which holds the most, has min(M, P) microbatches in flight
+at its peak.
+"""
 """1F1B (PipeDream-Flush, Megatron-LM): the same step time as GPipe, fewer activations held; for
 the tasks whose memory limit counts the microbatches in flight."""
 
@@ -491,11 +493,11 @@ sequences split into M equal microbatches (M must divide `global_batch`). One la
 per microbatch per stage) plus (layers / P) * layer_work_s / M seconds. Memory per device: the
 weights of its layers (`weight_bytes_per_layer` each) plus the activations it holds, which are
 `act_bytes_per_seq_layer` bytes per sequence per layer for every microbatch in
-flight; """ + ONE_F_ONE_B + """. A layout is allowed only
-when the first stage's peak memory (its weights plus min(M, P) microbatches of activations for
-its layers) is at most `hbm_bytes`. Give the allowed (P, M) with the shortest step and that step
-time in seconds; on a tie the fewer stages, then the fewer microbatches. If no layout is allowed,
-give None for all three."""
+flight.""" + ONE_F_ONE_B + """\
+A layout is allowed only when the first stage's peak memory (its weights plus min(M, P)
+microbatches of activations for its layers) is at most `hbm_bytes`. Give the allowed (P, M) with
+the shortest step and that step time in seconds; on a tie the fewer stages, then the fewer
+microbatches. If no layout is allowed, give None for all three."""
 )
 
 BUBBLE_LEVELS = {

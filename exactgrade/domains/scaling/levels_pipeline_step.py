@@ -308,7 +308,8 @@ def sample_fitting(draw: Draw, level: int) -> dict:
     neighbouring divisors at a middle limit, so the answer moves with the limit; one instance in
     eight has a limit for which no divisor fits (None)."""
     inputs = _model(draw, level)
-    inputs.update({"state_bytes_per_param": draw.choice((14, 16, 18)),
+    # weights, gradients and optimizer state: Adam's 14 bytes plus bf16 or fp32 gradients, or more
+    inputs.update({"state_bytes_per_param": draw.choice((16, 18, 20)),
                    "act_bytes_per_token_layer": 1024 * draw.integer(4, 64),
                    "global_batch_tokens": 1024 * draw.integer(64, 2048), "hbm_bytes": 0,
                    "bubble_limits": sorted({_limit(draw, level) for _ in range(rows(level, 1))}),
@@ -362,7 +363,8 @@ def sample_design(draw: Draw, level: int) -> dict:
     if exponents[-1] - exponents[0] < 6:
         raise Reject("global batches too close together")
     per_device = [2**e * draw.choice((1, 3)) for e in exponents]
-    inputs.update({"state_bytes_per_param": draw.choice((14, 16, 18)), "grad_bytes": draw.choice((2, 4)),
+    grad_bytes = draw.choice((2, 4))  # the state holds them: Adam's 14 bytes plus the gradients
+    inputs.update({"state_bytes_per_param": 14 + grad_bytes, "grad_bytes": grad_bytes,
                    "act_bytes_per_token_layer": 1024 * draw.integer(16, 512), "devices": devices,
                    "global_batches": [devices * t for t in per_device], "hbm_bytes": 0,
                    "peak_flops": peak_flops(draw, level), "mfu": Fraction(draw.integer(2000, 6000), 10_000),
@@ -466,10 +468,11 @@ per token, and a stage's slot for one microbatch lasts its FLOPs / (peak_flops *
 The bubble fraction is the share of the step during which a stage is idle; for a bubble limit,
 M is the smallest integer >= 1 whose bubble fraction is at most that limit. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
-+ ONE_F_ONE_B + """. A stage count is allowed only when that peak is at most `hbm_bytes`. For each
-limit in `bubble_limits`, give the fewest stages allowed and the step time in seconds with them;
-None for both if no divisor of `layers` is allowed.""")
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight."""
++ ONE_F_ONE_B + """A stage count is allowed only when the first stage's peak memory (the state of its
+layers plus the activations of min(M, P) microbatches for its layers) is at most `hbm_bytes`. For
+each limit in `bubble_limits`, give the fewest stages allowed and the step time in seconds with
+them; None for both if no divisor of `layers` is allowed.""")
 
 _L5 = (SCHEDULE_P + """
 You lay out the training of a model of `layers` layers of `params_per_layer` parameters each on
@@ -484,11 +487,12 @@ all-reduces the gradients of its layers (`grad_bytes` bytes per parameter) with 
 holding the same stage in the other pipelines, a ring over links of `link_bandwidth` bytes/s per
 device (nothing to do when D = 1); the step ends when that all-reduce does. Each device holds
 `state_bytes_per_param` bytes per parameter of its layers (weights, gradients, optimizer state)
-and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight; """
-+ ONE_F_ONE_B + """, which must be at most `hbm_bytes`. For
-each global batch (in tokens) in `global_batches`, give the allowed (P, M) of the shortest step
-(on a tie, the fewer stages, then the fewer microbatches) and that step time in seconds; None for
-all three if no layout is allowed.""")
+and `act_bytes_per_token_layer` bytes per token per layer for every microbatch in flight."""
++ ONE_F_ONE_B + """The first stage's peak memory (the state of its layers plus the activations of min(M, P)
+microbatches for its layers) must be at most `hbm_bytes`. For each global batch (in tokens) in
+`global_batches`, give the allowed (P, M) of the shortest step (on a tie, the fewer stages, then
+the fewer microbatches) and that step time in seconds; None for all three if no layout is
+allowed.""")
 
 LEVELS = {
     3: Level(

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    bandwidth_for_capacity,
     chip_inputs,
     hbm_capacity,
     jitter,
@@ -373,6 +374,7 @@ def sample_waves(draw: Draw, level: int) -> dict:
     # A real HBM capacity; the model size leaves the caches room for 2^e to 2^e * 15/8 tokens,
     # 2^e between 2k and 1M tokens and the room at most half the HBM.
     hbm = hbm_capacity(draw, level)
+    inputs["hbm_bandwidth"] = bandwidth_for_capacity(draw, level, hbm, inputs["peak_flops"])
     most = 20
     while most >= 11 and 2 * per_token * 2**most > hbm:
         most -= 1

@@ -12,8 +12,8 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
+    bandwidth_for_capacity,
     chip_inputs,
-    hbm_bandwidth,
     hbm_capacity,
     n_params,
     peak_flops,
@@ -328,7 +328,7 @@ def sample_best(draw: Draw, level: int) -> dict:
     hbm = hbm_capacity(draw, level)
     if 2 * params > hbm * 2 or params // 2 > hbm * 9 // 10:
         raise Reject("the model does not fit the HBM in a narrow format")
-    bandwidth = hbm_bandwidth(draw, level)
+    bandwidth = bandwidth_for_capacity(draw, level, hbm)
     read = Fraction(params * 2, bandwidth)  # bf16 weights
     exponents = sorted(draw.sample(range(8, 18), rows(level, 1) - 1))
     if exponents[-1] - exponents[0] < 5:

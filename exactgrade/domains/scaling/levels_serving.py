@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    chip_for_capacity,
     chip_inputs,
     hbm_capacity,
     letters,
@@ -256,6 +257,12 @@ def _cache_cost_edges(task: Task) -> str | None:
     return None
 
 
+def _chip_with_hbm(draw: Draw, level: int) -> dict:
+    """A chip's peak, HBM bandwidth and HBM capacity as one real part pairs them."""
+    hbm = hbm_capacity(draw, level)
+    return {**chip_for_capacity(draw, level, hbm), "hbm_bytes": hbm}
+
+
 def sample_cheapest(draw: Draw, level: int) -> dict:
     """Two or three chip types (one fast and dear, others slower and cheaper, HBM sizes apart);
     context lengths over a factor of 32, so the HBM binds long contexts and the plateau or the
@@ -264,8 +271,7 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
     types = [
         {
             "name": name,
-            **chip_inputs(draw, level),
-            "hbm_bytes": hbm_capacity(draw, level),
+            **_chip_with_hbm(draw, level),
             "dollars_per_hour": _price(draw),
         }
         for name in letters("chip", draw.integer(2, 3))

@@ -13,13 +13,13 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    chip_inputs,
-    hbm_bandwidth,
+    bandwidth_for_capacity,
     hbm_capacity,
-    link_bandwidth,
     n_params,
     n_params_between,
+    peak_flops,
     rows,
+    tp_link_bandwidth,
     value_bytes,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_integer, near_tie, tie_edge
@@ -383,7 +383,7 @@ def sample_cache(draw: Draw, level: int) -> dict:
         "seq_len": seq_len,
         **shape,
         "hbm_bytes_per_chip": hbm,
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
+        "hbm_bandwidth": bandwidth_for_capacity(draw, level, hbm),
         "chip_counts": counts,
     }
 
@@ -426,8 +426,9 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
         "d_model": shape["d_model"],
         "act_bytes": value_bytes(draw, level, (2, 4)),
         "hbm_bytes_per_chip": 0,
-        **chip_inputs(draw, level),
-        "link_bandwidth": link_bandwidth(draw, level),
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": 0,  # drawn for the HBM's capacity below
+        "link_bandwidth": tp_link_bandwidth(draw, level),
         "chip_counts": [],
     }
     inputs["n_heads"] = max(8, inputs["n_kv_heads"] * draw.choice((1, 2, 4, 8)))
@@ -439,6 +440,7 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
     low, high = _per_chip(inputs, counts[need]), _per_chip(inputs, counts[need - 1])
     hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
     inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
+    inputs["hbm_bandwidth"] = bandwidth_for_capacity(draw, level, hbm, inputs["peak_flops"])
     inputs["chip_counts"] = counts
     order = (
         "n_params",
@@ -491,8 +493,9 @@ def sample_layout(draw: Draw, level: int) -> dict:
         "d_model": 128 * draw.integer(16, 128),
         "act_bytes": 2,
         "hbm_bytes_per_chip": 0,
-        **chip_inputs(draw, level),
-        "link_bandwidth": link_bandwidth(draw, level),
+        "peak_flops": peak_flops(draw, level),
+        "hbm_bandwidth": 0,  # drawn for the HBM's capacity below
+        "link_bandwidth": tp_link_bandwidth(draw, level),
         "step_latency_s": Fraction(draw.integer(1, 100), 10**7),
         "max_step_s": Fraction(0),
         "max_chips": draw.choice((8, 16, 32)),
@@ -507,6 +510,9 @@ def sample_layout(draw: Draw, level: int) -> dict:
         "hbm_bytes_per_chip",
         math.ceil(Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)),
         HBM_CAPACITY,
+    )
+    inputs["hbm_bandwidth"] = bandwidth_for_capacity(
+        draw, level, inputs["hbm_bytes_per_chip"], inputs["peak_flops"]
     )
     read = Fraction(weights, holding * inputs["hbm_bandwidth"])
     inputs["max_step_s"] = Fraction(math.ceil(read * Fraction(draw.integer(120, 400), 100) * 10**6), 10**6)

@@ -13,7 +13,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling._sample import attention_shape, n_params, rows, value_bytes
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
-from exactgrade.domains.scaling.hardware import PEAK_FLOPS, ridge_ok
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, PEAK_FLOPS, ridge_ok
 from exactgrade.family import Draw, Reject
 from exactgrade.task import Task
 
@@ -238,7 +238,9 @@ def sample_speculative(draw: Draw, level: int) -> dict:
         else:
             raise Reject("no real chip turns compute-bound within 13 tokens per sequence")
         chips.append({"name": name, "peak_flops": peak, "hbm_bandwidth": bandwidth})
-    target = n_params(draw, max(level, 3))
+    # both models fit in one chip's HBM with a tenth to spare (the draft at most 1/8 of the target)
+    room = Fraction(HBM_CAPACITY.high * 9, 10 * width) * Fraction(8, 9)
+    target = sample.n_params_between(draw, max(level, 3), 0, room)
     return {
         "chips": chips,
         "n_params": target,
@@ -309,16 +311,16 @@ the read time)."""
 _L5 = """\
 Speculative decoding of `batch` sequences with a target model of `n_params` parameters and a draft
 model of `draft_params` parameters, both stored at `bytes_per_param` bytes per parameter, on one
-chip. A cycle: the draft model proposes k tokens per sequence, one decode step at a time (each
-step runs it on one token per sequence); then the target model runs one verification pass over
-k + 1 tokens per sequence. Every forward pass costs 2 FLOPs per parameter per token it processes
-and reads all of its model's weights once (ignore the KV cache); its time is max(FLOPs /
+chip whose HBM holds both. A cycle: the draft model proposes k tokens per sequence, one decode step
+at a time (each step runs it on one token per sequence); then the target model runs one verification
+pass over k + 1 tokens per sequence. Every forward pass costs 2 FLOPs per parameter per token it
+processes and reads all of its model's weights once (ignore the KV cache); its time is max(FLOPs /
 peak_flops, bytes / hbm_bandwidth). The target checks a sequence's proposals in order and accepts
 each with probability `acceptance`, independently, until the first rejection; it then emits the
 accepted tokens plus one token of its own (the correction at the rejected position, or a further
-token when all k were accepted). For each chip in `chips`, give the k from 1 to `max_draft` with
-the highest expected number of generated tokens per second over all `batch` sequences together
-(on a tie, the smaller k) and that expected throughput."""
+token when all k were accepted). For each chip in `chips`, give the k from 1 to `max_draft` with the
+highest expected number of generated tokens per second over all `batch` sequences together (on a
+tie, the smaller k) and that expected throughput."""
 
 _CHIP_ROWS = "  # one row per chip, in order"
 

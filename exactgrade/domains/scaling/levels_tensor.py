@@ -14,11 +14,11 @@ from fractions import Fraction
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
-    link_bandwidth,
     peak_flops,
     round_numbers,
     rows,
     sorted_sample,
+    tp_link_bandwidth,
 )
 from exactgrade.domains.scaling._task import Level, known_mistake, near_tie, tie_edge
 from exactgrade.domains.scaling.hardware import HBM_CAPACITY, NETWORK, NVLINK, draw_in, require
@@ -205,10 +205,10 @@ def sample_training_step(draw: Draw, level: int) -> dict:
     tokens = 1024 * draw.integer(1, 16 * level) - (0 if round_numbers(level) else draw.integer(1, 1023))
     inputs = {"tokens": tokens,
               "layers": 0, "d_model": shape["d_model"], "d_ff": shape["d_ff"],
-              "bytes_per_value": 2, "state_bytes_per_param": draw.choice((14, 16, 18)),
+              "bytes_per_value": 2, "state_bytes_per_param": draw.choice((16, 18, 20)),
               "act_bytes_per_token_layer": shape["d_model"] * draw.integer(10, 40),
               "tp_degrees": degrees, "peak_flops": peak_flops(draw, level),
-              "link_bandwidth": link_bandwidth(draw, level), "hbm_bytes": 0}
+              "link_bandwidth": tp_link_bandwidth(draw, level), "hbm_bytes": 0}
     per_layer = (_layer_params(inputs) * inputs["state_bytes_per_param"]
                  + tokens * inputs["act_bytes_per_token_layer"])
     k = draw.integer(1, len(degrees) - 1)  # degrees[k] is the smallest that fits
@@ -244,7 +244,7 @@ def sample_latency(draw: Draw, level: int) -> dict:
         raise Reject("token counts too close together to move the best degree")
     inputs = {"token_counts": counts, "d_model": shape["d_model"], "d_ff": shape["d_ff"],
               "bytes_per_value": draw.choice((1, 2)) if not round_numbers(level) else 2, "n_heads": heads,
-              "peak_flops": peak_flops(draw, level), "link_bandwidth": link_bandwidth(draw, level),
+              "peak_flops": peak_flops(draw, level), "link_bandwidth": tp_link_bandwidth(draw, level),
               "step_latency_s": Fraction(0)}
     d, f, w = inputs["d_model"], inputs["d_ff"], inputs["bytes_per_value"]
     per_token = Fraction(2 * (4 * d * d + 2 * d * f), inputs["peak_flops"]) - Fraction(4 * d * w,
@@ -286,7 +286,7 @@ def sample_design(draw: Draw, level: int) -> dict:
     d_model = 128 * draw.integer(8, 64)
     inputs = {"layers": draw.integer(8, 64), "d_model": d_model,
               "d_ff": d_model * draw.integer(2, 5) + 128 * draw.integer(0, 7),
-              "bytes_per_value": 2, "state_bytes_per_param": draw.choice((14, 16, 18)),
+              "bytes_per_value": 2, "state_bytes_per_param": draw.choice((16, 18, 20)),
               "act_bytes_per_token_layer": d_model * draw.integer(4, 24),
               "devices": devices, "node_size": node, "global_batches": [],
               "peak_flops": peak_flops(draw, level),

@@ -44,7 +44,7 @@ from exactgrade.domains.scaling._task import (
     tie_edge,
     with_tags,
 )
-from exactgrade.domains.scaling.hardware import ANY_LINK, require
+from exactgrade.domains.scaling.hardware import TP_LINK, require
 from exactgrade.family import Branch, Draw, Reject
 from exactgrade.task import Task
 
@@ -392,7 +392,8 @@ def sample_tensor_parallel_layer(draw: Draw, level: int) -> dict:
     crossing = draw.integer(degrees[0], degrees[-1] - 1) + Fraction(1, 2)
     ideal = 4 * (crossing - 1) * w * peak / (8 * d + 4 * f)
     unit = 25 * 10**9 if round_numbers(level) else 10**6
-    inputs["link_bandwidth"] = require("link_bandwidth", max(unit, unit * round(ideal / unit)), ANY_LINK)
+    # a tensor-parallel group's link: NVLink or TPU ICI, never a network link
+    inputs["link_bandwidth"] = require("link_bandwidth", max(unit, unit * round(ideal / unit)), TP_LINK)
     return inputs
 
 
