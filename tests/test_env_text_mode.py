@@ -16,9 +16,9 @@ from one_turn import graded, trace_with_reply
 from exactgrade.env import modes
 from exactgrade.env.taskset import ExactgradeTasksetConfig, HarnessFailure
 from exactgrade.lookup import get_task
+from exactgrade.scripted.policies import TEXT_ATTACKS
 from exactgrade.scripted.text_replies import (
     MUTANT_KINDS,
-    TEXT_ATTACKS,
     answer_text,
     mutant_text,
     reference_text,
