@@ -118,8 +118,11 @@ def test_the_reason_says_by_how_much_values_equal_to_six_digits_differ() -> None
 def test_an_answer_too_small_to_check_fails_saying_how_much_agreement_it_needs() -> None:
     verdict = compare(X / 7, X / 7 + bump(0, 10**6), Exact(), time_limit=DECIDES)
     assert not verdict.ok
-    assert re.search(r"the answer cannot be checked at x=\S+: .* call for agreement to 2\*\*-\d+, beyond "
-                     r"what 16384-bit evaluation can show", verdict.reason), verdict.reason
+    # Which of the two the first point meets depends on where it lands (|x| near 6: exp(-10**6 x**2)
+    # is beyond evaluation itself); both are the answer's fault, never a pass.
+    assert re.search(r"the answer cannot be checked at x=\S+: (.* call for agreement to 2\*\*-\d+, beyond "
+                     r"what 16384-bit evaluation can show|an exponential is too large to evaluate)",
+                     verdict.reason), verdict.reason
 
 
 def test_a_key_too_small_to_check_anywhere_is_undecidable_not_passed() -> None:
