@@ -35,7 +35,8 @@ def scaling_task(
     ``float_formula(**float_inputs, mistake=None)`` recomputes the answer in floats with the
     operations in another order (for a symbolic task: derives it another way from the exact
     inputs); ``mistake`` names the error it reproduces when asked (a common slip that the grader
-    must reject).
+    must reject). It is the task's independent check, ``meta["independent"]``, as in the other
+    domains; ``discriminates`` runs it.
     """
     return TaskDef(
         id=id,
@@ -46,7 +47,7 @@ def scaling_task(
         api_description=api_description(category, symbolic=symbolic),
         policy=SYMBOLIC_POLICY if symbolic else POLICY,
         tags=tags,
-        meta={"float_formula": float_formula, "mistake": mistake, "symbolic": symbolic},
+        meta={"independent": float_formula, "mistake": mistake, "symbolic": symbolic},
     )
 
 
@@ -114,7 +115,7 @@ def discriminates(task: Task) -> str | None:
         if type(number) is Fraction and max(abs(number.numerator), number.denominator) >= 10**MAX_KEY_DIGITS:
             return f"a key number needs more than {MAX_KEY_DIGITS} digits"
     floats = dict(task.inputs) if task.meta.get("symbolic") else as_floats(dict(task.inputs))
-    formula, mistake = task.meta["float_formula"], task.meta["mistake"]
+    formula, mistake = task.meta["independent"], task.meta["mistake"]
     try:
         twin, wrong = formula(**floats), formula(**floats, mistake=mistake)
     except (ArithmeticError, ValueError) as error:

@@ -1,10 +1,9 @@
-"""The defects round 2's blind panel found in four scaling families (issue 19, round 3), each
-with a test that would have caught it: fsdp_step_communication L5's node rule never decided a
-row and the smallest group that fits was the answer (two shortcut solvers must now fail on a
-share of the instances); zero_memory L5 seldom picked some stages (each stage must now win on
-its declared share); matmul_fraction_of_peak and weight_streaming_roofline asked level 1's
-question at L2 (each L2 now has its own fields, withholds level 1's formulas, and its reference
-gives hand-derived keys)."""
+"""Upper levels of four scaling families that no shortcut passes, each with a test that would catch
+the shortcut: fsdp_step_communication L5's node rule decides rows and the smallest group that fits
+is not the answer (two shortcut solvers fail on a share of the instances); zero_memory L5 picks
+every stage on its declared share; the L2 of matmul_fraction_of_peak and weight_streaming_roofline
+asks its own fields, withholds level 1's formulas, and its reference gives hand-derived keys; the
+admission L5 limits bind."""
 
 from __future__ import annotations
 
@@ -15,8 +14,11 @@ import pytest
 import exactgrade
 from exactgrade.compare import compare
 from exactgrade.domains import scaling
-from exactgrade.domains.scaling import levels_admission, levels_fsdp, levels_roofline2
 from exactgrade.domains.scaling._text import INPUT_LISTING
+from exactgrade.domains.scaling.memory.max_batch_for_kv_cache import at_limit, below_limit
+from exactgrade.domains.scaling.roofline.matmul_fraction_of_peak import matmul_intensity_fraction
+from exactgrade.domains.scaling.roofline.weight_streaming_roofline import streamed_matmul_rate
+from exactgrade.domains.scaling.sharding import fsdp_step_communication
 from exactgrade.family import family_of
 from exactgrade.task import materialise
 
@@ -93,7 +95,8 @@ def test_fsdp_l5_hand_derived_keys_and_branches(inputs, rows, binds, not_smalles
     task = materialise(family_of("scaling", "fsdp_step_communication").task("sc-edge", inputs, 5), "scaling",
                        scaling.PROFILE)
     assert task.expected["rows"] == [{"devices": d, "group_size": s, "step_time_s": t} for d, s, t in rows]
-    assert (levels_fsdp.node_rule_binds(task), levels_fsdp.not_smallest(task)) == (binds, not_smallest)
+    assert (fsdp_step_communication.node_rule_binds(task), fsdp_step_communication.not_smallest(task)) == (
+        binds, not_smallest)
 
 
 def test_fsdp_l5_states_the_node_rule_inside_one_node():
@@ -119,13 +122,13 @@ def test_zero_l5_every_stage_wins_on_its_declared_share(stage):
 # Streaming, batch 1 of [4, 4]: 32 FLOPs, 24 bytes, 4 s of compute; 16 B/s: 3/2 s, compute, 8 FLOP/s;
 # 4 B/s: 6 s, memory, 16/3 FLOP/s.
 L2_CASES = [
-    ("matmul_fraction_of_peak", levels_roofline2.matmul_intensity_fraction,
+    ("matmul_fraction_of_peak", matmul_intensity_fraction,
      {"shapes": [[1, 4, 4], [4, 4, 4]], "bytes_per_value": 1, "peak_flops": 8, "hbm_bandwidth": 4},
      [{"shape": [1, 4, 4], "intensity": Fraction(4, 3), "bound": "memory",
        "fraction_of_peak": Fraction(2, 3)},
       {"shape": [4, 4, 4], "intensity": Fraction(8, 3), "bound": "compute", "fraction_of_peak": 1}],
      "(its FLOPs / time / peak_flops)"),
-    ("weight_streaming_roofline", levels_roofline2.streamed_matmul_rate,
+    ("weight_streaming_roofline", streamed_matmul_rate,
      {"batch": 1, "d_model": 4, "d_ff": 4, "bytes_per_value": 1, "peak_flops": 8,
       "tiers": [{"name": "hbm", "bandwidth": 16}, {"name": "host", "bandwidth": 4}]},
      [{"tier": "hbm", "time_s": 4, "bound": "compute", "achieved_flops": 8},
@@ -147,7 +150,7 @@ def test_l2_asks_its_own_question(name, reference, inputs, rows, level1_formula)
 
 def test_matmul_l2_puts_two_shapes_or_more_on_each_side_of_the_ridge():
     """L1's shapes are compute-bound 4 times in 5, where the fraction of peak is always 1: 89 of 100
-    L2 instances had one memory-bound row (round 3's second panel)."""
+    L2 instances had one memory-bound row."""
     for task in _instances("matmul_fraction_of_peak", 2):
         bounds = [row["bound"] for row in task.expected["rows"]]
         assert min(bounds.count("memory"), bounds.count("compute")) >= 2, (task.id, bounds)
@@ -169,7 +172,7 @@ def test_admission_l5_hand_derived_key_and_branches():
     task = materialise(family.task("sc-edge", ADMISSION, 5), "scaling", scaling.PROFILE)
     assert task.expected["rows"] == [{"requests": 3, "tokens_per_s": Fraction(3, 22)},
                                      {"requests": 15, "tokens_per_s": Fraction(3, 8)}]
-    assert levels_admission.below_limit(task) and levels_admission.at_limit(task)
+    assert below_limit(task) and at_limit(task)
 
 
 def _largest_allowed(task) -> dict:
@@ -191,4 +194,4 @@ def _largest_allowed(task) -> dict:
 def test_admission_l5_the_largest_allowed_batch_fails():
     tasks = _instances("max_batch_for_kv_cache", 5)
     assert not any(compare(t.expected, _largest_allowed(t), t.policy).ok for t in tasks)
-    assert sum(levels_admission.at_limit(t) for t in tasks) >= INSTANCES // 3  # the limits still bind
+    assert sum(at_limit(t) for t in tasks) >= INSTANCES // 3  # the limits still bind
