@@ -25,7 +25,7 @@ DEFINITIONS = {definition.id: definition for definition in scaling.TASKS}
 
 def float_answer(task_id: str, mistake: str | None = None) -> Any:
     definition = DEFINITIONS[task_id]
-    return definition.meta["float_formula"](**as_floats(dict(definition.inputs)), mistake=mistake)
+    return definition.meta["independent"](**as_floats(dict(definition.inputs)), mistake=mistake)
 
 
 def paired_leaves(expected: Any, actual: Any, path: str = "result"):
@@ -215,7 +215,7 @@ def test_check_reports_an_unexplained_zero():
 
 
 def test_check_reports_an_input_the_prompt_never_names():
-    from exactgrade.domains.scaling.roofline import elementwise_roofline
+    from exactgrade.domains.scaling.roofline.elementwise_roofline import elementwise_roofline
 
     inputs = dict(DEFINITIONS["sc-002"].inputs)
     explained = " ".join(f"`{name}`" for name in inputs)
@@ -236,7 +236,7 @@ def test_check_reports_a_non_finite_float_and_a_bad_shape():
 
 
 def test_check_reports_a_headline_tag_the_key_does_not_show():
-    from exactgrade.domains.scaling.roofline import matmul_roofline
+    from exactgrade.domains.scaling.roofline.matmul_roofline import matmul_roofline
 
     inputs = dict(DEFINITIONS["sc-000"].inputs, batches=[1, 8])  # both memory-bound
     task = _broken(matmul_roofline, inputs, question=" ".join(f"`{n}`" for n in inputs),

@@ -19,7 +19,7 @@ import pytest
 import exactgrade
 from exactgrade import compare, wire
 from exactgrade.domains import scaling
-from exactgrade.domains.scaling import flops, roofline, sharding
+from exactgrade.domains.scaling import flops
 from exactgrade.domains.scaling._task import (
     MAX_KEY_DIGITS,
     as_floats,
@@ -28,6 +28,8 @@ from exactgrade.domains.scaling._task import (
     near_tie,
     screen,
 )
+from exactgrade.domains.scaling.roofline.shared import _intensity_not_tied
+from exactgrade.domains.scaling.sharding.shared import _min_microbatches_edges
 from exactgrade.family import LEVELS, family_of
 from exactgrade.task import Task, materialise
 
@@ -42,7 +44,7 @@ def generated(name: str, level: int, index: int) -> Task:
 def float_answer(task: Task, mistake: str | None = None):
     """The twin's answer: on float inputs, or on the exact ones for a closed form in symbols."""
     inputs = dict(task.inputs) if task.meta["symbolic"] else as_floats(dict(task.inputs))
-    return task.meta["float_formula"](**inputs, mistake=mistake)
+    return task.meta["independent"](**inputs, mistake=mistake)
 
 
 def instance(name: str, inputs: dict) -> Task:
@@ -160,7 +162,7 @@ def test_a_bound_on_the_compute_memory_tie_is_refused():
     assert reason == ("row 0: the intensity against the critical intensity sits within 1e-9 of the tie "
                       "(1 vs 1)")
     off_tie = instance("matmul_roofline", dict(inputs, hbm_bandwidth=10**12 + 10**5))  # 1e-7 away
-    assert roofline._intensity_not_tied(off_tie) is None
+    assert _intensity_not_tied(off_tie) is None
 
 
 @pytest.mark.parametrize(("limit", "stages", "why"), [
@@ -172,7 +174,7 @@ def test_an_integer_answer_at_a_rounding_edge_is_refused(limit, stages, why):
     reason = family_of("scaling", "min_microbatches").reject(task)
     assert reason is not None and reason.startswith(f"{stages} stages: the microbatch bound = ") and \
         reason.endswith("is too close to an integer: a float method could round it the other way"), why
-    assert sharding._min_microbatches_edges(instance("min_microbatches", {
+    assert _min_microbatches_edges(instance("min_microbatches", {
         "stage_counts": [stages], "max_bubble_fraction": Fraction(3, 40)})) is None
 
 

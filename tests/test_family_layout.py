@@ -1,6 +1,7 @@
-"""The layout docs/families.md describes, pinned: in pytorch and deeplearning every family of a
-category's FAMILIES is declared in its own module, <domain>/<category>/<family>.py, and no module
-of those domains is named after a level, a round or a batch."""
+"""The layout docs/families.md describes, pinned: in every domain each family of a category's
+FAMILIES is declared in its own module, <domain>/<category>/<family>.py, the categories' FAMILIES
+are the domain's, and no module of a domain is named after a level, a round or a batch (a
+scaling levels_*.py would fail)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 
 from exactgrade.domains.deeplearning import CATEGORY_COUNTS
 from exactgrade.domains.pytorch.common import CATEGORIES as PYTORCH_CATEGORIES
+from exactgrade.domains.scaling import CATEGORIES as SCALING_CATEGORIES
+from exactgrade.family import families
 
-CATEGORIES = {"pytorch": PYTORCH_CATEGORIES, "deeplearning": tuple(CATEGORY_COUNTS)}
+CATEGORIES = {"pytorch": PYTORCH_CATEGORIES, "deeplearning": tuple(CATEGORY_COUNTS),
+              "scaling": SCALING_CATEGORIES}
 HISTORY = re.compile(r"(^|_)(levels?|round\d*|batch\d+|r\d+)(_|$)|\d")
 """A module name that records when it was written (a level kind, a round, a batch, a number)."""
 TABLE = [(domain, category) for domain, categories in CATEGORIES.items() for category in categories]
@@ -36,3 +40,16 @@ def test_no_module_is_named_after_a_level_a_round_or_a_batch(domain):
     assert len(names) > len(CATEGORIES[domain])
     bad = [name for name in names if HISTORY.search(name.rsplit(".", 1)[-1])]
     assert bad == []
+
+
+@pytest.mark.parametrize("domain", sorted(CATEGORIES))
+def test_the_categories_families_are_the_domains_in_order(domain):
+    listed = [family.name for category in CATEGORIES[domain]
+              for family in importlib.import_module(f"exactgrade.domains.{domain}.{category}").FAMILIES]
+    assert tuple(listed) == families(domain)
+
+
+@pytest.mark.parametrize("name", ["levels_compute5", "levels_inverse2", "levels_roofline2", "levels_kv",
+                                  "round3", "memory_r2"])
+def test_a_module_named_by_history_fails_the_layout(name):
+    assert HISTORY.search(name)

@@ -1,7 +1,7 @@
-"""Issue 19 round 2, the scaling families of roofline.py, flops.py and memory.py: every level asks
-its own question (round 1 repeated L1's at L3 and L4's at L5), the keys of the new searches agree
-with an exhaustive exact search written here, and the defects the blind panel found stay fixed
-(whole-None layer_flops L5, a constant ratio in adam_memory L2, unreached None branches)."""
+"""The upper levels of the roofline, flops and memory families: every level asks its own question
+(none repeats L1's at L3 or L4's at L5), the keys of the searches agree with an exhaustive exact
+search written here, and the degenerate instances stay refused (a whole-None layer_flops L5, a
+constant ratio in adam_memory L2, unreached None branches)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import pytest
 
 import exactgrade
 from exactgrade import compare
-from exactgrade.domains.scaling import levels_compute5, levels_flops5
 from exactgrade.domains.scaling._task import as_floats
 from exactgrade.domains.scaling._text import INPUT_LISTING
+from exactgrade.domains.scaling.flops.attention_crossover import hybrid_crossover
+from exactgrade.domains.scaling.roofline.decode_attention_roofline import kv_serving_plan
+from exactgrade.domains.scaling.roofline.elementwise_roofline import fusion_plan
+from exactgrade.domains.scaling.roofline.min_compute_bound_batch import format_min_batch
 from exactgrade.family import LEVELS, family_of
 
 SEED = 23
@@ -169,9 +172,9 @@ def test_fusion_plan_kernel_limit_and_launch_cost_change_the_split():
     base = {"n_elements": 1000, "input_bytes": 2, "ops": ops, "vector_flops": 10**6, "hbm_bandwidth": 10**5}
     # every kernel memory-bound (4 bytes against 10-30 FLOPs per element): fusing saves traffic, and
     # the limit of two ops per kernel forces two kernels
-    two = levels_compute5.fusion_plan(**base, max_ops_per_kernel=2, launch_overhead_s=Fraction(0))
+    two = fusion_plan(**base, max_ops_per_kernel=2, launch_overhead_s=Fraction(0))
     assert two == {"rows": [{"min_time_s": Fraction(2 * 1000 * 4, 10**5), "kernels": 2}]}
-    one = levels_compute5.fusion_plan(**base, max_ops_per_kernel=3, launch_overhead_s=Fraction(1, 100))
+    one = fusion_plan(**base, max_ops_per_kernel=3, launch_overhead_s=Fraction(1, 100))
     assert one == {"rows": [{"min_time_s": Fraction(1, 100) + Fraction(1000 * 4, 10**5), "kernels": 1}]}
 
 
@@ -192,9 +195,9 @@ def test_kv_serving_tie_goes_to_the_compute_bound_crossover_batch():
     }
     # compute (2e9 + 4) * b / 1e12 against memory (1e9 + 4 b) / 1e11: memory-bound at b = 5 by a hair,
     # compute-bound from b = 6 on, where every batch gives peak / FLOPs per token
-    row = levels_compute5.kv_serving_plan(**inputs)["rows"][0]
+    row = kv_serving_plan(**inputs)["rows"][0]
     assert row == {"kv_format": "bf16", "batch": 6, "tokens_per_s": Fraction(10**12, 2 * 10**9 + 4)}
-    assert levels_compute5.kv_serving_plan(**inputs) == _kv_plan_by_enumeration(inputs)
+    assert kv_serving_plan(**inputs) == _kv_plan_by_enumeration(inputs)
 
 
 def test_format_min_batch_covers_batch_one_and_never():
@@ -203,9 +206,9 @@ def test_format_min_batch_covers_batch_one_and_never():
         {"name": "heavy", "bits_per_weight": 8, "dequant_flops_per_weight": 4},
         {"name": "bf16", "bits_per_weight": 16, "dequant_flops_per_weight": 0},
     ]
-    wide = levels_compute5.format_min_batch([chip], 4096, 4096, 2, formats)["rows"][0]
+    wide = format_min_batch([chip], 4096, 4096, 2, formats)["rows"][0]
     assert wide == {"chip": "chip_a", "format": "heavy", "min_batch": 1}  # decode FLOPs outweigh its bytes
-    narrow = levels_compute5.format_min_batch([chip], 1, 1, 2, formats[1:])["rows"][0]
+    narrow = format_min_batch([chip], 1, 1, 2, formats[1:])["rows"][0]
     assert narrow == {"chip": "chip_a", "format": None, "min_batch": None}
 
 
@@ -224,10 +227,10 @@ def test_hybrid_crossover_changes_regime_at_the_window():
         "vocab_size": 1000,
     }
     inputs = {"models": [model], "target_share": Fraction(1, 2), "max_seq_len": 10**5}
-    assert levels_flops5.hybrid_crossover(**inputs) == _hybrid_by_scan(inputs)
+    assert hybrid_crossover(**inputs) == _hybrid_by_scan(inputs)
     local_only = dict(model, global_layers=0)
     never = {"models": [local_only], "target_share": Fraction(1, 2), "max_seq_len": 10**5}
-    assert levels_flops5.hybrid_crossover(**never)["rows"][0]["crossover_seq_len"] is None
+    assert hybrid_crossover(**never)["rows"][0]["crossover_seq_len"] is None
 
 
 def test_layer_flops_l5_poses_fitting_layers_and_takes_float_answers():
@@ -238,7 +241,7 @@ def test_layer_flops_l5_poses_fitting_layers_and_takes_float_answers():
     assert len(fitting) >= 8
     t = fitting[0]
     assert type(t.expected["rows"][0]["flops_per_token"]) is Fraction
-    assert _passes(t, t.meta["float_formula"](**as_floats(dict(t.inputs))))
+    assert _passes(t, t.meta["independent"](**as_floats(dict(t.inputs))))
 
 
 def test_adam_memory_l2_bytes_per_parameter_differ_within_an_instance():

@@ -12,7 +12,7 @@ import pytest
 import exactgrade
 from exactgrade.domains.scaling._text import api_description
 from exactgrade.domains.scaling.hardware import FULL_READ_MS, HBM_CAPACITY, TIERS, VECTOR_FLOPS, VECTOR_RIDGE
-from exactgrade.domains.scaling.levels_sharded import tp_degrees
+from exactgrade.domains.scaling.inference.sharded_decode_latency import tp_degrees
 from exactgrade.task import Task
 
 SEED = 29

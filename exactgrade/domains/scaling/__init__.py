@@ -11,6 +11,9 @@ from exactgrade.domains.scaling import flops, inference, memory, roofline, shard
 from exactgrade.domains.scaling.checks import headline_summary, missing_headlines, task_problems
 from exactgrade.task import Task, TaskDef
 
+CATEGORIES = ("roofline", "flops", "memory", "sharding", "inference")
+"""The category packages, each <category>/<family>.py per family, in task-id order."""
+
 FAMILIES = roofline.FAMILIES + flops.FAMILIES + memory.FAMILIES + sharding.FAMILIES + inference.FAMILIES
 
 TASKS: tuple[TaskDef, ...] = (
@@ -33,4 +36,4 @@ def summary(tasks: list[Task]) -> list[str]:
     return headline_summary(tasks)
 
 
-__all__ = ["FAMILIES", "PROFILE", "TASKS", "check", "summary"]
+__all__ = ["CATEGORIES", "FAMILIES", "PROFILE", "TASKS", "check", "summary"]

@@ -129,8 +129,14 @@ def chip_for_capacity(draw: Draw, level: int, capacity: int) -> dict:
 def link_bandwidth(draw: Draw, level: int) -> int:
     """Per-device link bytes/s (hardware.ANY_LINK): 25 to 400 GB/s in steps of 25 at levels 1-2,
     any MB/s from 20 to 450 GB/s above."""
-    return draw_in(draw, ANY_LINK.within(low=20 * 10**9, high=450 * 10**9), 10**6, 25 * 10**9,
-                   round_numbers(level), 400 * 10**9)
+    return draw_in(
+        draw,
+        ANY_LINK.within(low=20 * 10**9, high=450 * 10**9),
+        10**6,
+        25 * 10**9,
+        round_numbers(level),
+        400 * 10**9,
+    )
 
 
 def hbm_capacity(draw: Draw, level: int) -> int:
@@ -192,6 +198,11 @@ def sorted_sample(draw: Draw, low: int, high: int, k: int) -> list[int]:
     return sorted(draw.sample(range(low, high + 1), k))
 
 
+def divisors_of(n: int) -> list[int]:
+    """The divisors of n, increasing."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 def letters(prefix: str, k: int) -> list[str]:
     """Row names prefix_a, prefix_b, ..."""
     return [f"{prefix}_{chr(ord('a') + i)}" for i in range(k)]
@@ -214,8 +225,14 @@ def attention_shape(draw: Draw, level: int) -> dict:
     else:
         d_model = 64 * draw.integer(8, 128 * 2 ** (level - 2))
         d_ff = 64 * draw.integer(16, 512 * 2 ** (level - 2))
-    return {"d_model": d_model, "d_ff": d_ff, "n_heads": n_heads, "n_kv_heads": n_kv_heads,
-            "head_dim": head_dim, "mlp_matrices": draw.choice((2, 3))}
+    return {
+        "d_model": d_model,
+        "d_ff": d_ff,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv_heads,
+        "head_dim": head_dim,
+        "mlp_matrices": draw.choice((2, 3)),
+    }
 
 
 def value_bytes(draw: Draw, level: int, wide: tuple[int, ...] = (1, 2, 4)) -> int:
@@ -228,7 +245,7 @@ def jitter(draw: Draw, level: int, step: int) -> int:
     return 0 if round_numbers(level) else draw.integer(1, step - 1)
 
 
-# ---- the level-1 samplers that levels of other modules build on (flops.py, levels_flops5.py)
+# ---- level-1 samplers that upper levels of their families draw from too
 
 
 def chip_count(draw: Draw, level: int) -> int:
@@ -262,19 +279,34 @@ def sample_utilization_by_counting(draw: Draw, level: int) -> dict:
     # The step time is drawn against the largest count (recomputation), so every utilization
     # stays below 100%.
     hardware = 8 * params + 16 * layers * n_heads * head_dim * seq_len
-    return {"n_params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim,
-            "seq_len": seq_len, "tokens_per_step": tokens,
-            "step_time_s": step_time(draw, level, hardware * tokens, chips * peak), "chips": chips,
-            "peak_flops": peak}
+    return {
+        "n_params": params,
+        "layers": layers,
+        "n_heads": n_heads,
+        "head_dim": head_dim,
+        "seq_len": seq_len,
+        "tokens_per_step": tokens,
+        "step_time_s": step_time(draw, level, hardware * tokens, chips * peak),
+        "chips": chips,
+        "peak_flops": peak,
+    }
 
 
 def sample_moe_training_flops(draw: Draw, level: int) -> dict:
     shape = attention_shape(draw, level)
     n_experts = draw.choice((8, 16, 32, 64, 128) if level > 1 else (8, 16))
-    return {"layers": draw.integer(8, 40 * level), "d_model": shape["d_model"], "n_heads": shape["n_heads"],
-            "n_kv_heads": shape["n_kv_heads"], "head_dim": shape["head_dim"], "expert_d_ff": shape["d_ff"],
-            "n_experts": n_experts, "top_k": draw.integer(1, min(8, n_experts - 1)),
-            "mlp_matrices": shape["mlp_matrices"], "n_tokens": n_tokens(draw, level)}
+    return {
+        "layers": draw.integer(8, 40 * level),
+        "d_model": shape["d_model"],
+        "n_heads": shape["n_heads"],
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "expert_d_ff": shape["d_ff"],
+        "n_experts": n_experts,
+        "top_k": draw.integer(1, min(8, n_experts - 1)),
+        "mlp_matrices": shape["mlp_matrices"],
+        "n_tokens": n_tokens(draw, level),
+    }
 
 
 def sample_kv_cache_size(draw: Draw, level: int) -> dict:
@@ -289,11 +321,16 @@ def sample_kv_cache_size(draw: Draw, level: int) -> dict:
         return "mha" if h == n_heads else "mqa" if h == 1 else f"gqa_{h}"
 
     layers = draw.integer(8, 40 * level)
-    configs = [{"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]}
-               for h in kv_heads]
+    configs = [
+        {"name": name(h), "layers": layers, "n_kv_heads": h, "head_dim": shape["head_dim"]} for h in kv_heads
+    ]
     seq_len = 1024 * draw.integer(1, 32 * level) + jitter(draw, level, 1024)
-    return {"configs": configs, "seq_len": seq_len, "batch": draw.integer(1, 32 * level),
-            "bytes_per_value": value_bytes(draw, level)}
+    return {
+        "configs": configs,
+        "seq_len": seq_len,
+        "batch": draw.integer(1, 32 * level),
+        "bytes_per_value": value_bytes(draw, level),
+    }
 
 
 def sample_max_batch_for_kv_cache(draw: Draw, level: int) -> dict:
@@ -312,9 +349,16 @@ def sample_server_kv(draw: Draw, level: int) -> tuple[dict, int]:
     seq_lens = [1024 * s for s in sorted_sample(draw, 1, 32 * 2**level, rows(level, 3))]
     if not round_numbers(level):
         seq_lens = sorted({s - draw.integer(0, 1023) for s in seq_lens})
-    inputs = {"hbm_bytes": hbm, "n_params": params, "weight_bytes": weight_bytes,
-              "layers": draw.integer(8, 40 * level), "n_kv_heads": shape["n_kv_heads"],
-              "head_dim": shape["head_dim"], "kv_bytes": draw.choice((1, 2)), "seq_lens": seq_lens}
+    inputs = {
+        "hbm_bytes": hbm,
+        "n_params": params,
+        "weight_bytes": weight_bytes,
+        "layers": draw.integer(8, 40 * level),
+        "n_kv_heads": shape["n_kv_heads"],
+        "head_dim": shape["head_dim"],
+        "kv_bytes": draw.choice((1, 2)),
+        "seq_lens": seq_lens,
+    }
     per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
     longest = per_token * seq_lens[-1]
     if longest > hbm - params * weight_bytes:
