@@ -19,7 +19,7 @@ import pytest
 import exactgrade
 from exactgrade.domains import scaling
 from exactgrade.domains.scaling import hardware
-from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, full_read_ok, input_range, ridge_ok
+from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, full_read_ok, input_range
 from exactgrade.family import LEVELS
 from exactgrade.task import Task, TaskDef
 
@@ -58,6 +58,20 @@ def dicts(value: Any) -> Iterator[dict]:
             yield from dicts(item)
 
 
+WHAT_IF = re.compile(r"_\d+(\.\d+)?x_")
+"""A chip named for its scaling of another (sc-028's `chip_a_2.5x_flops`): a what-if the prompt names."""
+
+
+def ridge_problems(chip: dict) -> list[str]:
+    """A chip's ridge point outside the real range (hardware.RIDGE), or for a chip named as a
+    what-if variant, outside hardware.WHAT_IF_RIDGE."""
+    if not chip.get("hbm_bandwidth") or "peak_flops" not in chip:
+        return []
+    ridges = hardware.WHAT_IF_RIDGE if WHAT_IF.search(str(chip.get("name", ""))) else hardware.RIDGE
+    ridge = Fraction(chip["peak_flops"]) / chip["hbm_bandwidth"]
+    return [] if ridge in ridges else [f"ridge point {float(ridge):.4g} FLOP/byte outside {ridges.parts}"]
+
+
 def hardware_problems(task: Task | TaskDef) -> list[str]:
     """Every way one task's hardware inputs leave the table."""
     family = task.family or ""
@@ -73,10 +87,7 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
                 f"({rng.parts})"
             )
     for chip in dicts(dict(task.inputs)):
-        if "peak_flops" in chip and "hbm_bandwidth" in chip and chip["hbm_bandwidth"]:
-            if not ridge_ok(chip["peak_flops"], chip["hbm_bandwidth"]):
-                ridge = Fraction(chip["peak_flops"]) / chip["hbm_bandwidth"]
-                problems.append(f"ridge point {float(ridge):.4g} FLOP/byte outside {hardware.RIDGE.parts}")
+        problems += ridge_problems(chip)
         if "vector_flops" in chip and chip.get("hbm_bandwidth"):
             ridge = Fraction(chip["vector_flops"]) / chip["hbm_bandwidth"]
             if ridge not in hardware.VECTOR_RIDGE:

@@ -11,7 +11,14 @@ import pytest
 
 import exactgrade
 from exactgrade.domains.scaling._text import api_description
-from exactgrade.domains.scaling.hardware import FULL_READ_MS, HBM_CAPACITY, TIERS, VECTOR_FLOPS, VECTOR_RIDGE
+from exactgrade.domains.scaling.hardware import (
+    FULL_READ_MS,
+    HBM_CAPACITY,
+    RIDGE,
+    TIERS,
+    VECTOR_FLOPS,
+    VECTOR_RIDGE,
+)
 from exactgrade.domains.scaling.inference.sharded_decode_latency import tp_degrees
 from exactgrade.task import Task
 
@@ -210,6 +217,40 @@ def test_the_speculative_models_fit_the_one_chip_they_run_on():
         weights = (i["n_params"] + i["draft_params"]) * i["bytes_per_param"]
         assert weights <= HBM_CAPACITY.high, task.id
         assert "on one chip whose HBM holds both" in words(task.prompt)
+        slowest = min(chip["hbm_bandwidth"] for chip in i["chips"])
+        # a chip that holds both models is one that reads its HBM whole as a real part does
+        assert full_read_ms(weights, slowest) <= FULL_READ_MS.high, task.id
+
+
+MATMUL_LEVELS = [("matmul_roofline", level) for level in (2, 3, 4, 5)] + [
+    ("min_compute_bound_batch", level) for level in (3, 4, 5)
+]
+
+
+@pytest.mark.parametrize(("family", "level"), MATMUL_LEVELS)
+def test_a_matmul_at_the_bf16_peak_has_bf16_operands(family, level):
+    """matmul_roofline L3-L5 posed fp32 operands (4 bytes) at the bf16 tensor-core peak, which an
+    fp32 matmul reaches nowhere (H100: 67 of 989 TFLOP/s)."""
+    for task in generated(family, level):
+        i = task.inputs
+        assert i["activation_bytes"] == 2 and i.get("weight_bytes", 2) in (1, 2), task.id
+        if "weight_bytes" in i:
+            assert "widened to bf16 before the multiply" in words(task.prompt), task.id
+
+
+def test_a_real_chip_has_a_real_ridge_and_only_a_what_if_chip_beyond_it():
+    """Ridges up to 650 FLOP/byte were posed as real chips (quantized_decode L5 622, serving_cost
+    L5 589 is real but 622 is not): every part ends at TPU v6e's 560 (fp8 H100: 590)."""
+    from test_scaling_hardware import ridge_problems
+
+    assert ridge_problems({"name": "chip_a", "peak_flops": 622 * 10**12, "hbm_bandwidth": 10**12})
+    assert not ridge_problems(
+        {"name": "chip_a_2.5x_flops", "peak_flops": 625 * 10**12, "hbm_bandwidth": 10**12}
+    )
+    for family in ("quantized_decode", "serving_cost", "min_compute_bound_batch"):
+        for task in generated(family, 5):
+            chips = [c for c in task.inputs.get("chips", []) if "peak_flops" in c]
+            assert all(Fraction(c["peak_flops"], c["hbm_bandwidth"]) in RIDGE for c in chips), task.id
 
 
 def test_elementwise_ops_run_at_a_vector_unit_peak():

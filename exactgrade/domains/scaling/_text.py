@@ -80,6 +80,14 @@ int8/fp8 peaks of chips that multiply narrow formats natively)"""
 """The quantized-decode convention, stated once: real chips differ on both counts it leaves out."""
 
 
+BF16_MATMUL = """\
+Activations are bf16 (2 bytes); a 1-byte weight is int8 weight-only quantization, widened to bf16
+before the multiply, so the matmul runs at the chip's bf16 peak `peak_flops` whatever the weight
+format (a simplification: it leaves out the widening's cost and the quantization scales)."""
+"""The format convention of the matmul roofline tasks: the bf16 tensor-core peak applies to bf16
+operands only, so an fp32 operand (which runs at a fraction of it) is never posed."""
+
+
 INPUT_LISTING = "Inputs (already defined as Python variables in the sandbox):"
 
 

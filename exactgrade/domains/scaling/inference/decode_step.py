@@ -15,7 +15,7 @@ from exactgrade.domains.scaling._task import (
     smallest_satisfying,
     tie_edge,
 )
-from exactgrade.domains.scaling.hardware import HBM_CAPACITY, PEAK_FLOPS, ridge_ok
+from exactgrade.domains.scaling.hardware import FULL_READ_MS, HBM_CAPACITY, PEAK_FLOPS, ridge_ok
 from exactgrade.family import Draw, Level, Reject, five_levels
 from exactgrade.task import Task
 
@@ -447,8 +447,10 @@ def sample_speculative(draw: Draw, level: int) -> dict:
         else:
             raise Reject("no real chip turns compute-bound within 13 tokens per sequence")
         chips.append({"name": name, "peak_flops": peak, "hbm_bandwidth": bandwidth})
-    # both models fit in one chip's HBM with a tenth to spare (the draft at most 1/8 of the target)
-    room = Fraction(HBM_CAPACITY.high * 9, 10 * width) * Fraction(8, 9)
+    # both models fit with a tenth to spare (the draft at most 1/8 of the target) in the HBM a real
+    # part of the slowest chip's bandwidth holds: one that reads it whole in hardware.FULL_READ_MS
+    capacity = min(HBM_CAPACITY.high, min(c["hbm_bandwidth"] for c in chips) * FULL_READ_MS.high // 1000)
+    room = Fraction(capacity * 9, 10 * width) * Fraction(8, 9)
     target = sample.n_params_between(draw, max(level, 3), 0, room)
     return {
         "chips": chips,

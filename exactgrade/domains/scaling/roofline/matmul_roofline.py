@@ -8,6 +8,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling._sample import chip_inputs, peak_and_bandwidth
 from exactgrade.domains.scaling._task import known_mistake, near_integer, near_tie, scaling_level
+from exactgrade.domains.scaling._text import BF16_MATMUL
 from exactgrade.domains.scaling.roofline.shared import _ROOFLINE_ROW, _intensity_not_tied
 from exactgrade.family import Branch, Draw, Reject, five_levels
 from exactgrade.task import Task
@@ -67,7 +68,7 @@ def sample_matmul_roofline(draw: Draw, level: int) -> dict:
     if level <= 2:
         weight_bytes = activation_bytes = 2
     else:
-        weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (4, 4), (1, 1)))
+        weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2)))
     return {
         "batches": batches,
         "d_model": d_model,
@@ -103,7 +104,8 @@ MATMUL = """\
 The matmul y = x @ W multiplies activations x of shape [batch, d_model] by weights W of shape
 [d_model, d_ff]; a kernel reads each operand from HBM once and writes its result once. Weights
 take `weight_bytes` bytes per value and activations `activation_bytes`. The chip peaks at
-`peak_flops` FLOP/s with `hbm_bandwidth` bytes/s of HBM bandwidth."""
+`peak_flops` FLOP/s with `hbm_bandwidth` bytes/s of HBM bandwidth.
+""" + BF16_MATMUL
 
 
 def matmul_backward(batches, d_model, d_ff, weight_bytes, activation_bytes, peak_flops, hbm_bandwidth):
@@ -156,8 +158,8 @@ def _matmul_inputs(draw: Draw, level: int) -> dict:
     return {
         "d_model": d_model,
         "d_ff": d_model * draw.choice((2, 3, 4, 8)),
-        "weight_bytes": draw.choice((1, 2, 4)),
-        "activation_bytes": draw.choice((2, 4)),
+        "weight_bytes": draw.choice((1, 2)),
+        "activation_bytes": 2,
     }
 
 
@@ -512,7 +514,8 @@ chip in `chips` (peak FLOP/s, HBM bytes/s and dollars per hour of each given) at
 whose roofline time is at most `latency_budget_s`. Give the chip and batch that compute rows of y
 at the fewest dollars per million rows (dollars per hour * time / 3600 / batch * 10**6), with that
 cost; on a tie, the earlier chip, then the larger batch (a chip that is compute-bound costs the same
-per row at every compute-bound batch). None for all three if no chip meets the budget even at batch 1."""
+per row at every compute-bound batch). None for all three if no chip meets the budget even at batch 1.
+""" + BF16_MATMUL
 
 
 LEVEL_5 = scaling_level(

@@ -19,6 +19,7 @@ from exactgrade.domains.scaling._task import (
     scaling_level,
     tie_edge,
 )
+from exactgrade.domains.scaling._text import BF16_MATMUL
 from exactgrade.domains.scaling.hardware import RIDGE
 from exactgrade.family import Branch, Draw, five_levels
 from exactgrade.task import Task
@@ -198,7 +199,7 @@ def sample_min_batch_time(draw: Draw, level: int) -> dict:
     """As level 1's sampler (a narrow layer in some instances, for None), with int8 or int4-sized
     weights apart from the activations."""
     base = sample_min_compute_bound_batch(draw, level)
-    weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (1, 4), (2, 4), (4, 4)))
+    weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2)))
     return {
         "chips": base["chips"],
         "d_model": base["d_model"],
@@ -229,7 +230,8 @@ x and W from HBM once and writes y[batch, d_ff] once. Weights take `weight_bytes
 activations (x and y) `activation_bytes`. For each chip in `chips` (peak FLOP/s and HBM bytes/s
 given; every kernel on the roofline), give the smallest integer batch at which the matmul is
 compute-bound (compute time at least memory time) and the matmul's time in seconds at that batch;
-None for both if no batch size makes it compute-bound."""
+None for both if no batch size makes it compute-bound.
+""" + BF16_MATMUL
 
 
 LEVEL_3 = scaling_level(
@@ -294,7 +296,7 @@ def sample_min_width(draw: Draw, level: int) -> dict:
     """A batch that some chips can make compute-bound with a wide enough layer and others cannot
     (the batch's own intensity limit 2*batch/weight_bytes sits below their critical intensity)."""
     chips = [{"name": name, **chip_inputs(draw, level)} for name in letters("chip", 3 + level // 2)]
-    weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2), (1, 1), (2, 4)))
+    weight_bytes, activation_bytes = draw.choice(((1, 2), (2, 2)))
     criticals = sorted(Fraction(c["peak_flops"], c["hbm_bandwidth"]) for c in chips)
     middle = criticals[draw.below(len(criticals))]
     batch = max(1, math.floor(middle * weight_bytes / 2 * Fraction(draw.integer(80, 140), 100)))
@@ -332,7 +334,8 @@ with d_ff = ff_ratio * d_model (`ff_ratio` given); it reads x and W from HBM onc
 Weights take `weight_bytes` bytes per value, activations (x and y) `activation_bytes`. The batch is
 `batch`. For each chip in `chips` (peak FLOP/s and HBM bytes/s given), give the smallest d_model, a
 multiple of `width_step`, at which the matmul is compute-bound (compute time at least memory time),
-or None if no width makes it compute-bound."""
+or None if no width makes it compute-bound.
+""" + BF16_MATMUL
 
 
 LEVEL_4 = scaling_level(
@@ -409,12 +412,11 @@ _WEIGHT_FORMATS = (
 
 
 def sample_format_batch(draw: Draw, level: int) -> dict:
-    """Chips over the whole real range of critical intensity (hardware.RIDGE, 110 to 650 FLOPs
+    """Chips over the whole real range of critical intensity (hardware.RIDGE, 110 to 600 FLOPs
     per byte): the decode FLOPs of narrow formats weigh against the bytes they save differently on
     each, and a chip above the layer's intensity limit has no compute-bound batch (None), so the
-    answer changes with the chip. The narrowest format wins most chips: layers from d_model 512
-    (a low intensity limit) keep enough instances whose rows differ (acceptance 4% -> 6% after
-    the ridge floor rose from 50 to 110)."""
+    answer changes with the chip. The narrowest format wins most chips: layers from d_model 256
+    (a low intensity limit) keep enough instances whose rows differ."""
     chips = []
     for name in letters("chip", 3 + level // 2):
         peak, bandwidth = chip_at_ridge(draw, level, RIDGE.low, RIDGE.high)
@@ -423,12 +425,12 @@ def sample_format_batch(draw: Draw, level: int) -> dict:
         {"name": name, "bits_per_weight": bits, "dequant_flops_per_weight": draw.integer(low, high)}
         for name, bits, low, high in draw.sample(_WEIGHT_FORMATS, draw.integer(2, 4))
     ]
-    d_model = 128 * draw.integer(4, 64)
+    d_model = 128 * draw.integer(2, 64)
     return {
         "chips": chips,
         "d_model": d_model,
         "d_ff": d_model * draw.choice((2, 3, 4)) + 64 * draw.integer(0, 7),
-        "activation_bytes": draw.choice((2, 4)),
+        "activation_bytes": 2,
         "formats": formats,
     }
 
