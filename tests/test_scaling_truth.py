@@ -222,8 +222,10 @@ def test_the_speculative_models_fit_the_one_chip_they_run_on():
         assert full_read_ms(weights, slowest) <= FULL_READ_MS.high, task.id
 
 
-MATMUL_LEVELS = [("matmul_roofline", level) for level in (2, 3, 4, 5)] + [
-    ("min_compute_bound_batch", level) for level in (3, 4, 5)
+MATMUL_LEVELS = [
+    (family, level)
+    for family in ("matmul_roofline", "min_compute_bound_batch", "matmul_fraction_of_peak")
+    for level in (2, 3, 4, 5)
 ]
 
 
@@ -233,7 +235,8 @@ def test_a_matmul_at_the_bf16_peak_has_bf16_operands(family, level):
     fp32 matmul reaches nowhere (H100: 67 of 989 TFLOP/s)."""
     for task in generated(family, level):
         i = task.inputs
-        assert i["activation_bytes"] == 2 and i.get("weight_bytes", 2) in (1, 2), task.id
+        assert i.get("activation_bytes", 2) == i.get("bytes_per_value", 2) == 2, task.id
+        assert i.get("weight_bytes", 2) in (1, 2), task.id
         if "weight_bytes" in i:
             assert "widened to bf16 before the multiply" in words(task.prompt), task.id
 

@@ -235,6 +235,11 @@ def attention_shape(draw: Draw, level: int) -> dict:
     }
 
 
+BF16_ONLY = (2,)
+"""The operand width of a matmul timed at the bf16 peak (`peak_flops`): an int8 or fp32 operand runs
+at another peak (twice it, or a TF32/vector fraction of it), which these tasks do not pose."""
+
+
 def value_bytes(draw: Draw, level: int, wide: tuple[int, ...] = (1, 2, 4)) -> int:
     """Bytes per value: bf16 at levels 1-2, also int8/fp32 (or the given sizes) above."""
     return 2 if round_numbers(level) else draw.choice(wide)

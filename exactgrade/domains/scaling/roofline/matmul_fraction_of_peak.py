@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling._sample import (
+    BF16_ONLY,
     chip_inputs,
     peak_and_bandwidth,
     round_numbers,
@@ -66,7 +67,8 @@ def sample_matmul_fraction_of_peak(draw: Draw, level: int) -> dict:
         shapes.append([128 * draw.integer(1, top), 128 * draw.integer(1, top), 128 * draw.integer(1, top)])
     if not round_numbers(level):
         shapes = [[m + draw.integer(0, 127) * (m > 16), k, n] for m, k, n in shapes]
-    return {"shapes": shapes, "bytes_per_value": value_bytes(draw, level), **chip_inputs(draw, level)}
+    width = value_bytes(draw, level, BF16_ONLY)
+    return {"shapes": shapes, "bytes_per_value": width, **chip_inputs(draw, level)}
 
 
 LEVEL_1 = scaling_level(
@@ -213,7 +215,7 @@ def attention_matmuls_fraction_float(
 def sample_attention_matmuls(draw: Draw, level: int) -> dict:
     """Lengths on both sides of where the kernels turn compute-bound."""
     peak, bandwidth = peak_and_bandwidth(draw, level)
-    head_dim, width = draw.choice((64, 80, 96, 128, 256)), draw.choice((1, 2, 4))
+    head_dim, width = draw.choice((64, 80, 96, 128, 256)), value_bytes(draw, level, BF16_ONLY)
     # compute-bound once 2*s*d*s / peak >= b*(2*s*d + s*s) / bw, i.e. s*(2*d - c*b) >= 2*c*b*d
     critical = Fraction(peak, bandwidth)
     gain = 2 * head_dim - critical * width
@@ -301,7 +303,7 @@ def sample_fraction(draw: Draw, level: int) -> dict:
         shapes[draw.below(len(shapes))] = [draw.integer(16, 256), draw.integer(16, 256)]
     return {
         "shapes": shapes,
-        "bytes_per_value": draw.choice((1, 2, 4)),
+        "bytes_per_value": value_bytes(draw, level, BF16_ONLY),
         **sample.chip_inputs(draw, level),
         "target_fraction": Fraction(draw.integer(50, 99), 100),
     }
@@ -405,7 +407,7 @@ _TILES = (
 def sample_tiles(draw: Draw, level: int) -> dict:
     """Shapes from skinny to square, dims off the tile multiples, and an SRAM that rules the
     largest tiles out: which tile wins changes with the shape."""
-    width = draw.choice((1, 2))
+    width = value_bytes(draw, level, BF16_ONLY)
     tiles = [
         {"name": f"t{tm}x{tn}x{tk}", "tile_m": tm, "tile_n": tn, "tile_k": tk}
         for tm, tn, tk in draw.sample(_TILES, 3 + level // 2)
