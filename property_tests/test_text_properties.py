@@ -241,6 +241,20 @@ def test_json_rows_read_every_leaf_by_its_key(p: Fraction, q: Fraction) -> None:
     assert parse_answer(text.replace('"memory"', '"Memory"'), key).value["rows"][0]["bound"] == "Memory"
 
 
+@given(st.data(), egst.fractions(max_digits=6), SMALL, st.integers(2, 9))
+def test_bare_json_leaves_read_as_quoted_ones(data: st.DataObject, p: Fraction, n: int, k: int) -> None:
+    """A leaf left unquoted ({"H": 3*log(2)/2}, as small models write JSON) passes where the quoted
+    leaf passes; the same leaf without its factor k fails with compare()'s reason."""
+    key = {"rows": [{"H": k * sympy.log(2) * p, "n": n}]}
+    q = signed(p, latex=False)
+    right = data.draw(st.sampled_from([f"{k}*{q}*log(2)", f"log(2**{k})*{q}", f"{q}*{k}*log(2)"]))
+    for leaf in (right, f'"{right}"'):
+        passes(f'{{"rows": [{{"H": {leaf}, "n": {n}}}]}}', key)
+    assume(p != 0)
+    verdict = grade_text(f'{{"rows": [{{"H": {q}*log(2), "n": {n}}}]}}', key, Exact(), time_limit=60.0)
+    assert not verdict.ok and verdict.reason.startswith("rows[0]['H']: expected sympy expression"), verdict
+
+
 PIECES = [
     "1",
     "23",

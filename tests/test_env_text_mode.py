@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import deeplearning_env
 import pytest
@@ -82,6 +83,22 @@ def test_no_text_mode_prompt_speaks_of_tools_result_sandbox_or_solve(domain) -> 
         assert "```json" in task.data.system_prompt and "\\boxed{" in task.data.system_prompt
 
 
+PYTHON_SPELLINGS = re.compile(
+    r"\bsympy\.[a-z]+\(|\bfractions\.Fraction|\bmath\.log|exact sympy (?:multiples|values)"
+)
+
+
+@pytest.mark.parametrize("domain", list(TASKSETS))
+def test_no_text_mode_prompt_spells_an_exact_value_in_python(domain) -> None:
+    """A model told "give nats as 7*sympy.log(2)/4" writes sympy.log(2) inside its JSON answer
+    (the system prompt's own counter-example, modes.TEXT_VALUES, says it is not read)."""
+    spelled = {}
+    for task in TASKSETS[domain](TEXT):
+        for text in (task.data.prompt, task.data.system_prompt.replace(modes.TEXT_VALUES, "")):
+            spelled.update((task.data.id, found.group(0)) for found in PYTHON_SPELLINGS.finditer(text))
+    assert spelled == {}
+
+
 def text_task(domain: str, task_id: str):
     (task,) = [task for task in TASKSETS[domain](TEXT) if task.data.id == task_id]
     return task
@@ -119,7 +136,8 @@ def test_a_hostile_text_is_a_wrong_answer_never_a_crash_nor_flagged(
     reply = text_attack_reply(expected, TEXT_ATTACKS.index(kind))
     assert reply.kind == kind
     score, trace = asyncio.run(graded(text_task(domain, task_id), reply.text))
-    assert score == 0.0 and trace.info["reason"].startswith(("no answer: ", "unreadable answer: ", "rows"))
+    reasons = ("no answer: ", "unreadable answer: ", "rows", "value: ")  # value: a confusable key is missing
+    assert score == 0.0 and trace.info["reason"].startswith(reasons)
     assert "scoring_error" not in trace.info
 
 

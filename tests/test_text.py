@@ -218,6 +218,18 @@ READINGS = [
         tv("float64", (2, 2), 1.0, 2.0, 3.0, 4.0),
         "",
     ),
+    # JSON whose leaves are bare expressions, as small models write it: read as if quoted
+    ("bare-leaves", '{"H": log(2)/2, "x": [1/2, sqrt(2)]}', {"H": sympy.log(2), "x": [F(1), sympy.sqrt(3)]},
+     {"H": sympy.log(2) / 2, "x": [F(1, 2), sympy.sqrt(2)]}, ""),
+    ("bare-word-under-a-str-key", '{"bound": compute, "n": 3}', {"bound": "memory", "n": 1},
+     {"bound": "compute", "n": 3}, ""),
+    ("bare-literals-stay-literals", '{"a": null, "b": true, "c": 0.5, "d": 2/3}',
+     {"a": None, "b": False, "c": F(1), "d": F(1)}, {"a": None, "b": True, "c": F(1, 2), "d": F(2, 3)}, ""),
+    ("bare-python-call-refused", '{"H": sympy.log(2)}', {"H": sympy.log(2)}, None, "FULL STOP"),
+    ("bare-constructor-refused", '{"H": Fraction(3, 2)}', {"H": F(3, 2)}, None, "Fraction"),
+    ("bare-missing-comma-refused", '{"a": 1 "b": 2}', {"a": 1, "b": 2}, None, "not valid JSON"),
+    ("bare-unclosed-call-refused", '{"a": log(2, "b": 2}', {"a": 1, "b": 2}, None, "not valid JSON"),
+    ("bare-repeated-key-refused", '{"a": 1/2, "a": 1/3}', {"a": F(1)}, None, "not valid JSON"),
 ]
 
 

@@ -54,7 +54,8 @@ TEXT_VALUES = (
     'Write an exact number as an integer, a fraction such as "7/4" or an exact decimal (read exactly: '
     '0.75 is 3/4); write an exact expression such as "7*log(2)/4" or "sqrt(2)/2" as a JSON string. '
     "Where the task names a Python or sympy type (int, Fraction, a sympy expression), write a value of "
-    "that kind this way."
+    'that kind this way; an answer holds no Python ("sympy.log(2)" and "Fraction(3, 2)" are not read: '
+    'write "log(2)" and "3/2"). A value outside quotes is read the same way: {"H": 3*log(2)/2}.'
 )
 """Shown in text mode to tasks whose answer holds an exact value (see system_prompt)."""
 EXACT_VALUES = (
@@ -243,6 +244,17 @@ _REWRITES: tuple[tuple[str, str, str], ...] = (
     ("are preloaded as\n", "are given as\n", "are given as\n"),
 )
 
+_TEXT_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # text mode only: a task's Python spellings of exact values, as a text answer writes them
+    (re.compile(r"\bsympy\.(?=[a-z]+\()"), ""),  # 7*sympy.log(2)/4 -> 7*log(2)/4
+    (re.compile(r"\bfractions\.Fraction\b"), "fraction"),
+    (re.compile(r"\bexact sympy (multiples|values|expressions)\b"), r"exact \1"),
+    (re.compile(r"\(exact Fractions\)"), "(exact fractions)"),
+    (re.compile(r"never math\.log\b"), "never a rounded logarithm"),
+)
+"""Phrases of the tools-mode text that name a Python spelling where text mode writes plain math:
+a model told "7*sympy.log(2)/4" writes it so inside its JSON answer."""
+
 _TOOLS_WORDS = re.compile(
     r"`result`|^result = |execute_code|\btools?\b|preloaded|already defined", re.IGNORECASE | re.MULTILINE
 )
@@ -262,6 +274,8 @@ def rewrite(text: str, mode: AnswerMode) -> str:
         text = text.replace(row[0], row[column])
     if mode == "text":  # no sandbox: the torch version is the reference's
         text = _PYTORCH_SANDBOX.sub(r"The reference values are computed with \1. ", text)
+        for pattern, plain in _TEXT_WORDS:
+            text = pattern.sub(plain, text)
     return text
 
 

@@ -151,7 +151,91 @@ def _is_json(text: str) -> bool:
 
 
 def _read_json_text(reader: _Reader, text: str, key: Any, path: Path) -> Any:
-    return _read_json(reader, _load_json(text, path), key, path)
+    try:
+        value = _load_json(text, path)
+    except _PathError as error:
+        value = _relaxed_json(text)
+        if value is None:
+            raise error from None
+    return _read_json(reader, value, key, path)
+
+
+def _relaxed_json(text: str) -> Any:
+    """JSON whose leaves may be bare expressions ({"H": log(2)/2, "x": [1/2, sqrt(2)]}, as models
+    often write it): each bare leaf becomes the string a quoted leaf would be, read the same way
+    after (a bare JSON literal stays that literal). None when text is not of that form. Only the
+    brackets are parsed here; the leaves go through the same safe grammar as quoted ones."""
+    try:
+        wire._check_structure(text)
+    except wire.WireError:
+        return None
+    decoder = json.JSONDecoder(parse_int=_JsonNumber, parse_float=_JsonNumber, parse_constant=_JsonNumber)
+
+    def value(at: int) -> tuple[Any, int]:
+        at = _skip_space(text, at)
+        opening = text[at : at + 1]
+        if opening in ("{", "["):
+            closing = "}" if opening == "{" else "]"
+            items: list[Any] = []
+            at = _skip_space(text, at + 1)
+            while text[at : at + 1] != closing:
+                if opening == "{":
+                    name, at = decoder.raw_decode(text, at)
+                    if type(name) is not str:
+                        raise ValueError("a key is not a string")
+                    at = _skip_space(text, at)
+                    if text[at : at + 1] != ":":
+                        raise ValueError("no colon after a key")
+                    item, at = value(at + 1)
+                    items.append((name, item))
+                else:
+                    item, at = value(at)
+                    items.append(item)
+                at = _skip_space(text, at)
+                if text[at : at + 1] == ",":
+                    at = _skip_space(text, at + 1)
+                elif text[at : at + 1] != closing:
+                    raise ValueError("no comma between items")
+            return (_object(items) if opening == "{" else items), at + 1
+        if opening == '"':
+            return decoder.raw_decode(text, at)
+        end = _leaf_end(text, at)
+        leaf = text[at:end].strip()
+        if not leaf:
+            raise ValueError("an empty leaf")
+        try:
+            return decoder.decode(leaf), end
+        except json.JSONDecodeError:
+            return leaf, end
+
+    try:
+        parsed, end = value(0)
+    except (ValueError, IndexError, wire.WireError, RecursionError):
+        return None
+    return parsed if type(parsed) in (dict, list) and not text[end:].strip() else None
+
+
+def _skip_space(text: str, at: int) -> int:
+    while text[at : at + 1].isspace():
+        at += 1
+    return at
+
+
+def _leaf_end(text: str, at: int) -> int:
+    """Where a bare leaf starting at `at` ends: the first ',', '}' or ']' outside its parentheses."""
+    depth = 0
+    while at < len(text):
+        char = text[at]
+        if char in "([":
+            depth += 1
+        elif char in ")]" and depth > 0:
+            depth -= 1
+        elif char in ",}]" and depth == 0:
+            return at
+        elif char in "{\"" and depth == 0:
+            raise ValueError("a bare leaf holds a brace or a quote")
+        at += 1
+    return at
 
 
 def _load_json(text: str, path: Path) -> Any:
