@@ -50,7 +50,7 @@ def task_rates(traces_path: Path) -> dict[str, float | None]:
 def write_column(out: Path, domain: str, column: str, rates: dict[str, float | None]) -> Path:
     """Write `column` into out/<domain>/train.jsonl (added to the rows there, or with the measured
     generated tasks' rows when there is no such file); returns the file. ValueError when the file
-    there is not an exactgrade dataset."""
+    there is not an exactgrade dataset, or lacks a measured task's row (a rate is never dropped)."""
     from exactgrade.lookup import get_task
 
     path = out / domain / "train.jsonl"
@@ -60,6 +60,10 @@ def write_column(out: Path, domain: str, column: str, rates: dict[str, float | N
         if layout is None:
             raise ValueError(f"{path} is not an exactgrade dataset (its columns are not a build's)")
         kept = tuple(c for c in rows[0] if c != column)
+        missing = sorted(set(rates) - {row["task_id"] for row in rows})
+        if missing:
+            raise ValueError(f"{path} holds no row for {len(missing)} measured task(s), e.g. {missing[0]!r}: "
+                             "measure that dataset's tasks, or write to a directory without one")
     else:
         from exactgrade.dataset_generated import generated_row
 

@@ -46,6 +46,15 @@ def test_a_file_that_is_not_a_dataset_is_not_written(tmp_path: Path) -> None:
         write_column(tmp_path, "scaling", "avg@2_m", {})
 
 
+def test_a_measured_task_the_file_lacks_is_refused_not_dropped(tmp_path: Path) -> None:
+    (tmp_path / "scaling").mkdir()
+    (tmp_path / "scaling" / "train.jsonl").write_text(split_file("scaling").read_text())
+    before = (tmp_path / "scaling" / "train.jsonl").read_text()
+    with pytest.raises(ValueError, match="holds no row for 1 measured task.*'sc-entropy-L1-s0-i0'"):
+        write_column(tmp_path, "scaling", "avg@2_m", {"sc-000": 0.5, "sc-entropy-L1-s0-i0": 1.0})
+    assert (tmp_path / "scaling" / "train.jsonl").read_text() == before
+
+
 def canonical_row() -> dict:
     return json.loads(split_file("scaling").read_text().splitlines()[0])
 
