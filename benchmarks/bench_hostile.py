@@ -1,6 +1,6 @@
 """What hostile exact answers cost the grader, and whether they spend other rollouts' time.
 
-The hostile values are those of tests/test_compare.py: HOSTILE_THREE (3 plus twenty denested
+The hostile values are those of tests/engine/test_compare.py: HOSTILE_THREE (3 plus twenty denested
 radicals that are exactly zero: sympy needs about 9 s to give up on it) and LOGS_NEXT_TO_ONE
 (330 logarithms that cancel, leaving a value exactly on the RelTol(1e-9) boundary of 1, which no
 interval precision can decide). Three cases, CPU seconds of this process and its prover workers

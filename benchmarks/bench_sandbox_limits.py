@@ -9,7 +9,7 @@ limit decides on a starved host, measured on the real sandbox.
 
 cost: the baseline is the same sandbox with both checks switched off (no CPU snapshot at the start of
 a call, no disk check), interleaved round by round in the same run. overshoot: each writer of
-tests/test_sandbox_limits against its budget, alone or beside cpu_hogs. starve: each case with and
+tests/sandbox/test_sandbox_limits against its budget, alone or beside cpu_hogs. starve: each case with and
 without tests/sandbox_leftovers.cpu_hogs. The load average is printed with every figure.
 """
 
@@ -69,7 +69,7 @@ def cost(backend: str, rounds: int) -> None:
 
 
 def overshoot(backend: str, rounds: int, hogs: bool = False) -> None:
-    """Per writer of tests/test_sandbox_limits (one definition), how far past its budget the sandbox
+    """Per writer of tests/sandbox/test_sandbox_limits (one definition), how far past its budget the sandbox
     was when it was killed: the larger of what the check that killed it saw (its evidence: work dir
     plus deleted files held, or the tmpfs) and what was on disk once its processes were dead (the
     writer runs on between the check and the kill; held files are freed by it)."""

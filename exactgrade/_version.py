@@ -2,7 +2,7 @@
 
 pyproject.toml reads it from here; each environments/<id>/pyproject.toml repeats it (as
 `version` and in its `exactgrade==` pin) because `prime env push` builds that folder alone.
-`python tools/set_version.py X.Y.Z` rewrites all seven; tests/test_release.py fails when any
+`python tools/set_version.py X.Y.Z` rewrites all seven; tests/release/test_release.py fails when any
 of them disagrees with this file.
 """
 

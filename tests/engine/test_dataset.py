@@ -34,7 +34,7 @@ from exactgrade.values import TensorValue, typed_equal
 
 COUNTS = {"deeplearning": 36, "scaling": 35, "pytorch": 45}
 FILES = ("README.md", "train.jsonl")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _torch_available() -> bool:

@@ -11,7 +11,7 @@ import pytest
 import exactgrade
 from exactgrade.family import family_of
 
-README = Path(__file__).resolve().parents[1] / "docs" / "families.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "families.md"
 SECTIONS = {"### scaling-env families": "scaling", "### deeplearning-env families": "deeplearning",
             "### pytorch-env families": "pytorch"}
 

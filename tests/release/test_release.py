@@ -15,7 +15,7 @@ from release_tools import TOOLS, load
 
 import exactgrade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = sorted(e.replace("-", "_") for e in load("check_install").ENVIRONMENTS)
 
 

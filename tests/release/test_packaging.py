@@ -23,7 +23,7 @@ from release_tools import load
 
 from exactgrade import __version__
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = ("scaling-env", "pytorch-env", "deeplearning-env",
                 "scaling-env-stream", "pytorch-env-stream", "deeplearning-env-stream")
 HUB_SECTIONS = ("## Overview", "**Tags**", "## Datasets", "## Task", "## Quickstart", "## Configuration",
@@ -52,7 +52,7 @@ def test_environments_sit_where_prime_env_push_reads_them():
         e.replace("-", "_") for e in ENVIRONMENTS)
     for env in ENVIRONMENTS:
         meta = project(folder(env))
-        assert meta["name"] == env and meta["version"] == __version__  # the rule: tests/test_release.py
+        assert meta["name"] == env and meta["version"] == __version__  # the rule: tests/release/test_release.py
         assert meta["description"] and meta["tags"] and meta["license"] == "Apache-2.0"
         assert [d.split("==")[0].split("[")[0] for d in meta["dependencies"]] == ["exactgrade"]
         assert all(d.endswith(f"=={__version__}") for d in meta["dependencies"])

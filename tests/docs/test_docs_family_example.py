@@ -15,7 +15,7 @@ from exactgrade.family import LEVELS, build_instance, five_levels
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (pip install torch==2.13.0)")
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "adding-a-family.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-family.md"
 
 
 @pytest.fixture(scope="module")

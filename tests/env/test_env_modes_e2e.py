@@ -1,7 +1,7 @@
 """End to end, every answer mode on every environment id: real `vf-eval` (subprocess runtime, offline,
 --no-push) against the scripted `rotate` policy, whose three rollouts of each task play the reference,
 the mutant and the adversarial policy in turn (one vf-eval per mode and id keeps the suite short).
-Tools mode on the three dataset ids is tests/test_env_e2e.py's; here it runs on the three streams."""
+Tools mode on the three dataset ids is tests/env/test_env_e2e.py's; here it runs on the three streams."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from exactgrade import generate
 from exactgrade.env.taskset import ExactgradeTaskConfig
 
-HARNESS = Path(__file__).resolve().parents[1] / "tools" / "blind" / "solve.py"
+HARNESS = Path(__file__).resolve().parents[2] / "tools" / "blind" / "solve.py"
 BUDGET = ExactgradeTaskConfig.model_fields["max_turns"].default
 
 
