@@ -1,7 +1,7 @@
 """The shortcut rules of a family, checked on many generated instances of one level.
 
-Each domain's table test (tests/domains/<domain>/test_families_<domain>.py) runs ``rule_problems`` for every family
-and level. A rule is stated once, on the Family (``varying``, ``constant``, ``branches``,
+Each domain's table test (tests/domains/<domain>/test_families_<domain>.py) runs ``rule_problems``
+for every family and level. A rule is stated once, on the Family (``varying``, ``constant``, ``branches``,
 ``reject``); this module only counts. EXACTGRADE_RULE_INSTANCES sets the instances per level
 (default: the domain's suite default, chosen so the suite stays fast; 200 is the full check).
 """

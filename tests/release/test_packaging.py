@@ -52,7 +52,7 @@ def test_environments_sit_where_prime_env_push_reads_them():
         e.replace("-", "_") for e in ENVIRONMENTS)
     for env in ENVIRONMENTS:
         meta = project(folder(env))
-        assert meta["name"] == env and meta["version"] == __version__  # the rule: tests/release/test_release.py
+        assert meta["name"] == env and meta["version"] == __version__  # rule: test_release.py
         assert meta["description"] and meta["tags"] and meta["license"] == "Apache-2.0"
         assert [d.split("==")[0].split("[")[0] for d in meta["dependencies"]] == ["exactgrade"]
         assert all(d.endswith(f"=={__version__}") for d in meta["dependencies"])
