@@ -139,8 +139,11 @@ def test_set_version_command_reports_disagreement_in_one_line(tmp_path):
 
 
 def test_the_release_note_starts_with_this_version():
+    """Changes not yet released sit under "## Unreleased" above it (set_version's caller renames it)."""
     headings = [line for line in (ROOT / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
-    assert headings[0].startswith(f"## {exactgrade.__version__} (") and headings[-1].startswith("## 0.1.0 (")
+    released = headings[1:] if headings[0] == "## Unreleased" else headings
+    assert released[0].startswith(f"## {exactgrade.__version__} (") and released[-1].startswith("## 0.1.0 (")
+    assert "## Unreleased" not in released
 
 
 def test_the_license_file_is_the_one_pyproject_names():
