@@ -179,6 +179,25 @@ def n_params_between(draw: Draw, level: int, low: int | Fraction, high: int | Fr
     return step * draw.integer(fewest, most)
 
 
+def resident_bytes(bandwidth: int) -> int:
+    """The most HBM a chip of this bandwidth holds: one that reads it whole as a real part does
+    (hardware.FULL_READ_MS), at most the largest chip's (a 65 GB model on a 0.8 TB/s chip, an
+    81 ms read, is no part's)."""
+    return min(HBM_CAPACITY.high, bandwidth * FULL_READ_MS.high // 1000)
+
+
+def model_on_chip(draw: Draw, level: int, bytes_per_param: int | Fraction, bandwidth: int) -> int:
+    """A dense model size (n_params_between) whose weights fit one chip of this HBM bandwidth."""
+    return n_params_between(draw, level, 0, Fraction(resident_bytes(bandwidth)) / bytes_per_param)
+
+
+def require_resident(what: str, nbytes: int | Fraction, bandwidth: int) -> None:
+    """Reject what must sit in one chip's HBM but exceeds what a chip of its bandwidth holds."""
+    if nbytes > resident_bytes(bandwidth):
+        raise Reject(f"{what} ({float(nbytes) / 1e9:.4g} GB) exceeds the HBM of a chip of "
+                     f"{float(bandwidth) / 1e12:.4g} TB/s ({FULL_READ_MS.parts})")
+
+
 def n_tokens(draw: Draw, level: int) -> int:
     """Training tokens: whole hundreds of billions at levels 1-2, any count above."""
     if round_numbers(level):

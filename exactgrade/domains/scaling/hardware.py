@@ -2,8 +2,9 @@
 
 A blind solver follows the prompt, so a chip with 169 TB/s of HBM or a memory tier named "hbm"
 slower than an NVMe drive would teach it something false about the world. Every scaling sampler
-draws its hardware numbers from the ranges below (``draw_in``), and tests/domains/scaling/test_scaling_hardware.py
-checks over generated instances that every hardware input lies in the range its name maps to
+draws its hardware numbers from the ranges below (``draw_in``), and
+tests/domains/scaling/test_scaling_hardware.py checks over generated instances that every hardware
+input lies in the range its name maps to
 (``INPUT_RANGES``), that chips have a ridge point of a real order, and that named memory tiers
 are ordered as ``TIERS`` orders them. The chips of a task stay hypothetical ("chip_a") but
 physical: their numbers are those of some real part, or between two.

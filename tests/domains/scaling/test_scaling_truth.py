@@ -305,3 +305,37 @@ def test_the_1f1b_paragraph_reads_whole_and_bounds_the_memory_not_the_microbatch
     assert "flight; the stages" not in prompt and "flight. The stages run the 1F1B schedule" in prompt
     assert "at its peak, which must be" not in prompt
     assert "first stage's peak memory (" in prompt and "at most `hbm_bytes`" in prompt
+
+
+ONE_CHIP = [
+    "prefill_vs_decode",
+    "decode_compute_bound_batch",
+    "kv_read_share",
+    "quantized_decode",
+    "decode_step",
+    "serving_cost",
+]
+
+
+@pytest.mark.parametrize("family", ONE_CHIP)
+@pytest.mark.parametrize("level", [1])
+def test_a_model_served_on_one_chip_fits_the_hbm_of_a_chip_of_its_bandwidth(family, level):
+    """The L1/L2 samplers drew the model apart from the chip: 65 GB of weights on a 0.8 TB/s chip
+    (an 81 ms read; real parts take 18-43), decode compute-bound at batch 2012 with 624 GB of KV
+    cache on one chip (review of seed 9191)."""
+    for task in generated(family, level):
+        i = task.inputs
+        width = i.get("weight_bytes") or i.get("bytes_per_param") or 2  # quantized_decode: bf16 fits
+        chips = i.get("chips") or [i]
+        held = min(min(HBM_CAPACITY.high, c["hbm_bandwidth"] * FULL_READ_MS.high // 1000) for c in chips)
+        resident = [i["n_params"] * width]
+        if family == "decode_compute_bound_batch":
+            resident += [
+                i["n_params"] * width + row["min_batch"] * row["seq_len"] * i["kv_bytes_per_token"]
+                for row in task.expected["rows"]
+                if row["min_batch"] is not None
+            ]
+        if family == "kv_read_share":
+            per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+            resident += [i["n_params"] * width + c["batch"] * c["seq_len"] * per_token for c in i["cases"]]
+        assert max(resident) <= held, (task.id, max(resident) / 1e9, held / 1e9)

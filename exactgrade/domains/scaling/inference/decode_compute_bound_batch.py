@@ -10,8 +10,10 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity,
     jitter,
+    model_on_chip,
     n_params,
     n_params_between,
+    require_resident,
     rows,
     sorted_sample,
     value_bytes,
@@ -66,11 +68,12 @@ def decode_compute_bound_batch_float(
 def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    chip, width = chip_inputs(draw, level), value_bytes(draw, level, (1, 2))
     inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
         "kv_bytes_per_token": per_token,
-        **chip_inputs(draw, level),
+        **chip,
     }
     # Past S* = 2*N*bw / (peak*kv) a sequence's KV read outlasts its compute: no batch is
     # compute-bound (None). Half the instances reach past it; every one keeps a length below.
@@ -86,10 +89,16 @@ def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     if picks[0] >= limit:
         raise Reject("no length below the no-batch length")
     inputs["seq_lens"] = [128 * s - jitter(draw, level, 128) for s in picks]
-    return {
-        k: inputs[k]
-        for k in ("n_params", "weight_bytes", "kv_bytes_per_token", "seq_lens", "peak_flops", "hbm_bandwidth")
-    }
+    for row in decode_compute_bound_batch(**{k: inputs[k] for k in _INPUTS})["rows"]:
+        if row["min_batch"] is not None:  # the batch's weights and KV cache sit in the chip's HBM
+            resident = inputs["n_params"] * width + row["min_batch"] * row["seq_len"] * per_token
+            require_resident(
+                f"the weights and KV cache at batch {row['min_batch']}", resident, inputs["hbm_bandwidth"]
+            )
+    return {k: inputs[k] for k in _INPUTS}
+
+
+_INPUTS = ("n_params", "weight_bytes", "kv_bytes_per_token", "seq_lens", "peak_flops", "hbm_bandwidth")
 
 
 def _compute_bound_batch_edges(task: Task) -> str | None:

@@ -6,7 +6,7 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling._sample import attention_shape, n_params, rows, value_bytes
+from exactgrade.domains.scaling._sample import attention_shape, model_on_chip, n_params, rows, value_bytes
 from exactgrade.domains.scaling._task import (
     known_mistake,
     near_integer,
@@ -67,9 +67,10 @@ def sample_decode_step(draw: Draw, level: int) -> dict:
     low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
     if low > high:
         raise Reject("no batch between the chips' thresholds")
+    slowest = min(c["hbm_bandwidth"] for c in chips)
     return {
         "chips": chips,
-        "n_params": n_params(draw, level),
+        "n_params": model_on_chip(draw, level, width, slowest),  # held by every chip
         "bytes_per_param": width,
         "batch": draw.integer(low, high),
     }

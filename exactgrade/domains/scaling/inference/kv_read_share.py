@@ -10,7 +10,9 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_bandwidth,
     jitter,
+    model_on_chip,
     n_params,
+    require_resident,
     rows,
     value_bytes,
 )
@@ -70,13 +72,20 @@ def sample_kv_read_share(draw: Draw, level: int) -> dict:
         }
         for _ in range(rows(level, 3))
     ]
-    return {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
-        **_kv_shape(draw, level),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
-        "cases": cases,
-    }
+    width, shape, bandwidth = (
+        value_bytes(draw, level, (1, 2)),
+        _kv_shape(draw, level),
+        hbm_bandwidth(draw, level),
+    )
+    n = model_on_chip(draw, level, width, bandwidth)
+    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    for case in cases:  # every case's weights and KV cache sit in the chip's HBM
+        require_resident(
+            f"a batch of {case['batch']} at {case['seq_len']} tokens",
+            n * width + case["batch"] * case["seq_len"] * per_token,
+            bandwidth,
+        )
+    return {"n_params": n, "weight_bytes": width, **shape, "hbm_bandwidth": bandwidth, "cases": cases}
 
 
 LEVEL_1 = scaling_level(

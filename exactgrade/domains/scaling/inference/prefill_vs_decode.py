@@ -11,6 +11,7 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity,
     jitter,
+    model_on_chip,
     n_params,
     n_params_between,
     round_numbers,
@@ -67,11 +68,12 @@ def sample_prefill_vs_decode(draw: Draw, level: int) -> dict:
     prompt_lens = [
         128 * p - jitter(draw, level, 128) for p in sorted_sample(draw, 1, 64 * 2**level, rows(level, 3))
     ]
+    chip, width = chip_inputs(draw, level), value_bytes(draw, level, (1, 2))
     return {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
         "prompt_lens": prompt_lens,
-        **chip_inputs(draw, level),
+        **chip,
     }
 
 

@@ -9,6 +9,7 @@ from exactgrade.domains.scaling._sample import (
     bandwidth_for_capacity,
     chip_inputs,
     hbm_capacity,
+    model_on_chip,
     n_params,
     peak_flops,
     round_numbers,
@@ -81,11 +82,12 @@ _SCALED_FORMATS = (
 def sample_quantized_decode(draw: Draw, level: int) -> dict:
     pool = _FORMATS if round_numbers(level) else _FORMATS + _SCALED_FORMATS
     formats = [("bf16", 16), *draw.sample(pool, rows(level, 3) - 1)]
+    chip = chip_inputs(draw, level)
     return {
-        "n_params": n_params(draw, level),
+        "n_params": model_on_chip(draw, level, 2, chip["hbm_bandwidth"]),  # bf16, the widest, fits
         "formats": [{"name": name, "bits_per_weight": bits} for name, bits in formats],
         "batch": draw.integer(1, 128 * level),
-        **chip_inputs(draw, level),
+        **chip,
     }
 
 

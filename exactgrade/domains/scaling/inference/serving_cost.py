@@ -11,6 +11,7 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity,
     letters,
+    model_on_chip,
     n_params,
     n_params_between,
     peak_and_bandwidth,
@@ -73,10 +74,11 @@ def sample_serving_cost(draw: Draw, level: int) -> dict:
         price = Fraction(draw.integer(50, 1000), 100)
     else:
         price = Fraction(draw.integer(5000, 99999), 10_000)
+    chip, width = chip_inputs(draw, level), value_bytes(draw, level, (1, 2))
     return {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
-        **chip_inputs(draw, level),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
+        **chip,
         "dollars_per_chip_hour": price,
         "batches": sorted({1, *draw.sample(range(2, 256 * 2**level), rows(level, 4) - 1)}),
     }
