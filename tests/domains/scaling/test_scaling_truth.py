@@ -14,6 +14,7 @@ from exactgrade.domains.scaling._text import api_description
 from exactgrade.domains.scaling.hardware import (
     FULL_READ_MS,
     HBM_CAPACITY,
+    HBM_PER_PEAK,
     RIDGE,
     TIERS,
     VECTOR_FLOPS,
@@ -310,6 +311,7 @@ def test_the_1f1b_paragraph_reads_whole_and_bounds_the_memory_not_the_microbatch
 # ---------------------------------------------------------------- the second review's items (seed 7171)
 
 
+REVIEW_SEED = 7171
 BF16_ATTENTION = "matmul_fraction_of_peak"
 
 
@@ -317,7 +319,20 @@ def test_bf16_attention_matmuls_draw_a_head_that_turns_compute_bound_at_every_in
     """With bf16 operands only, a head width drawn apart from the chip was never compute-bound on
     most real chips: index 10 of seed 7171 found no instance in 200 attempts."""
     for index in range(40):
-        task = exactgrade.generate("scaling", seed=7171, index=index, level=3, family=BF16_ATTENTION)
+        task = exactgrade.generate("scaling", seed=REVIEW_SEED, index=index, level=3, family=BF16_ATTENTION)
         i = task.inputs
         ridge = Fraction(i["peak_flops"], i["hbm_bandwidth"])
         assert 2 * i["head_dim"] > ridge * i["bytes_per_value"], task.id
+
+
+@pytest.mark.parametrize(
+    ("family", "level", "capacity"),
+    [("data_parallel_step", 5, "hbm_bytes"), ("fsdp_step_communication", 5, "hbm_bytes_per_device")],
+)
+def test_a_chip_holds_as_much_hbm_per_flop_as_a_real_part(family, level, capacity):
+    """data_parallel_step and fsdp L5 drew the HBM apart from the peak: 24-27 GB at 1.6 PFLOP/s,
+    where real parts hold 35 (TPU v6e) to 354 (MI210) GB per PFLOP/s."""
+    for index in range(30):
+        task = exactgrade.generate("scaling", seed=REVIEW_SEED, index=index, level=level, family=family)
+        i = task.inputs
+        assert Fraction(i[capacity] * 10**6, i["peak_flops"]) in HBM_PER_PEAK, task.id
