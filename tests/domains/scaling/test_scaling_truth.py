@@ -336,3 +336,18 @@ def test_a_chip_holds_as_much_hbm_per_flop_as_a_real_part(family, level, capacit
         task = exactgrade.generate("scaling", seed=REVIEW_SEED, index=index, level=level, family=family)
         i = task.inputs
         assert Fraction(i[capacity] * 10**6, i["peak_flops"]) in HBM_PER_PEAK, task.id
+
+
+def test_an_elementwise_kernel_is_memory_bound_on_the_vector_units_it_runs_on():
+    """elementwise_roofline L1 posed up to 40 FLOPs per element at 2 bytes moved (20 FLOP/byte)
+    against the tensor-core peak alone: real vector units (ridge 8-50) would run that compute-bound."""
+    tasks = [exactgrade.get_task("sc-002")] + [
+        exactgrade.generate("scaling", seed=REVIEW_SEED, index=i, level=1, family="elementwise_roofline")
+        for i in range(30)
+    ]
+    for task in tasks:
+        i = task.inputs
+        moved = i["bytes_read_per_element"] + i["bytes_written_per_element"]
+        assert Fraction(i["flops_per_element"], moved) < VECTOR_RIDGE.low, task.id
+        assert all(row["bound"] == "memory" for row in task.expected["rows"]), task.id
+        assert "an elementwise kernel runs on the vector units" in words(task.prompt), task.id
