@@ -39,7 +39,8 @@ Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second on
   67 TFLOP/s fp32 without tensor cores (989 TFLOP/s bf16 with them), A100 78 / 19.5, MI300X 163
   fp32 vector, V100 31.4 fp16 / 15.7 fp32.
 - One server's HBM: DGX-2 16 x V100 32 GB = 512 GB, DGX H100 8 x 80 GB = 640 GB at 26.8 TB/s,
-  MI300X platform 8 x 192 GB = 1.5 TB at 42.4 TB/s, DGX B200 8 x 192 GB = 1.5 TB at 64 TB/s,
+  MI300X platform 8 x 192 GB = 1.5 TB at 42.4 TB/s, DGX B200 8 x 180 GB = 1,440 GB at 64 TB/s
+  (NVIDIA's DGX B200 figure; a B200 has 192 GB of HBM3e, 180 GB of it usable in a DGX),
   8 x B300 or MI355X 8 x 288 GB = 2.3 TB at 64 TB/s.
 - Host DRAM of one node: 1 TB (DGX A100), 2 TB (DGX H100), 4 TB (DGX B200); 128 GB is a small
   inference host. GPU shared memory per SM: V100 96 KiB, A100 164 KiB, H100 228 KiB.
