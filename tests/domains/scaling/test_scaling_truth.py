@@ -351,3 +351,41 @@ def test_an_elementwise_kernel_is_memory_bound_on_the_vector_units_it_runs_on():
         assert Fraction(i["flops_per_element"], moved) < VECTOR_RIDGE.low, task.id
         assert all(row["bound"] == "memory" for row in task.expected["rows"]), task.id
         assert "an elementwise kernel runs on the vector units" in words(task.prompt), task.id
+
+
+QUANTIZED_BYTES = ("weight_bytes", "bytes_per_param", "bytes_per_value", "kv_bytes")
+QUANTIZED_BITS = ("bits_per_weight", "bits_per_value", "weight_bits")
+QUANTIZED_LEVELS = [
+    ("max_batch_for_kv_cache", 1),
+    ("largest_model", 2),
+    ("decode_step", 3),
+    ("weight_streaming_roofline", 3),
+    ("sharded_decode_latency", 4),
+    ("decode_attention_roofline", 5),
+    ("decode_compute_bound_batch", 5),
+    ("kv_read_share", 5),
+    ("prefill_vs_decode", 5),
+    ("serving_cost", 5),
+]
+
+
+def quantized_widths(inputs: dict) -> set[str]:
+    """The inputs that pose a quantized format: 1 byte per value, or fewer than 16 bits."""
+    from test_scaling_hardware import named_leaves
+
+    found = set()
+    for name, value in named_leaves(inputs):
+        if (name in QUANTIZED_BYTES and value == 1) or (name in QUANTIZED_BITS and value < 16):
+            found.add(name)
+    return found
+
+
+@pytest.mark.parametrize(("family", "level"), QUANTIZED_LEVELS)
+def test_a_quantized_format_says_its_scales_and_dequantising_are_left_out(family, level):
+    """int8/int4 weights and caches were counted at their bytes alone, at the matmul peak, with
+    nothing saying the scales and the dequantising are a simplification."""
+    posed = [task for task in generated(family, level) if quantized_widths(dict(task.inputs))]
+    assert posed, f"no {family} L{level} instance of {COUNT} poses a quantized format"
+    for task in posed:
+        text = words(task.api_description)
+        assert "scales and the work of dequantising are ignored (a simplification)" in text, task.id
