@@ -15,6 +15,7 @@ from exactgrade.domains.scaling.hardware import (
     FULL_READ_MS,
     HBM_BANDWIDTH,
     HBM_CAPACITY,
+    HBM_PER_PEAK,
     HOST_LINK,
     PEAK_FLOPS,
     RIDGE,
@@ -142,6 +143,14 @@ def link_bandwidth(draw: Draw, level: int) -> int:
 def hbm_capacity(draw: Draw, level: int) -> int:
     """HBM bytes of one chip (hardware.HBM_CAPACITY): whole GB at levels 1-2, any byte count above."""
     return draw_in(draw, HBM_CAPACITY, 1, 10**9, round_numbers(level))
+
+
+def hbm_capacity_for_peak(draw: Draw, level: int, peak: int) -> int:
+    """HBM bytes of a chip of the given peak FLOP/s, as much per FLOP/s as a real part holds
+    (hardware.HBM_PER_PEAK): a capacity drawn apart from the peak posed 24 GB at 1.6 PFLOP/s."""
+    low, high = -(-HBM_PER_PEAK.low * peak // 10**6), HBM_PER_PEAK.high * peak // 10**6
+    rng = HBM_CAPACITY.within(low=low, high=high)
+    return draw_in(draw, rng, 1, 10**9, round_numbers(level))
 
 
 def capacity_between(draw: Draw, low: int | Fraction, high: int | Fraction) -> int:

@@ -30,6 +30,9 @@ Units and conventions (they hold for every task unless the prompt says otherwise
 - 1 GB = 10**9 bytes; 1 GiB = 2**30 bytes. Memory capacities are given in bytes; answers named
   `*_gib` are in GiB.
 - bf16 values take 2 bytes, fp32 values 4 bytes, int8 values 1 byte.
+- A quantized format (int8, fp8, int4 weights or cache) counts its values' bytes only: its
+  quantization scales and the work of dequantising are ignored (a simplification) unless the
+  prompt states them, and its matmuls run at the peak the prompt gives.
 - Training a dense model with N parameters on D tokens costs 6*N*D FLOPs (2N forward + 4N
   backward per token); inference costs 2*N FLOPs per generated token.
 - Adam mixed-precision training state, as counted here unless the prompt says otherwise, is

@@ -3,8 +3,8 @@
 A blind solver follows the prompt, so a chip with 169 TB/s of HBM or a memory tier named "hbm"
 slower than an NVMe drive would teach it something false about the world. Every scaling sampler
 draws its hardware numbers from the ranges below (``draw_in``), and
-tests/domains/scaling/test_scaling_hardware.py checks over generated instances that every hardware
-input lies in the range its name maps to
+tests/domains/scaling/test_scaling_hardware.py checks over generated instances that every
+hardware input lies in the range its name maps to
 (``INPUT_RANGES``), that chips have a ridge point of a real order, and that named memory tiers
 are ordered as ``TIERS`` orders them. The chips of a task stay hypothetical ("chip_a") but
 physical: their numbers are those of some real part, or between two.
@@ -22,6 +22,8 @@ Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second on
   113, the lowest of the parts of at least 100 TFLOP/s); MI250X: 383 TFLOP/s, 3.2 TB/s, 128 GB;
   MI300X: 1307 TFLOP/s bf16, 2615 TFLOP/s fp8, 163 TFLOP/s fp32, 5.3 TB/s, 192 GB; MI325X: 6 TB/s,
   256 GB. NVIDIA B300 and AMD MI355X: 288 GB at 8 TB/s (the largest HBM of one chip).
+- HBM per peak FLOP/s (GB per PFLOP/s): TPU v6e 35, v5e 81, H100 81, B200 85, H200 143, MI300X
+  147, MI325X 196, v5p 207, A100 40 GB 128 and 80 GB 256, V100 128-256, MI250X 334, MI210 354.
 - Reading a chip's whole HBM once takes capacity / bandwidth: V100 16 GB 17.8 ms, TPU v5e 19.5,
   v6e 19.5, H100 23.9, B200 24, A100 40 GB 25.7, H200 29.4, v5p 34, MI300X 36, A100 80 GB 39,
   MI250X 40, MI325X 42.7 ms: every real part lies between 17.8 and 42.7 ms.
@@ -37,7 +39,8 @@ Figures are vendor datasheet peaks, dense (no 2:4 sparsity), bytes per second on
   67 TFLOP/s fp32 without tensor cores (989 TFLOP/s bf16 with them), A100 78 / 19.5, MI300X 163
   fp32 vector, V100 31.4 fp16 / 15.7 fp32.
 - One server's HBM: DGX-2 16 x V100 32 GB = 512 GB, DGX H100 8 x 80 GB = 640 GB at 26.8 TB/s,
-  MI300X platform 8 x 192 GB = 1.5 TB at 42.4 TB/s, DGX B200 8 x 192 GB = 1.5 TB at 64 TB/s,
+  MI300X platform 8 x 192 GB = 1.5 TB at 42.4 TB/s, DGX B200 8 x 180 GB = 1,440 GB at 64 TB/s
+  (NVIDIA's DGX B200 figure; a B200 has 192 GB of HBM3e, 180 GB of it usable in a DGX),
   8 x B300 or MI355X 8 x 288 GB = 2.3 TB at 64 TB/s.
 - Host DRAM of one node: 1 TB (DGX A100), 2 TB (DGX H100), 4 TB (DGX B200); 128 GB is a small
   inference host. GPU shared memory per SM: V100 96 KiB, A100 164 KiB, H100 228 KiB.
@@ -165,6 +168,13 @@ WHAT_IF_RIDGE = Range(
     "a what-if chip the prompt names for its scaling of another (sc-028's `chip_a_2.5x_flops`: 625): "
     "up to about 15% beyond the highest real ridge",
 )
+HBM_PER_PEAK = Range(
+    30,
+    400,
+    "GB per PFLOP/s",
+    "HBM capacity over dense bf16 peak of one chip: TPU v6e 35 (32 GB at 918 T), H100 81, B200 85, "
+    "H200 143, MI300X 147, A100 80 GB 256, V100 32 GB 256, MI250X 334, MI210 354; about 15% either side",
+)
 VECTOR_FLOPS = Range(
     15 * TERA,
     170 * TERA,
@@ -286,6 +296,12 @@ def full_read_ok(capacity: int | Fraction, bandwidth: int | Fraction) -> bool:
     return Fraction(capacity * 1000, 1) / bandwidth in FULL_READ_MS
 
 
+def capacity_per_peak_ok(capacity: int | Fraction, peak_flops: int | Fraction) -> bool:
+    """Whether a chip's HBM and its peak FLOP/s pair as on a real part: a capacity and a peak each
+    in range can still pair as none does (24 GB at 1.6 PFLOP/s; B200 has 192 GB at 2.25 P)."""
+    return Fraction(capacity * 10**6, 1) / peak_flops in HBM_PER_PEAK
+
+
 def ridge_ok(peak_flops: int | Fraction, hbm_bandwidth: int | Fraction) -> bool:
     """Whether a chip's ridge point (peak FLOP/s over HBM bytes/s) is of a real order."""
     return Fraction(peak_flops, 1) / hbm_bandwidth in RIDGE
@@ -299,6 +315,7 @@ __all__ = [
     "HARD_DISK",
     "HBM_BANDWIDTH",
     "HBM_CAPACITY",
+    "HBM_PER_PEAK",
     "HOST_LINK",
     "HOST_MEMORY",
     "ICI",
@@ -326,6 +343,7 @@ __all__ = [
     "full_read_ok",
     "input_range",
     "require",
+    "capacity_per_peak_ok",
     "require_full_read",
     "ridge_ok",
 ]

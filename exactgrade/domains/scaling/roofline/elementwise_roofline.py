@@ -71,17 +71,20 @@ def elementwise_roofline_float(
 
 
 def sample_elementwise_roofline(draw: Draw, level: int) -> dict:
-    """An activation's few FLOPs per byte stay below every drawn chip's critical intensity, so
-    the kernel is memory-bound (constant by physics: the family says so)."""
+    """An activation's few FLOPs per byte stay below every real chip's vector-unit ridge
+    (hardware.VECTOR_RIDGE), so the kernel is memory-bound on the vector units it runs on as at
+    the tensor-core `peak_flops` (constant by physics: the family says so). Up to 40 FLOPs per
+    element at any width posed kernels that real vector units would run compute-bound."""
     counts = [1024 * c for c in sorted_sample(draw, 1, 2 ** (14 + level), rows(level, 2))]
+    read, written = draw.choice((1, 2, 4)), draw.choice((1, 2, 4))
+    moved = read + written
     inputs = {
         "element_counts": counts,
-        "flops_per_element": draw.integer(1, 40 * level),
-        "bytes_read_per_element": draw.choice((1, 2, 4)),
-        "bytes_written_per_element": draw.choice((1, 2, 4)),
+        "flops_per_element": draw.integer(1, min(40 * level, VECTOR_RIDGE.low * moved - 1)),
+        "bytes_read_per_element": read,
+        "bytes_written_per_element": written,
         **chip_inputs(draw, level),
     }
-    moved = inputs["bytes_read_per_element"] + inputs["bytes_written_per_element"]
     critical = Fraction(inputs["peak_flops"], inputs["hbm_bandwidth"])
     if Fraction(inputs["flops_per_element"], moved) >= critical:
         raise Reject("a compute-bound activation kernel (outside the physics this family teaches)")
@@ -97,7 +100,10 @@ An elementwise activation kernel (a GELU written out, say) reads each element on
 (`bytes_written_per_element` bytes). On a chip with `peak_flops` FLOP/s and `hbm_bandwidth` bytes/s,
 give for each tensor size in `element_counts` the arithmetic intensity (FLOPs per byte), the roofline
 time in seconds and the bound. (An activation does far fewer FLOPs per byte than any chip's
-critical intensity: at these inputs the kernel is memory-bound.)""",
+critical intensity: at these inputs the kernel is memory-bound.) `peak_flops` is the chip's
+tensor-core matmul peak; an elementwise kernel runs on the vector units, at a lower peak, but at
+these inputs it does fewer FLOPs per byte than the vector units' ridge too (8 FLOP/byte or more on
+real chips), so it is memory-bound there as well and its time is the same.""",
     '{"rows": [{"elements": <int>, "intensity": <number>, "time_s": <number>, '
     '"bound": "compute" | "memory"}, ...]}  # one row per entry of `element_counts`, in order',
     elementwise_roofline_float,

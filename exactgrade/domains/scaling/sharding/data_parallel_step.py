@@ -7,7 +7,7 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     fraction,
-    hbm_capacity,
+    hbm_capacity_for_peak,
     link_bandwidth,
     n_params,
     peak_flops,
@@ -450,7 +450,8 @@ def sample_accumulated(draw: Draw, level: int) -> dict:
     """Device counts over a factor of 32 or more: few devices need many microbatches (and hide
     the all-reduce behind one microbatch's backward only sometimes), many need one."""
     state = draw.choice((16, 18, 20))
-    hbm = hbm_capacity(draw, level)
+    peak = peak_flops(draw, level)
+    hbm = hbm_capacity_for_peak(draw, level, peak)
     params = draw.integer(3 * 10**8, hbm * 8 // (10 * state))  # the state takes at most 80 % of the HBM
     exponents = sorted(draw.sample(range(1, 13), rows(level, 1)))
     if exponents[-1] - exponents[0] < 5:
@@ -465,7 +466,7 @@ def sample_accumulated(draw: Draw, level: int) -> dict:
         "global_batch_tokens": 0,
         "device_counts": counts,
         "link_bandwidth": link_bandwidth(draw, level),
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": peak,
         "mfu": fraction(draw, level, 20, 60),
     }
     room = hbm - params * state

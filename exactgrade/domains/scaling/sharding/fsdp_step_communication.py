@@ -9,6 +9,7 @@ from exactgrade.domains.scaling._sample import (
     capacity_between,
     fraction,
     hbm_capacity,
+    hbm_capacity_for_peak,
     link_bandwidth,
     n_params,
     n_params_between,
@@ -480,7 +481,8 @@ def sample_hybrid(draw: Draw, level: int) -> dict:
     else:
         need = draw.integer(2, node // 2)
         counts = sorted({draw.choice(within), *draw.sample(across, rows(level, 1) - 1)})
-    hbm, state = hbm_capacity(draw, level), draw.choice((16, 18))
+    peak = peak_flops(draw, level)
+    hbm, state = hbm_capacity_for_peak(draw, level, peak), draw.choice((16, 18))
     tokens = 1024 * draw.integer(1, 16)
     most = min(512, hbm // (2 * tokens * 1024))  # the activations take at most half the HBM
     if most < 16:
@@ -499,7 +501,7 @@ def sample_hybrid(draw: Draw, level: int) -> dict:
         "tokens_per_device": tokens,
         "node_size": node,
         "device_counts": counts,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": peak,
         "mfu": fraction(draw, level, 20, 60),
         "intra_bandwidth": fast,
         "inter_bandwidth": slower_link(draw, fast, 4, 40, NETWORK),
