@@ -466,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("write", "check"))
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # render from this checkout's exactgrade, not an installed copy
     if args.action == "write":
         for env in environments():
             (env.folder / "README.md").write_text(render(env))
