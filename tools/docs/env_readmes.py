@@ -42,10 +42,10 @@ PROFILES = {
     "torch": "torch (CPU {torch}, needs `exactgrade[torch]`)",
 }
 POLICIES = {
-    "RelTol": "exact `Fraction` keys; a float answer passes within the tolerance (decided exactly), an int "
+    "RelTol": "exact `Fraction` keys, a float answer passes within the tolerance (decided exactly), an int "
     "key needs an exact int",
-    "Exact": "every number must be exact (int, `Fraction`, exact sympy); a float fails",
-    "AllClose": "tensors within the tolerance, with exact shapes and dtype families; ints exact",
+    "Exact": "every number must be exact (int, `Fraction`, exact sympy), a float fails",
+    "AllClose": "tensors within the tolerance, with exact shapes and dtype families, ints exact",
 }
 
 
