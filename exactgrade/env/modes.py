@@ -42,9 +42,12 @@ which takes the task's inputs as arguments, by the names the task gives, and ret
 the form the task shows. Nothing else in your reply is run, and a reply with two python blocks is \
 not graded. The block runs once in an isolated Python sandbox (no network); then `solve` is called \
 with the task's real inputs"""
-CODE = CODE_HOW + """, and with the inputs of a hidden instance of the same task whose answer \
+CODE = (
+    CODE_HOW
+    + """, and with the inputs of a hidden instance of the same task whose answer \
 must be right too: compute from the arguments, never from example values or numbers copied from \
 the question."""
+)
 CODE_NO_CHECK = CODE_HOW + ": compute from the arguments, never from example values."
 TEXT = """\
 Work the answer out by reasoning; no code is run. End your reply with the final answer, in the \
@@ -52,10 +55,9 @@ form the task shows, as one ```json block (or inside \\boxed{...}). Give the ans
 whose answers differ is not graded, and nothing but the answer is read."""
 TEXT_VALUES = (
     'Write an exact number as an integer, a fraction such as "7/4" or an exact decimal (read exactly: '
-    '0.75 is 3/4); write an exact expression such as "7*log(2)/4" or "sqrt(2)/2" as a JSON string. '
-    "Where the task names a Python or sympy type (int, Fraction, a sympy expression), write a value of "
-    'that kind this way; an answer holds no Python ("sympy.log(2)" and "Fraction(3, 2)" are not read: '
-    'write "log(2)" and "3/2"). A value outside quotes is read the same way: {"H": 3*log(2)/2}.'
+    '0.75 is 3/4); write an exact expression such as "7*log(2)/4" or "sqrt(2)/2" as a JSON string, '
+    'or unquoted: {"H": 7*log(2)/4}. An answer is math, not code: no library names and no calls but '
+    "functions such as log, exp and sqrt."
 )
 """Shown in text mode to tasks whose answer holds an exact value (see system_prompt)."""
 EXACT_VALUES = (
@@ -244,16 +246,48 @@ _REWRITES: tuple[tuple[str, str, str], ...] = (
     ("are preloaded as\n", "are given as\n", "are given as\n"),
 )
 
-_TEXT_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # text mode only: a task's Python spellings of exact values, as a text answer writes them
-    (re.compile(r"\bsympy\.(?=[a-z]+\()"), ""),  # 7*sympy.log(2)/4 -> 7*log(2)/4
-    (re.compile(r"\bfractions\.Fraction\b"), "fraction"),
-    (re.compile(r"\bexact sympy (multiples|values|expressions)\b"), r"exact \1"),
-    (re.compile(r"\(exact Fractions\)"), "(exact fractions)"),
-    (re.compile(r"never math\.log\b"), "never a rounded logarithm"),
+_TEXT_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), plain)
+    for pattern, plain in (
+        # text mode only, in this order: a task's Python spellings, as a text answer writes them
+        (r"\bFraction\((-?\d+), (\d+)\)", r"\1/\2"),  # an input's value: Fraction(309, 100) -> 309/100
+        (r"\bfractions\.Fraction\b", "fraction"),
+        (r"\bFraction(s?)\b", r"fraction\1"),  # a type in an answer's shape: {"b": Fraction}
+        (r"\(sympy\.Matrix with sympy\.Rational entries, or fraction by hand\)", "(fractions, by hand)"),
+        (r"built with sympy\.log and sympy\.Rational", "written with log and fractions"),
+        (r"\(sympy\.Rational\(v\) gives it exactly\)", "(its decimal is its exact value)"),
+        (
+            r"No floats \(write sympy\.Rational\(3, 8\), "
+            r"or convert an exact float with sympy\.Rational\(x\)\)",
+            "No rounded numbers (write 3/8, or an exact decimal: 0.375 is 3/8)",
+        ),
+        (r"sympy Symbol, the same as sympy\.Symbol\('\w+', real=True\)", "a real symbol"),
+        (
+            r"building them with sympy\.Symbol and the same assumptions gives the same symbols",
+            "an answer writes them by their names",
+        ),
+        (r"\bsympy\s+Symbol", "symbol"),
+        (r"\bsympy\.(?=[a-z])", ""),  # 7*sympy.log(2)/4 -> 7*log(2)/4, sympy.pi -> pi
+        (r"\bexact sympy\b ?", "exact "),  # exact sympy values / multiples / expression
+        (r"\bsympy expression", "exact expression"),
+        (r"as a sympy power of", "as a power of"),
+        (r"\(sympy for square roots\)", "(square roots kept exact)"),
+        (r"never math\.log\b", "never a rounded logarithm"),
+        (r"PyTorch's torch\.optim definitions", "PyTorch's optimizer definitions"),
+        (r"\btorch\.optim\.(\w+)", r"PyTorch's \1"),
+        (
+            r", as in numpy or torch, not Python's math module:",
+            ", as floating-point hardware computes them (never an error):",
+        ),
+        (r"\btorch\.Tensor, dtype torch\.(\w+)", r"tensor, dtype \1"),
+        (r"\ba Python int\b", "an integer"),
+    )
 )
-"""Phrases of the tools-mode text that name a Python spelling where text mode writes plain math:
-a model told "7*sympy.log(2)/4" writes it so inside its JSON answer."""
+"""Phrases of the tools-mode text that name a Python spelling where text mode writes plain math: a
+model told "7*sympy.log(2)/4" or shown Fraction(3, 2) writes it so inside its JSON answer."""
+
+_PYTHON_WORDS = re.compile(r"\bsympy\b|\bFraction\(|\bfractions\.|\bmath\.|\bnumpy\b|\btorch\.")
+"""Words no text-mode prompt may hold: a library or a call an answer would copy (see _TEXT_WORDS)."""
 
 _TOOLS_WORDS = re.compile(
     r"`result`|^result = |execute_code|\btools?\b|preloaded|already defined", re.IGNORECASE | re.MULTILINE
@@ -281,10 +315,12 @@ def rewrite(text: str, mode: AnswerMode) -> str:
 
 def leftover(text: str, mode: AnswerMode) -> str | None:
     """A phrase of `text` that speaks of what `mode` does not have (tools and `result` outside the
-    tools mode; the sandbox and `solve` in text mode), or None."""
+    tools mode; the sandbox, `solve` and Python's libraries in text mode), or None."""
     if mode == "tools":
         return None
-    found = _TOOLS_WORDS.search(text) or (_SANDBOX_WORDS.search(text) if mode == "text" else None)
+    found = _TOOLS_WORDS.search(text)
+    if mode == "text":
+        found = found or _SANDBOX_WORDS.search(text) or _PYTHON_WORDS.search(text)
     return found.group(0) if found else None
 
 
@@ -295,9 +331,7 @@ def text_inputs(text: str, inputs: Mapping[str, Any]) -> str:
 
     for name, value in inputs.items():
         if isinstance(value, TensorValue):
-            line = re.compile(
-                rf"^(- `{re.escape(name)}`: torch\.Tensor, dtype torch\.\w+, shape \([^)]*\))$", re.MULTILINE
-            )
+            line = re.compile(rf"^(- `{re.escape(name)}`: tensor, dtype \w+, shape \([^)]*\))$", re.MULTILINE)
             text = line.sub(lambda m, v=value: f"{m.group(1)} = {tensor_text(v)}", text, count=1)
     return text
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 
 import deeplearning_env
 import pytest
@@ -16,6 +15,7 @@ from one_turn import graded, trace_with_reply
 
 from exactgrade.env import modes
 from exactgrade.env.taskset import ExactgradeTasksetConfig, HarnessFailure
+from exactgrade.family import families
 from exactgrade.lookup import get_task
 from exactgrade.scripted.policies import TEXT_ATTACKS
 from exactgrade.scripted.text_replies import (
@@ -83,20 +83,65 @@ def test_no_text_mode_prompt_speaks_of_tools_result_sandbox_or_solve(domain) -> 
         assert "```json" in task.data.system_prompt and "\\boxed{" in task.data.system_prompt
 
 
-PYTHON_SPELLINGS = re.compile(
-    r"\bsympy\.[a-z]+\(|\bfractions\.Fraction|\bmath\.log|exact sympy (?:multiples|values)"
-)
+PYTHON_WORDS = ["sympy", "Fraction(", "fractions.", "math.", "numpy", "torch."]
+"""What a small model copies into its text answer when the prompt says it (it wrote sympy.log(2)
+inside its JSON because the prompt asked for "exact sympy values (e.g. 7*sympy.log(2)/4)")."""
+
+
+def every_text_prompt(domain: str):
+    """(task id, text) of the user and system prompts of every canonical task text mode serves and
+    of a generated pool of one task per family and level (pytorch: the first 120 its text mode serves,
+    which span the 32 families whose keys hold no floating tensor; a larger pool takes minutes)."""
+    cells = len(families(domain)) * 5
+    pool = ExactgradeTasksetConfig(answer_mode="text", source="generated", size=min(cells, 120))
+    for config in (TEXT, pool):
+        for task in TASKSETS[domain](config):
+            yield task.data.id, task.data.prompt
+            yield task.data.id, task.data.system_prompt
 
 
 @pytest.mark.parametrize("domain", list(TASKSETS))
-def test_no_text_mode_prompt_spells_an_exact_value_in_python(domain) -> None:
-    """A model told "give nats as 7*sympy.log(2)/4" writes sympy.log(2) inside its JSON answer
-    (the system prompt's own counter-example, modes.TEXT_VALUES, says it is not read)."""
-    spelled = {}
-    for task in TASKSETS[domain](TEXT):
-        for text in (task.data.prompt, task.data.system_prompt.replace(modes.TEXT_VALUES, "")):
-            spelled.update((task.data.id, found.group(0)) for found in PYTHON_SPELLINGS.finditer(text))
-    assert spelled == {}
+def test_no_text_mode_prompt_names_a_python_library_or_call(domain) -> None:
+    said = {}
+    for task_id, text in every_text_prompt(domain):
+        for word in PYTHON_WORDS:
+            at = text.find(word)
+            if at >= 0:
+                said.setdefault(word, (task_id, text[max(0, at - 60) : at + 60]))
+    assert said == {}
+
+
+@pytest.mark.parametrize(("tools_text", "text_text"), [
+    ("- `target_share` = Fraction(3, 25)", "- `target_share` = 3/25"),
+    ("- `hbm_fractions` = [Fraction(-3, 25), Fraction(13, 20)]", "- `hbm_fractions` = [-3/25, 13/20]"),
+    ('{"rows": [{"b": Fraction, "loss": Fraction}]}', '{"rows": [{"b": fraction, "loss": fraction}]}'),
+    ("list of fractions.Fraction probabilities", "list of fraction probabilities"),
+    ("give nats as exact sympy values (e.g. 7*sympy.log(2)/4), never math.log.",
+     "give nats as exact values (e.g. 7*log(2)/4), never a rounded logarithm."),
+    ('"perplexity": exact sympy value}', '"perplexity": exact value}'),
+    ("Use sympy.cos and sympy.pi so the values stay exact.", "Use cos and pi so the values stay exact."),
+    ("- `T` (sympy Symbol: the number of training steps, left free) = T",
+     "- `T` (symbol: the number of training steps, left free) = T"),
+    ("- `lr`: sympy Symbol, the same as sympy.Symbol('lr', real=True)", "- `lr`: a real symbol"),
+    ("a `<sympy expression in lr>` is an exact sympy expression",
+     "a `<exact expression in lr>` is an exact expression"),
+    ("SGD (torch.optim.SGD, dampening 0)", "SGD (PyTorch's SGD, dampening 0)"),
+    ("- `x`: torch.Tensor, dtype torch.int64, shape (2,)", "- `x`: tensor, dtype int64, shape (2,)"),
+    ("The semantics are IEEE's, as in numpy or torch, not Python's math module: exp",
+     "The semantics are IEEE's, as floating-point hardware computes them (never an error): exp"),
+])  # fmt: skip
+def test_text_mode_writes_a_python_spelling_as_math_and_the_other_modes_keep_it(
+    tools_text, text_text
+) -> None:
+    assert modes.rewrite(tools_text, "text") == text_text
+    assert modes.rewrite(tools_text, "tools") == tools_text
+
+
+@pytest.mark.parametrize("word", PYTHON_WORDS)
+def test_a_text_prompt_that_still_names_python_is_refused(word) -> None:
+    text = f"Give the answer as {word} 3/2."
+    assert modes.leftover(text, "text") == word, text
+    assert modes.leftover(text, "code") is None and modes.leftover(text, "tools") is None
 
 
 def text_task(domain: str, task_id: str):
