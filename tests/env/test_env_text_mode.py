@@ -137,13 +137,6 @@ def test_text_mode_writes_a_python_spelling_as_math_and_the_other_modes_keep_it(
     assert modes.rewrite(tools_text, "tools") == tools_text
 
 
-@pytest.mark.parametrize("word", PYTHON_WORDS)
-def test_a_text_prompt_that_still_names_python_is_refused(word) -> None:
-    text = f"Give the answer as {word} 3/2."
-    assert modes.leftover(text, "text") == word, text
-    assert modes.leftover(text, "code") is None and modes.leftover(text, "tools") is None
-
-
 def text_task(domain: str, task_id: str):
     (task,) = [task for task in TASKSETS[domain](TEXT) if task.data.id == task_id]
     return task
