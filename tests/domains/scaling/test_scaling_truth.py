@@ -323,17 +323,15 @@ OWN_CAPACITY = {("decode_compute_bound_batch", 4), ("kv_read_share", 4)}
 
 def weight_width(i: dict) -> Fraction:
     """Bytes per weight; of quantized formats the widest offered (the model must fit in each)."""
-    if "formats" in i:
-        return (
-            max(
-                Fraction(
-                    f.get("bits_per_weight") or f["code_bits"] + Fraction(f["scale_bits"], f["group_size"])
-                )
-                for f in i["formats"]
-            )
-            / 8
-        )
-    return Fraction(i.get("weight_bytes") or i["bytes_per_param"])
+    if "formats" not in i:
+        return Fraction(i.get("weight_bytes") or i["bytes_per_param"])
+    bits = [
+        Fraction(f["bits_per_weight"])
+        if "bits_per_weight" in f
+        else f["code_bits"] + (Fraction(f["scale_bits"], f["group_size"]) if f["group_size"] else 0)
+        for f in i["formats"]
+    ]
+    return max(bits) / 8
 
 
 def kv_per_token(i: dict) -> int | None:
