@@ -11,9 +11,9 @@ from exactgrade.domains.scaling._sample import (
     hbm_capacity,
     jitter,
     model_on_chip,
-    n_params,
     n_params_between,
     require_resident,
+    resident_bytes,
     rows,
     sorted_sample,
     value_bytes,
@@ -250,20 +250,34 @@ def _decode_kv_shape(draw: Draw) -> dict:
 
 
 def sample_throughput(draw: Draw, level: int) -> dict:
-    """Half the instances reach past the length at which no batch is compute-bound (None)."""
-    shape = _decode_kv_shape(draw)
+    """A model that fits the chip, and lengths whose smallest compute-bound batch keeps its KV cache
+    beside the weights in the chip's HBM; half the instances also reach past the length at which
+    no batch is compute-bound (None)."""
+    shape, width, chip = _decode_kv_shape(draw), draw.choice((1, 2)), chip_inputs(draw, level)
     inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": draw.choice((1, 2)),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
         **shape,
-        **chip_inputs(draw, level),
+        **chip,
     }
     per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token)
-    top = math.floor(2 * limit) if draw.chance(1, 2) else math.ceil(limit) - 1
-    if top < 8:
-        raise Reject("the no-batch length is too short")
-    inputs["seq_lens"] = sorted_sample(draw, 1, top, 2 + level)
+    room = resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * width
+
+    def resident(s: int) -> bool:  # the smallest compute-bound batch at length s caches beside the weights
+        row = compute_bound_throughput(**inputs, seq_lens=[s])["rows"][0]
+        return row["min_batch"] * s * per_token <= room
+
+    fit = _largest(resident, math.ceil(limit) - 1)
+    if fit < 8:
+        raise Reject("no eight lengths whose compute-bound batch fits the chip's HBM")
+    count, past = 2 + level, 0
+    if draw.chance(1, 2) and math.floor(2 * limit) >= math.ceil(limit) + count:
+        past = draw.integer(1, count - 1)  # lengths at which no batch is compute-bound
+    lens = sorted_sample(draw, 1, fit, count - past)
+    inputs["seq_lens"] = lens + (
+        sorted_sample(draw, math.ceil(limit), math.floor(2 * limit), past) if past else []
+    )
     return inputs
 
 

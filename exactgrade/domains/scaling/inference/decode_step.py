@@ -6,7 +6,13 @@ import math
 from fractions import Fraction
 
 from exactgrade.domains.scaling import _sample as sample
-from exactgrade.domains.scaling._sample import attention_shape, model_on_chip, n_params, rows, value_bytes
+from exactgrade.domains.scaling._sample import (
+    attention_shape,
+    model_on_chip,
+    resident_bytes,
+    rows,
+    value_bytes,
+)
 from exactgrade.domains.scaling._task import (
     known_mistake,
     near_integer,
@@ -59,6 +65,12 @@ def decode_step_float(chips, n_params, bytes_per_param, batch, mistake=None):
     return {"rows": rows}
 
 
+def _model_on_chips(draw: Draw, level: int, width: int, chips: list[dict]) -> int:
+    """A model size whose weights fit every chip, each of which runs the whole model (model_on_chip
+    at the slowest chip's bandwidth)."""
+    return model_on_chip(draw, level, width, min(c["hbm_bandwidth"] for c in chips))
+
+
 def sample_decode_step(draw: Draw, level: int) -> dict:
     """The batch lies between the chips' compute-bound thresholds (batch >= bytes_per_param *
     peak / (2 * bandwidth)), so the bound differs between chips in every instance."""
@@ -67,10 +79,9 @@ def sample_decode_step(draw: Draw, level: int) -> dict:
     low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
     if low > high:
         raise Reject("no batch between the chips' thresholds")
-    slowest = min(c["hbm_bandwidth"] for c in chips)
     return {
         "chips": chips,
-        "n_params": model_on_chip(draw, level, width, slowest),  # held by every chip
+        "n_params": _model_on_chips(draw, level, width, chips),
         "bytes_per_param": width,
         "batch": draw.integer(low, high),
     }
@@ -219,12 +230,17 @@ def _chip_pool(draw: Draw, level: int, count: int) -> list[dict]:
 
 
 def sample_attention(draw: Draw, level: int) -> dict:
-    """The batch lies between two chips' compute-bound thresholds at the drawn context."""
-    shape = attention_shape(draw, level)
+    """The batch lies between two chips' compute-bound thresholds at the drawn context; the
+    weights and that batch's caches fit every chip (each runs the whole model)."""
+    shape, chips, width = (
+        attention_shape(draw, level),
+        _chip_pool(draw, level, rows(level, 2)),
+        value_bytes(draw, level),
+    )
     inputs = {
-        "chips": _chip_pool(draw, level, rows(level, 2)),
-        "n_params": n_params(draw, level),
-        "bytes_per_param": value_bytes(draw, level),
+        "chips": chips,
+        "n_params": _model_on_chips(draw, level, width, chips),
+        "bytes_per_param": width,
         "batch": 1,
         "seq_len": draw.integer(64, 8192),
         "layers": draw.integer(8, 96),
@@ -254,9 +270,10 @@ def sample_attention(draw: Draw, level: int) -> dict:
     if len(thresholds) < 2:
         raise Reject("too few chips can turn compute-bound at this context")
     thresholds.sort()
-    low, high = math.floor(thresholds[0]) + 1, math.ceil(thresholds[-1]) - 1
+    room = resident_bytes(min(c["hbm_bandwidth"] for c in chips)) - weights
+    low, high = math.floor(thresholds[0]) + 1, min(math.ceil(thresholds[-1]) - 1, room // per_seq_bytes)
     if low > high:
-        raise Reject("no batch between the chips' thresholds")
+        raise Reject("no batch between the chips' thresholds caches beside the weights")
     inputs["batch"] = draw.integer(low, high)
     return inputs
 
@@ -342,11 +359,8 @@ def min_compute_bound_decode_batch_float(chips, n_params, bytes_per_param, mista
 
 
 def sample_decode_batch(draw: Draw, level: int) -> dict:
-    return {
-        "chips": sample.chips(draw, level, 2 + level),
-        "n_params": n_params(draw, level),
-        "bytes_per_param": draw.choice((1, 2, 4)),
-    }
+    chips, width = sample.chips(draw, level, 2 + level), draw.choice((1, 2, 4))
+    return {"chips": chips, "n_params": _model_on_chips(draw, level, width, chips), "bytes_per_param": width}
 
 
 def _decode_batch_edges(task: Task) -> str | None:

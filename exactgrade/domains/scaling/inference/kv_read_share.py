@@ -13,6 +13,7 @@ from exactgrade.domains.scaling._sample import (
     model_on_chip,
     n_params,
     require_resident,
+    resident_bytes,
     rows,
     value_bytes,
 )
@@ -159,27 +160,46 @@ def grouped_kv_share_float(
     return {"rows": out}
 
 
+def _cache_room(inputs: dict) -> int:
+    """The HBM bytes left for KV caches beside the weights on a chip of the inputs' bandwidth."""
+    return resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * inputs["weight_bytes"]
+
+
+def _cached_case(draw: Draw, most_batch: int, most_blocks: int, per_token: int, room: int) -> tuple[int, int]:
+    """A batch (at most most_batch) and a count of 1024-position blocks per sequence (at most
+    most_blocks) whose KV cache fits room bytes; Reject when not one block does."""
+    block = 1024 * per_token
+    if room < block:
+        raise Reject("not one 1024-position cache fits beside the weights in the chip's HBM")
+    batch = draw.integer(1, min(most_batch, room // block))
+    return batch, draw.integer(1, min(most_blocks, room // (batch * block)))
+
+
 def sample_grouped(draw: Draw, level: int) -> dict:
+    """A model that fits the chip and cases whose KV caches fit beside it."""
     shape = attention_shape(draw, level)
-    group = draw.choice((2, 4, 8))
-    cases = [
-        {
-            "batch": draw.integer(1, 32 * level),
-            "seq_len": 1024 * draw.integer(1, 16 * 2**level) - jitter(draw, level, 1024),
-        }
-        for _ in range(rows(level, 3))
-    ]
-    return {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
+    group, width, bandwidth = (
+        draw.choice((2, 4, 8)),
+        value_bytes(draw, level, (1, 2)),
+        hbm_bandwidth(draw, level),
+    )
+    inputs = {
+        "n_params": model_on_chip(draw, level, width, bandwidth),
+        "weight_bytes": width,
         "layers": draw.integer(8, 40 * level),
         "n_heads": shape["n_kv_heads"] * group * draw.choice((1, 2)),
         "group_size": group,
         "head_dim": shape["head_dim"],
         "kv_bytes": value_bytes(draw, level, (1, 2)),
-        "hbm_bandwidth": hbm_bandwidth(draw, level),
-        "cases": cases,
+        "hbm_bandwidth": bandwidth,
+        "cases": [],
     }
+    kv_heads = inputs["n_heads"] // group
+    per_token = 2 * inputs["layers"] * kv_heads * inputs["head_dim"] * inputs["kv_bytes"]
+    for _ in range(rows(level, 3)):
+        batch, blocks = _cached_case(draw, 32 * level, 16 * 2**level, per_token, _cache_room(inputs))
+        inputs["cases"].append({"batch": batch, "seq_len": 1024 * blocks - jitter(draw, level, 1024)})
+    return inputs
 
 
 _L2 = """\
@@ -265,32 +285,36 @@ def kv_roofline_float(
 
 
 def sample_roofline(draw: Draw, level: int) -> dict:
-    """Batches on both sides of the one whose step turns compute-bound at a short context."""
-    shape = attention_shape(draw, level)
+    """Batches on both sides of the one whose step turns compute-bound at a short context, on a
+    model that fits the chip with every case's KV cache beside it."""
+    shape, width, chip = (
+        attention_shape(draw, level),
+        value_bytes(draw, level, (1, 2)),
+        chip_inputs(draw, level),
+    )
     inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
         "layers": draw.integer(8, 40 * level),
         "n_kv_heads": shape["n_kv_heads"],
         "head_dim": shape["head_dim"],
         "kv_bytes": value_bytes(draw, level, (1, 2)),
-        **chip_inputs(draw, level),
+        **chip,
         "cases": [],
     }
+    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    room = _cache_room(inputs)
     ridge = Fraction(inputs["weight_bytes"] * inputs["peak_flops"], 2 * inputs["hbm_bandwidth"])  # no cache
     cases = []
     for k in range(rows(level, 3)):
         if k % 2 == 0:  # short context, above the ridge: compute-bound
-            cases.append(
-                {
-                    "batch": math.ceil(ridge * Fraction(draw.integer(120, 400), 100)),
-                    "seq_len": draw.integer(1, 256),
-                }
-            )
+            batch = math.ceil(ridge * Fraction(draw.integer(120, 400), 100))
+            if batch * per_token > room:
+                raise Reject(f"not one cached position of a batch of {batch} fits beside the weights")
+            cases.append({"batch": batch, "seq_len": draw.integer(1, min(256, room // (batch * per_token)))})
         else:
-            cases.append(
-                {"batch": draw.integer(1, math.ceil(2 * ridge)), "seq_len": 1024 * draw.integer(1, 64)}
-            )
+            batch, blocks = _cached_case(draw, math.ceil(2 * ridge), 64, per_token, room)
+            cases.append({"batch": batch, "seq_len": 1024 * blocks})
     inputs["cases"] = draw.shuffled(cases)
     return inputs
 

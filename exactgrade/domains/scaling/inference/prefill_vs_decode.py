@@ -14,6 +14,7 @@ from exactgrade.domains.scaling._sample import (
     model_on_chip,
     n_params,
     n_params_between,
+    resident_bytes,
     round_numbers,
     rows,
     sorted_sample,
@@ -108,11 +109,12 @@ def _ridge(i: dict) -> Fraction:
 
 def sample_prefill_l2(draw: Draw, level: int) -> dict:
     """Prompts on both sides of the ridge, so the throughput ratio is not one constant."""
+    chip, width = chip_inputs(draw, level), value_bytes(draw, level, (1, 2))
     inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
         "prompt_lens": [],
-        **chip_inputs(draw, level),
+        **chip,
     }
     ridge = _ridge(inputs)
     if ridge < 4:
@@ -254,6 +256,7 @@ def _kv_shape(draw: Draw, level: int) -> dict:
 
 
 def _model(draw: Draw, level: int) -> dict:
+    """Level 5's model, KV shape and chip (its model size and bandwidth are redrawn for its HBM)."""
     return {
         "n_params": n_params(draw, level),
         "weight_bytes": value_bytes(draw, level, (1, 2)),
@@ -262,20 +265,50 @@ def _model(draw: Draw, level: int) -> dict:
     }
 
 
+def _model_on_chip(draw: Draw, level: int) -> dict:
+    """A model whose weights fit one chip (model_on_chip), its KV shape and the chip."""
+    width, shape, chip = value_bytes(draw, level, (1, 2)), _kv_shape(draw, level), chip_inputs(draw, level)
+    return {
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
+        **shape,
+        **chip,
+    }
+
+
+def _cached_tokens(inputs: dict) -> int:
+    """The most positions one request may cache beside the weights in the chip's HBM (resident_bytes):
+    a request of p prompt and n generated tokens is drawn with p + n at most this."""
+    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    room = resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * inputs["weight_bytes"]
+    return room // per_token
+
+
+def _longest_past_ridge(inputs: dict, ridge: Fraction, new_tokens: int, most: int) -> int:
+    """How far past the ridge (at most `most` tokens) a prompt may reach with its new tokens
+    cached in the chip's HBM; Reject when not one token past it fits (nor then one before it)."""
+    room = min(most, _cached_tokens(inputs) - new_tokens - math.ceil(ridge))
+    if room < 1:
+        raise Reject("no prompt past the ridge caches its tokens in the chip's HBM")
+    return room
+
+
 def sample_requests(draw: Draw, level: int) -> dict:
     """Requests with prompts on both sides of the prefill ridge and 2 to 4k new tokens; every
     decode pass is memory-bound at batch 1 (the twin sums them pass by pass regardless)."""
-    inputs = _model(draw, level)
+    inputs = _model_on_chip(draw, level)
     ridge = _ridge(inputs)
     if ridge < 8:
         raise Reject("the prefill ridge is below eight tokens")
     requests = []
     for i in range(rows(level, 1)):
+        n = draw.integer(2, 4096)
+        reach = _longest_past_ridge(inputs, ridge, n, 1024 * 2**level)
         if i % 2 == 0:
             p = draw.integer(1, math.floor(ridge) - 1)
         else:
-            p = math.ceil(ridge) + draw.integer(1, 1024 * 2**level) - jitter(draw, level, 2)
-        requests.append({"prompt_len": p, "new_tokens": draw.integer(2, 4096)})
+            p = math.ceil(ridge) + draw.integer(1, reach) - jitter(draw, level, 2)
+        requests.append({"prompt_len": p, "new_tokens": n})
     inputs["requests"] = draw.shuffled(requests)
     return inputs
 
@@ -389,7 +422,7 @@ def sample_budgets(draw: Draw, level: int) -> dict:
     """Each budget is the request time of a drawn prompt length plus a part of one more token's
     worth, on alternating sides of the ridge; one instance in six has a budget below a 1-token
     prompt's time (None)."""
-    inputs = _model(draw, level)
+    inputs = _model_on_chip(draw, level)
     ridge = _ridge(inputs)
     if ridge < 8:
         raise Reject("the prefill ridge is below eight tokens")
@@ -401,10 +434,11 @@ def sample_budgets(draw: Draw, level: int) -> dict:
         if none_row and k == count - 1:
             budget = _request_time(inputs, 1, n) * Fraction(draw.integer(50, 99), 100)
         else:
+            reach = _longest_past_ridge(inputs, ridge, n, 64 * 1024)
             p = (
                 draw.integer(1, math.floor(ridge) - 1)
                 if k % 2 == 0
-                else math.ceil(ridge) + draw.integer(1, 64 * 1024)
+                else math.ceil(ridge) + draw.integer(1, reach)
             )
             here, further = _request_time(inputs, p, n), _request_time(inputs, p + 1, n)
             budget = here + (further - here) * Fraction(draw.integer(1, 99), 100)

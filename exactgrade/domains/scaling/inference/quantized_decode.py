@@ -10,8 +10,9 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity,
     model_on_chip,
-    n_params,
+    n_params_between,
     peak_flops,
+    resident_bytes,
     round_numbers,
     rows,
 )
@@ -192,11 +193,12 @@ _GROUPED = (
 def sample_grouped(draw: Draw, level: int) -> dict:
     """bf16 first and formats whose compute/memory bound differs at the drawn batch."""
     chosen = [("bf16", 16, 0, 0), *draw.sample(_GROUPED, rows(level, 3) - 1)]
+    chip = chip_inputs(draw, level)
     inputs = {
-        "n_params": n_params(draw, level),
+        "n_params": model_on_chip(draw, level, 2, chip["hbm_bandwidth"]),  # bf16, the widest, fits
         "formats": [{"name": a, "code_bits": b, "group_size": g, "scale_bits": sb} for a, b, g, sb in chosen],
         "batch": 1,
-        **chip_inputs(draw, level),
+        **chip,
     }
     bits = sorted(b + (Fraction(sb, g) if g else 0) for _, b, g, sb in chosen)
     # compute-bound iff batch >= bits * peak / (16 * bandwidth): a batch between two formats' thresholds
@@ -313,12 +315,17 @@ def _formats(draw: Draw, count: int) -> list[dict]:
 
 
 def sample_dequantized(draw: Draw, level: int) -> dict:
+    """A KV cache of at most half the chip's HBM and a model whose bf16 weights (the widest
+    format) fit beside it."""
+    formats, chip = _formats(draw, rows(level, 3)), chip_inputs(draw, level)
+    held = resident_bytes(chip["hbm_bandwidth"])
+    kv = draw.integer(10**8, min(10**11, held // 2))
     inputs = {
-        "n_params": n_params(draw, level),
-        "formats": _formats(draw, rows(level, 3)),
+        "n_params": n_params_between(draw, level, 0, Fraction(held - kv, 2)),
+        "formats": formats,
         "batch": 1,
-        "kv_cache_bytes": draw.integer(10**8, 10**11),
-        **chip_inputs(draw, level),
+        "kv_cache_bytes": kv,
+        **chip,
     }
     # the batch that puts the middle format on its ridge, moved by a random factor
     mid = inputs["formats"][len(inputs["formats"]) // 2]
@@ -407,10 +414,11 @@ def sample_quantized_batch(draw: Draw, level: int) -> dict:
         ("int8_g64_scales", Fraction(33, 4)),
     ]
     picked = [("bf16", 16), *draw.sample(formats[1:], 1 + level)]
+    chip = chip_inputs(draw, level)
     return {
-        "n_params": n_params(draw, level),
+        "n_params": model_on_chip(draw, level, 2, chip["hbm_bandwidth"]),  # bf16, the widest, fits
         "formats": [{"name": name, "bits_per_weight": bits} for name, bits in picked],
-        **chip_inputs(draw, level),
+        **chip,
     }
 
 

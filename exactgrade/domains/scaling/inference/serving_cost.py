@@ -12,9 +12,9 @@ from exactgrade.domains.scaling._sample import (
     hbm_capacity,
     letters,
     model_on_chip,
-    n_params,
     n_params_between,
     peak_and_bandwidth,
+    resident_bytes,
     round_numbers,
     rows,
     value_bytes,
@@ -204,13 +204,20 @@ def _price(draw: Draw) -> Fraction:
 
 
 def sample_cache_cost(draw: Draw, level: int) -> dict:
-    """Batches on both sides of the one at which the step turns compute-bound, all but one below it."""
+    """Batches on both sides of the one at which the step turns compute-bound, all but one below it,
+    on a model that fits the chip with the largest batch's caches beside it."""
+    width, shape, seq_len, chip = (
+        value_bytes(draw, level, (1, 2)),
+        _shape(draw, level),
+        draw.integer(64, 2048),
+        chip_inputs(draw, level),
+    )
     inputs = {
-        "n_params": n_params(draw, level),
-        "weight_bytes": value_bytes(draw, level, (1, 2)),
-        **_shape(draw, level),
-        "seq_len": draw.integer(64, 2048),
-        **chip_inputs(draw, level),
+        "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
+        "weight_bytes": width,
+        **shape,
+        "seq_len": seq_len,
+        **chip,
         "dollars_per_chip_hour": _price(draw),
         "batches": [],
     }
@@ -233,9 +240,11 @@ def sample_cache_cost(draw: Draw, level: int) -> dict:
     below = range(2, math.ceil(ridge))
     if len(below) < rows(level, 4) - 2:
         raise Reject("too few memory-bound batch sizes")
-    inputs["batches"] = sorted(
-        {1, draw.integer(math.ceil(ridge), math.ceil(2 * ridge)), *draw.sample(below, rows(level, 4) - 2)}
-    )
+    cached = (resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * width) // kv
+    if cached < math.ceil(ridge):
+        raise Reject("no compute-bound batch caches its sequences beside the weights")
+    above = draw.integer(math.ceil(ridge), min(math.ceil(2 * ridge), cached))
+    inputs["batches"] = sorted({1, above, *draw.sample(below, rows(level, 4) - 2)})
     return inputs
 
 
@@ -318,8 +327,9 @@ def batch_for_price_float(
 
 def sample_price(draw: Draw, level: int) -> dict:
     """Targets from below the compute-bound floor (None) to the batch-1 cost."""
-    params, width = n_params(draw, level), draw.choice((1, 2))
+    width = draw.choice((1, 2))
     peak, bandwidth = peak_and_bandwidth(draw, level)
+    params = model_on_chip(draw, level, width, bandwidth)
     price = Fraction(draw.integer(50, 1000), 100)
     floor_cost = price * Fraction(2 * params, peak) / 3600 * 10**6
     batch_one = price * Fraction(params * width, bandwidth) / 3600 * 10**6
