@@ -33,7 +33,7 @@ from exactgrade.verdict import render_path
 # The meta key each category needs, so a task cannot skip its category's check by omission.
 REQUIRED_META = {
     "information": ("distributions", "joint", "labels", "independent"),
-    "backprop": ("gradients_at", "forward", "mlp_question"),
+    "backprop": ("independent",),
     "numerical": ("float_cases", "float_search"),
     "linalg": ("linalg", "linalg_question"),
     "optimisation": ("optimiser", "opt_question"),
@@ -53,9 +53,7 @@ def check(task: Task) -> list[str]:
     checks: list[tuple[str | None, Callable[[Task], list[str]]]] = [
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
-        ("kl_asymmetry", _kl_asymmetry), ("independent", _independent), ("gradients_at", _gradients),
-        ("equal_gradients", _equal_gradients),
-        ("forward", _forward), ("mlp_question", _mlp_question),
+        ("kl_asymmetry", _kl_asymmetry), ("independent", _independent),
         ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
         ("linalg_question", _linalg_question),
         ("optimiser", _optimiser), ("opt_question", _opt_question),
@@ -185,184 +183,6 @@ def _kl_asymmetry(task: Task) -> list[str]:
     found = [row[key] for row in _rows(task) for key in row if key.startswith("KL_")]
     if len(set(found)) < 2:
         return [f"the expected KL values {_show(found)} do not differ"]
-    return []
-
-
-def _gradients(task: Task) -> list[str]:
-    meta = task.meta
-    rows = _rows(task)
-    names = [row["param"] for row in rows]
-    if names != list(meta["gradients_at"]):
-        return [f"the expected rows name {names} but meta['gradients_at'] is {list(meta['gradients_at'])}"]
-    problems = []
-    for i, row in enumerate(rows):
-        try:
-            exact = rational.finite_difference(meta["network"], meta["batch"], row["param"], meta["fd_step"])
-        except rational.RationalError as error:
-            refused = f"rows[{i}] ({row['param']}): finite difference refused: {error}"
-            problems.append(Degenerate(refused) if isinstance(error, rational.KinkError) else refused)
-            continue
-        if row["grad"] != exact:
-            problems.append(f"rows[{i}]['grad'] for {row['param']} is {row['grad']} but the exact symmetric "
-                            f"finite difference (h = {meta['fd_step']}) is {exact}")
-    return problems
-
-
-def _equal_gradients(task: Task) -> list[str]:
-    """Identical units (same incoming weights, bias and outgoing weights) get identical gradients."""
-    grads = {row["param"]: row["grad"] for row in _rows(task)}
-    return [f"{a} and {b} belong to identical units but their gradients {grads[a]} and {grads[b]} differ"
-            for a, b in task.meta["equal_gradients"] if grads[a] != grads[b]]
-
-
-def _forward(task: Task) -> list[str]:
-    net = rational.piecewise.layers(task.meta["network"])
-    batch = task.meta["batch"]
-    rows = _rows(task)
-    if len(rows) != len(batch):
-        return [f"{len(rows)} rows for a batch of {len(batch)} examples"]
-    problems = []
-    for i, (row, example) in enumerate(zip(rows, batch, strict=True)):
-        trace = rational.forward(net, [Fraction(x) for x in example["x"]])
-        loss = rational.loss(task.meta["network"], [example])
-        if [list(z) for z in trace.pre] != row["pre_activations"] or list(trace.output) != row["output"]:
-            problems.append(f"rows[{i}]: the expected activations differ from exactgrade.rational.forward")
-        if row["loss"] != loss:
-            problems.append(f"rows[{i}]['loss'] is {row['loss']} but exactgrade.rational gives {loss}")
-    return problems
-
-
-def _free_bias(task: Task) -> list[str]:
-    """mlp_forward L5 another way: the loss as a function of the free bias is quadratic between
-    consecutive kinks (where an example's pre-activation of the unit is 0); on each piece the
-    quadratic is fitted through three exact losses (exactgrade.rational, no coefficients derived)
-    and its vertex clipped to the piece, beyond the last kink likewise; the smallest loss of those
-    candidates and the kinks must be the key's, and the named mistakes must give other values."""
-    from exactgrade.domains.deeplearning.backprop.mlp_forward import free_bias_mistakes
-    from exactgrade.rational.piecewise import forward, layers, loss, perturb
-
-    inputs = task.inputs
-    network, batch, name = inputs["network"], inputs["batch"], inputs["param"]
-    i = int(name[3:-1])
-    current = Fraction(network["layers"][0]["b"][i])
-    net = layers(network)
-    shift = [forward(net, [Fraction(v) for v in e["x"]]).pre[0][i] - current for e in batch]
-    kinks = sorted(set(-u for u in shift))
-
-    def at(beta: Fraction) -> Fraction:
-        return loss(perturb(network, batch, name, beta - current)[0], batch)
-
-    candidates = list(kinks)
-    for low, high in zip(kinks, [*kinks[1:], None], strict=True):
-        width = (high - low) if high is not None else Fraction(1)
-        xs = [low + width * Fraction(k, 4) for k in (1, 2, 3)]
-        ys = [at(x) for x in xs]
-        curve = (ys[2] - 2 * ys[1] + ys[0]) / (xs[1] - xs[0]) ** 2
-        slope = (ys[2] - ys[0]) / (xs[2] - xs[0]) - curve * xs[1]
-        vertex = -slope / curve
-        candidates.append(max(low, vertex) if high is None else min(max(low, vertex), high))
-    best = min(candidates, key=lambda beta: (at(beta), beta))
-    want = {"b": best, "loss": at(best), "active_examples": sum(1 for u in shift if u + best > 0)}
-    row = task.expected["rows"][0]
-    problems = [] if row == want else [f"the key {row} differs from the piecewise fit, which gives {want}"]
-    problems += [Degenerate(f"the named mistake ({m}) gives the key")
-                 for m, v in free_bias_mistakes(inputs).items() if v == row["b"]]
-    return problems
-
-
-EXACT_INSIDE = (Fraction(1), Fraction(3, 4), Fraction(1, 2), Fraction(3, 8), Fraction(1, 4), Fraction(1, 8),
-                Fraction(1, 1024))
-"""Steps, as fractions of H, at which mlp_gradient L5's symmetric difference must be exact."""
-INEXACT_BEYOND = tuple(1 + Fraction(1, 2**k) for k in range(2, 13))
-"""Steps just past H, as multiples of it, at least one of which must make it inexact."""
-
-
-def _exact_range(task: Task, exact: Fraction, nudged: Callable[[str, Fraction], Any]) -> list[str]:
-    """mlp_gradient L5 another way, with exactgrade.rational instead of the key's traced pieces:
-    the gradient by backprop; the symmetric difference exact at 7 steps in (0, H] and inexact
-    at one of 11 steps just past H; exactly one hidden pre-activation at 0 at p + H or p - H, the
-    key's unit on the key's side and example; and the named mistake (the parameter's own unit
-    only) not giving H where a deeper unit ends the range."""
-    from exactgrade.domains.deeplearning.backprop.mlp_gradient import exact_range_problems, own_unit_range
-    from exactgrade.rational.piecewise import forward, layers, loss
-
-    inputs, row = task.inputs, task.expected["rows"][0]
-    batch, param, H = inputs["batch"], inputs["param"], row["H"]
-    if row["grad"] != exact:
-        return [f"grad is {row['grad']} but exactgrade.rational's backprop gives {exact}"]
-    if not isinstance(H, Fraction) or H <= 0:
-        return [f"H is {H!r}, not a positive Fraction"]
-
-    def estimate(h: Fraction) -> Fraction:
-        return (loss(nudged(param, h), batch) - loss(nudged(param, -h), batch)) / (2 * h)
-
-    problems = [f"the symmetric difference at h = {H * k} is {estimate(H * k)}, not dL/dp = {exact}"
-                for k in EXACT_INSIDE if estimate(H * k) != exact][:1]
-    if all(estimate(H * k) == exact for k in INEXACT_BEYOND):
-        problems.append(f"the symmetric difference stays exact just past H = {H}")
-    moved = layers(nudged(param, H if row["side"] == "+" else -H))
-    pre = forward(moved, [Fraction(v) for v in batch[row["example"]]["x"]]).pre
-    if not 1 <= row["layer"] < len(pre) or pre[row["layer"] - 1][row["unit"]] != 0:
-        problems.append(f"unit {row['unit']} of layer {row['layer']} is not at 0 on example {row['example']} "
-                        f"at p {row['side']} H")
-    problems += exact_range_problems(inputs, row)
-    if row["layer"] > int(param[1:].split("[", 1)[0]) and own_unit_range(inputs) == H:
-        problems.append(Degenerate("the named mistake (the parameter's own unit only) gives H"))
-    return problems
-
-
-def _mlp_question(task: Task) -> list[str]:
-    """The upper-level backprop questions recomputed with exactgrade.rational (forward, loss,
-    gradients; a gradient-check step by exact losses on both sides)."""
-    from exactgrade.rational.piecewise import forward, gradients, layers, loss
-
-    inputs, network, batch = task.inputs, task.inputs["network"], task.inputs["batch"]
-    question = task.meta["mlp_question"]
-    g = gradients(network, batch)
-
-    def stepped(step: Fraction) -> dict[str, Any]:
-        new = []
-        for k, layer in enumerate(network["layers"], start=1):
-            new.append({"W": [[Fraction(w) - step * g[f"W{k}[{i}][{j}]"] for j, w in enumerate(row)]
-                               for i, row in enumerate(layer["W"])],
-                        "b": [Fraction(b) - step * g[f"b{k}[{i}]"] for i, b in enumerate(layer["b"])],
-                        "activation": layer["activation"]})
-        return {"layers": new}
-
-    def nudged(name: str, h: Fraction) -> dict[str, Any]:
-        from exactgrade.rational.piecewise import perturb
-        return perturb(network, batch, name, h)[0]
-
-    want: Any
-    if question == "active":
-        net = layers(network)
-        rows = []
-        for e in batch:
-            trace = forward(net, [Fraction(v) for v in e["x"]])
-            rows.append({"active_units": sum(1 for z in trace.pre[:-1] for v in z if v > 0),
-                         "output": list(trace.output), "loss": loss(network, [e])})
-        want = {"rows": rows}
-    elif question == "step_loss":
-        want = {"loss_after": loss(stepped(Fraction(inputs["lr"])), batch)}
-    elif question == "best_lr":
-        scored = sorted((loss(stepped(Fraction(c)), batch), Fraction(c)) for c in inputs["candidates"])
-        want = {"lr": scored[0][1], "loss_after": scored[0][0]}
-    elif question == "free_bias":
-        return _free_bias(task)
-    elif question == "directional":
-        want = {"derivative": sum((g[n] * Fraction(d) for n, d in inputs["direction"].items()), Fraction(0))}
-    elif question == "step_grad":
-        after = gradients(stepped(Fraction(inputs["lr"])), batch)
-        want = {"rows": [{"param": n, "grad": after[n]} for n in inputs["wrt"]]}
-    elif question == "largest":
-        top = max(abs(g[n]) for n in inputs["wrt"])
-        first = next(n for n in inputs["wrt"] if abs(g[n]) == top)
-        want = {"param": first, "grad": g[first]}
-    else:
-        return _exact_range(task, g[inputs["param"]], nudged)
-    want = want if list(want) == ["rows"] else {"rows": [want]}
-    if task.expected != want:
-        return [f"the key {task.expected} differs from exactgrade.rational, which gives {want}"]
     return []
 
 
