@@ -242,7 +242,7 @@ def _schedule_warmup_off_by_one(peak_lr, min_lr, warmup_steps, decay_steps, step
     (lambda: broken("dl-017", meta={}), "this optimisation task needs meta['optimiser' or 'opt_question']"),
     (lambda: broken("dl-013", meta={}),
      "this backprop task needs meta['independent']"),
-    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['float_cases' or 'float_search']"),
+    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['independent']"),
 ])
 def test_check_catches(make, reason):
     problems = check(make())

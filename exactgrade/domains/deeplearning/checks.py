@@ -34,7 +34,7 @@ from exactgrade.verdict import render_path
 REQUIRED_META = {
     "information": ("distributions", "joint", "labels", "independent"),
     "backprop": ("independent",),
-    "numerical": ("float_cases", "float_search"),
+    "numerical": ("independent",),
     "linalg": ("linalg", "linalg_question"),
     "optimisation": ("optimiser", "opt_question"),
 }
@@ -54,7 +54,7 @@ def check(task: Task) -> list[str]:
         (None, _meta_mirrors_inputs), ("distributions", _distributions), ("joint", _joint),
         ("mutual_information", _mutual_information), ("labels", _label_probabilities),
         ("kl_asymmetry", _kl_asymmetry), ("independent", _independent),
-        ("float_cases", _float_cases), ("float_search", _float_search), ("linalg", _linalg),
+        ("linalg", _linalg),
         ("linalg_question", _linalg_question),
         ("optimiser", _optimiser), ("opt_question", _opt_question),
     ]
@@ -184,73 +184,6 @@ def _kl_asymmetry(task: Task) -> list[str]:
     if len(set(found)) < 2:
         return [f"the expected KL values {_show(found)} do not differ"]
     return []
-
-
-def _float_cases(task: Task) -> list[str]:
-    from exactgrade.domains.deeplearning.ieee import TRANSCENDENTAL_ULPS, outcome, stable_outcome
-
-    cases = task.meta["float_cases"]
-    rows = _rows(task)
-    argument = task.meta.get("argument", {})
-    if [row["case"] for row in rows] != [case["name"] for case in cases]:
-        return ["the expected rows do not list the cases of meta['float_cases'] in order"]
-    problems = []
-    for i, (row, case) in enumerate(zip(rows, cases, strict=True)):
-        recomputed = outcome(case["expr"], case["format"])
-        if row["outcome"] != recomputed:
-            problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
-                            f"{case['format']} arithmetic gives {recomputed!r}")
-        if stable_outcome(case["expr"], case["format"]) != row["outcome"]:
-            problems.append(Degenerate(f"rows[{i}] ({case['name']}): the outcome is not robust: another "
-                                       "correct IEEE implementation (exp/log within "
-                                       f"{TRANSCENDENTAL_ULPS} ulps, literals rounded once) could give "
-                                       "another category"))
-        if not str(argument.get(case["name"], "")).strip():
-            problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
-    return problems
-
-
-def _float_search(task: Task) -> list[str]:
-    """Every case of every window recomputed with numpy (and robust), then the asked summary
-    (first non-finite n, counts, cheapest format) rebuilt from those outcomes."""
-    from exactgrade.domains.deeplearning.ieee import outcome, stable_outcome
-
-    cases = {case["name"]: case for case in task.meta["float_search"]}
-    inputs = task.inputs
-    problems, bad = [], {}
-    for i, w in enumerate(inputs["windows"]):
-        for n in range(w["low"], w["high"] + 1):
-            case = cases.get(f"t{i}_n{n}")
-            if case is None or case["format"] != w["format"]:
-                return [f"meta['float_search'] lacks the case n = {n} of window {i}"]
-            got = outcome(case["expr"], case["format"])
-            if stable_outcome(case["expr"], case["format"]) != got:
-                problems.append(Degenerate(f"window {i}, n = {n}: the outcome is not robust"))
-            bad[i, n] = got != "finite"
-    windows = list(enumerate(inputs["windows"]))
-    if inputs["question"] == "last_all_finite":
-        w = inputs["windows"][0]
-        fine = [n for n in range(w["low"], w["high"] + 1) if not any(bad[i, n] for i, _ in windows)]
-        want: Any = {"rows": [{"format": w["format"], "last_all_finite": max(fine) if fine else None,
-                               "all_finite": len(fine)}]}
-    elif inputs["question"] == "cheapest":
-        formats = list(dict.fromkeys(w["format"] for w in inputs["windows"]))
-        counts = {f: sum(v for (i, _), v in bad.items() if inputs["windows"][i]["format"] == f)
-                  for f in formats}
-        cheapest = next((f for f in formats if counts[f] == 0), None)
-        want = {"rows": [{"format": f, "non_finite": counts[f], "finite_everywhere": counts[f] == 0,
-                          "cheapest": f == cheapest} for f in formats]}
-    else:
-        want = {"rows": []}
-        for i, w in windows:
-            hits = [n for n in range(w["low"], w["high"] + 1) if bad[i, n]]
-            row: dict[str, Any] = {"format": w["format"], "first_non_finite": min(hits) if hits else None}
-            if inputs["question"] == "count":
-                row["non_finite"] = len(hits)
-            want["rows"].append(row)
-    if task.expected != want:
-        problems.append(f"the key {task.expected} differs from numpy's outcomes, which give {want}")
-    return problems
 
 
 def _lasso_at(x: Any, y: Any, lam: Fraction) -> list[Fraction]:
