@@ -515,12 +515,15 @@ def first_non_finite_rows(templates, windows, question=None):
     return {"rows": rows}
 
 
+def _hits(inputs, bad) -> list[tuple[dict, list[int]]]:
+    """Each window with its non-finite n (from numpy's outcomes ``bad``)."""
+    return [(w, [n for n in range(w["low"], w["high"] + 1) if bad[i, n]])
+            for i, w in enumerate(inputs["windows"])]
+
+
 def _first_from_outcomes(inputs, bad):
-    rows = []
-    for i, w in enumerate(inputs["windows"]):
-        hits = [n for n in range(w["low"], w["high"] + 1) if bad[i, n]]
-        rows.append({"format": w["format"], "first_non_finite": min(hits) if hits else None})
-    return {"rows": rows}
+    return {"rows": [{"format": w["format"], "first_non_finite": min(hits) if hits else None}
+                     for w, hits in _hits(inputs, bad)]}
 
 
 def first_non_finite_level(family: str, tags) -> Level:
@@ -544,12 +547,8 @@ def non_finite_count_rows(templates, windows, question=None):
 
 
 def _count_from_outcomes(inputs, bad):
-    rows = []
-    for i, w in enumerate(inputs["windows"]):
-        hits = [n for n in range(w["low"], w["high"] + 1) if bad[i, n]]
-        rows.append({"format": w["format"], "first_non_finite": min(hits) if hits else None,
-                     "non_finite": len(hits)})
-    return {"rows": rows}
+    return {"rows": [{**row, "non_finite": len(hits)} for row, (_, hits)
+                     in zip(_first_from_outcomes(inputs, bad)["rows"], _hits(inputs, bad), strict=True)]}
 
 
 def non_finite_count_level(family: str, tags) -> Level:

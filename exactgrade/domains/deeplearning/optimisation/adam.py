@@ -84,24 +84,31 @@ def sample_adam(draw: Draw, level: int) -> dict:
             "beta2": draw.choice((F(999, 1000), F(99, 100), F(9, 10))), "eps": eps, "steps": steps}
 
 
+def adam_in_mpmath(inputs, steps: int) -> list[list]:
+    """The parameters after each of ``steps`` Adam steps in mpmath (call it inside ``mpmath.workdps``)."""
+    import mpmath
+
+    a, c, w = ([high_precision(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
+    lr, b1, b2, eps = (high_precision(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
+    m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
+    trajectory = []
+    for t in range(1, steps + 1):
+        g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
+        m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
+        v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
+        w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
+             for wi, mi, vi in zip(w, m, v, strict=True)]
+        trajectory.append(list(w))
+    return trajectory
+
+
 def _check_trajectory(task):
     """Every step recomputed in 80-digit mpmath; the exact key must agree to 1e-50."""
     import mpmath
 
-    inputs, rows = task.inputs, task.expected["rows"]
     with mpmath.workdps(80):
-        a, c, w = ([high_precision(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
-        lr, b1, b2, eps = (high_precision(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
-        m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
-        wanted = []
-        for t in range(1, inputs["steps"] + 1):
-            g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
-            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
-            v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
-            w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
-                 for wi, mi, vi in zip(w, m, v, strict=True)]
-            wanted.append(list(w))
-        return agrees_to_50_digits(rows, "w", wanted)
+        wanted = adam_in_mpmath(task.inputs, task.inputs["steps"])
+        return agrees_to_50_digits(task.expected["rows"], "w", wanted)
 
 
 def build_adam(task_id, inputs):
@@ -187,15 +194,8 @@ def _check_two_step_loss(task) -> list[str]:
 
     inputs = task.inputs
     with mpmath.workdps(80):
-        a, c, w = ([high_precision(x) for x in inputs[k]] for k in ("curvature", "center", "w0"))
-        lr, b1, b2, eps = (high_precision(inputs[k]) for k in ("lr", "beta1", "beta2", "eps"))
-        m, v = [mpmath.mpf(0)] * len(w), [mpmath.mpf(0)] * len(w)
-        for t in (1, 2):
-            g = [ai * (wi - ci) for ai, wi, ci in zip(a, w, c, strict=True)]
-            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g, strict=True)]
-            v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g, strict=True)]
-            w = [wi - lr * (mi / (1 - b1**t)) / (mpmath.sqrt(vi / (1 - b2**t)) + eps)
-                 for wi, mi, vi in zip(w, m, v, strict=True)]
+        w = adam_in_mpmath(inputs, 2)[-1]
+        a, c = ([high_precision(x) for x in inputs[k]] for k in ("curvature", "center"))
         want = mpmath.fsum(ai * (wi - ci) ** 2 for ai, wi, ci in zip(a, w, c, strict=True)) / 2
         got = mpmath_of(task.expected["rows"][0]["loss"])
         if abs(got - want) > mpmath.mpf(10) ** -50:
