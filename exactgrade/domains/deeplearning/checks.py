@@ -1,12 +1,13 @@
 """The deeplearning domain's own verify checks: check(task) -> list of failure reasons.
 
-Each check recomputes independently with exactgrade.rational (or, for float outcomes, numpy)
-from the data a task keeps in ``meta``: every distribution and every marginal used in a log is
-dyadic; every gradient equals its exact finite difference; the KL-asymmetry pair differs;
-mutual-information tasks are not identically zero; float outcomes agree with an IEEE
-implementation and have a documented argument; rational linear-algebra results agree with
-Gauss-Jordan elimination; optimiser trajectories agree with a linear-map (SGD family) or an
-80-digit mpmath (Adam, schedule) recomputation; and no float hides anywhere in the expected answer.
+Every level's own check sits beside its reference in the family module and reaches check() as
+``meta["independent"]``: it recomputes the key another way (exactgrade.rational, numpy, 80-digit
+mpmath, a finite difference, a state map). This module runs it and keeps what every category
+shares: the key holds no float, meta mirrors the inputs, and a task cannot skip its category's
+check by leaving meta out; plus the information checks on the data a task keeps in ``meta``
+(every distribution and every marginal used in a log is dyadic; the KL-asymmetry pair differs;
+mutual information is not identically zero) and the linear-algebra checks not yet moved beside
+their levels (Gauss-Jordan elimination, eigenvalue identities).
 
 A problem of a sound but unposeable draw is ``Degenerate`` (generation redraws it): a log of a
 probability that is not a power of two, a zero mutual information, a symmetric KL pair, a named
