@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction as F
 from math import isqrt, lcm
 
 from exactgrade import rational
 from exactgrade.domains.deeplearning._family import as_int, nonzero_dyadic, single_row
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.family import Builder, Draw, Rule
+from exactgrade.family import Builder, Draw
 from exactgrade.task import Task, TaskDef
 
 CONVENTIONS = (
@@ -202,7 +203,7 @@ def restated_level(tags, reference, independent, question, shape, units) -> Buil
     return build
 
 
-def zero_count(reason: str) -> Rule:
+def zero_count(reason: str) -> Callable[[list[dict]], str | None]:
     """A count question's zero rule: ``reason`` when some count in the rows is exactly 0."""
     return lambda rows: reason if any(v == 0 for row in rows for v in row.values()) else None
 
