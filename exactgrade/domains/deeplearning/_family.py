@@ -13,15 +13,12 @@ from fractions import Fraction
 from typing import Any
 
 from exactgrade.family import (
-    LEVELS,
     Branch,
-    Builder,
     Draw,
     Family,
     Level,
     Reject,
     Rule,
-    Sampler,
     constant_fields,
     five_levels,
 )
@@ -31,32 +28,6 @@ MAX_KEY_DIGITS = 40
 """A key rational needing more digits than this (numerator or denominator) is rejected."""
 MAX_EXPR_NODES = 160
 """A key sympy expression with more nodes than this is rejected (compare stays fast)."""
-
-
-def dl_family(name: str, build: Builder, sample: Sampler, levels: str, reject: Rule | None = None, *,
-              upper: Mapping[int, Builder], varying: tuple[str, ...] = (),
-              varying_at: Mapping[int, tuple[str, ...]] | None = None,
-              constant: Mapping[str, str] | None = None, branches: tuple[Branch, ...] = ()) -> Family:
-    """A Family of five Levels whose instances also pass the key-size and declared-zero rules.
-    ``build`` asks level 1's question and ``upper`` maps each level 2..5 to the builder of that
-    level's own question; ``sample`` draws the inputs of every level; ``varying_at`` holds the
-    varying fields of one level's own key shape (Family.varying holds those of every level)."""
-    builders = {1: build, **upper}
-    if sorted(builders) != list(LEVELS):
-        raise ValueError(f"family {name!r}: upper must give a builder for each level 2..5, "
-                         f"got {sorted(upper)}")
-    per_level = dict(varying_at or {})
-
-    def varying_rule(level: int) -> Rule | None:
-        fields = per_level.get(level, ())
-        return (lambda task: constant_fields(task.expected, fields)) if fields else None
-
-    def every_level(task: Task) -> str | None:
-        return key_size_problem(task) or zero_problem(task) or (reject(task) if reject else None)
-
-    return five_levels(name, [Level(builders[level], sample, varying_rule(level)) for level in LEVELS],
-                       about=levels, reject=every_level, varying=varying, constant=constant,
-                       branches=branches)
 
 
 def deeplearning_family(name: str, levels: Sequence[Level], *, about: str, reject: Rule | None = None,

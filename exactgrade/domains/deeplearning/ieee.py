@@ -1,7 +1,8 @@
 """An independent IEEE 754 evaluator for the numerical tasks' expression trees, on numpy scalars.
 
-The reference programs round with struct and emulate IEEE exceptions by hand; this module lets
-numpy's float16/float32/float64 scalars do the arithmetic, so verify's agreement between the
+The reference programs round with struct and emulate IEEE exceptions by hand (the ``ieee_*``
+helpers below, written once for every numerical reference and for the robustness test); ``outcome``
+lets numpy's float16/float32/float64 scalars do the arithmetic, so verify's agreement between the
 two is evidence, not a tautology. (numpy ships with the `datasets` dependency.)
 """
 
@@ -9,6 +10,106 @@ from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any
+
+from exactgrade.task import uses
+
+
+# The reference programs' IEEE arithmetic, written once: each helper is self-contained (a reference
+# that calls one names it with ``uses``, and its program defines it), so it runs in the sandbox.
+def ieee_rounder(fmt):
+    """A function rounding a Python float to fmt (struct's float16/float32; float64 as is), with
+    IEEE overflow to +-inf where struct refuses."""
+    import math
+    import struct
+
+    code = {"float16": "e", "float32": "f", "float64": None}[fmt]
+
+    def rnd(x):
+        if code is None or math.isnan(x) or math.isinf(x):
+            return x
+        try:
+            return struct.unpack(code, struct.pack(code, x))[0]
+        except OverflowError:  # struct refuses what IEEE rounds to infinity
+            return math.copysign(math.inf, x)
+
+    return rnd
+
+
+def ieee_exp(x):
+    """exp with IEEE overflow to inf (math.exp raises instead)."""
+    import math
+
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def ieee_log(x):
+    """log with IEEE semantics: log(0) = -inf, log of a negative number or nan is nan."""
+    import math
+
+    if math.isnan(x) or x < 0:
+        return math.nan
+    return -math.inf if x == 0 else math.log(x)
+
+
+def ieee_div(x, y):
+    """x / y with IEEE semantics: x / 0 = +-inf for x != 0, 0 / 0 = nan."""
+    import math
+
+    if y == 0:
+        if x == 0 or math.isnan(x):
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def ieee_max(*xs):
+    """max that propagates nan."""
+    import math
+
+    return math.nan if any(math.isnan(x) for x in xs) else max(xs)
+
+
+@uses(ieee_exp, ieee_log, ieee_div, ieee_max)
+def ieee_evaluate(node, rnd, n=None):
+    """An expression tree's value, every literal and every operation's result rounded by ``rnd``;
+    the leaf {'op': 'n'} is the integer ``n`` (powi(x, n) then takes n copies)."""
+    from fractions import Fraction
+
+    if not isinstance(node, dict):
+        return rnd(float(Fraction(node)))
+    op, args = node["op"], node["args"]
+    if op == "n":
+        return rnd(float(n))
+    if op == "powi":
+        x = ieee_evaluate(args[0], rnd, n)
+        count = n if isinstance(args[1], dict) else args[1]
+        value = x
+        for _ in range(count - 1):
+            value = rnd(value * x)
+        return value
+    values = [ieee_evaluate(a, rnd, n) for a in args]
+    if op == "sum":
+        total = values[0]
+        for v in values[1:]:
+            total = rnd(total + v)
+        return total
+    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": ieee_div,
+           "exp": ieee_exp, "log": ieee_log, "neg": lambda a: -a, "max": ieee_max}
+    return rnd(ops[op](*values))
+
+
+def ieee_category(x):
+    """'nan', 'inf', 'zero' or 'finite': the category of a float."""
+    import math
+
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf"
+    return "zero" if x == 0 else "finite"
 
 
 def outcome(expr: Any, fmt: str) -> str:
@@ -73,26 +174,10 @@ def stable_outcome(expr: Any, fmt: str) -> str | None:
     by a hair, underflow at half the smallest subnormal, a cancellation a few ulps wide) fails.
     """
     import math
-    import struct
 
-    code = {"float16": "e", "float32": "f", "float64": None}[fmt]
-    packer = struct.Struct(code) if code is not None else None
+    rnd, exp = ieee_rounder(fmt), ieee_exp
     delta = TRANSCENDENTAL_ULPS * 2.0 ** -PRECISION[fmt]
     nan = "nan"
-
-    def rnd(x: float) -> float:
-        if packer is None or math.isnan(x) or math.isinf(x):
-            return x
-        try:
-            return packer.unpack(packer.pack(x))[0]
-        except OverflowError:
-            return math.copysign(math.inf, x)
-
-    def exp(x: float) -> float:
-        try:
-            return math.exp(x)
-        except OverflowError:
-            return math.inf
 
     def degenerate(*values: Any) -> bool:
         return all(v[0] == v[1] for v in values)

@@ -160,7 +160,7 @@ def _adam_without_bias_correction(curvature, center, w0, lr, beta1, beta2, eps, 
 
 
 def _schedule_warmup_off_by_one(peak_lr, min_lr, warmup_steps, decay_steps, steps):
-    from exactgrade.domains.deeplearning.optimisation.shared import warmup_cosine_rows
+    from exactgrade.domains.deeplearning.optimisation.warmup_cosine import warmup_cosine_rows
 
     return warmup_cosine_rows(peak_lr, min_lr, warmup_steps + 1, decay_steps, steps)
 
@@ -239,10 +239,10 @@ def _schedule_warmup_off_by_one(peak_lr, min_lr, warmup_steps, decay_steps, step
      "meta['batch'] differs from inputs['batch']"),
     (lambda: broken("dl-000", category="vision"), "unknown category 'vision'"),
     # a category's check cannot be skipped by leaving meta out
-    (lambda: broken("dl-017", meta={}), "this optimisation task needs meta['optimiser' or 'opt_question']"),
+    (lambda: broken("dl-017", meta={}), "this optimisation task needs meta['independent']"),
     (lambda: broken("dl-013", meta={}),
-     "this backprop task needs meta['gradients_at' or 'forward' or 'mlp_question']"),
-    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['float_cases' or 'float_search']"),
+     "this backprop task needs meta['independent']"),
+    (lambda: broken("dl-031", meta={}), "this numerical task needs meta['independent']"),
 ])
 def test_check_catches(make, reason):
     problems = check(make())

@@ -73,7 +73,8 @@ def build_divergence(task_id, inputs):
 LEVEL_1 = Level(build_divergence, sample_divergence)
 
 
-def _pair_upper(draw: Draw, low: int, high: int) -> dict:
+def distinct_dyadic_pair(draw: Draw, low: int, high: int) -> dict:
+    """Two different dyadic distributions p and q over one support of low..high outcomes."""
     n = draw.integer(low, high)
     p = dyadic_distribution(draw, n)
     for _ in range(16):
@@ -97,7 +98,7 @@ def _check_coding_cost(task):
 
 
 def sample_coding_cost(draw: Draw, level: int) -> dict:
-    return {"question": "coding_cost", "pairs": [_pair_upper(draw, 3, 8) for _ in range(3)]}
+    return {"question": "coding_cost", "pairs": [distinct_dyadic_pair(draw, 3, 8) for _ in range(3)]}
 
 
 LEVEL_2 = Level(question_level(
@@ -134,7 +135,7 @@ def _check_product_kl(task):
 
 
 def sample_product_kl(draw: Draw, level: int) -> dict:
-    products = [[_pair_upper(draw, 3, 5) for _ in range(draw.integer(2, 3))] for _ in range(2)]
+    products = [[distinct_dyadic_pair(draw, 3, 5) for _ in range(draw.integer(2, 3))] for _ in range(2)]
     return {"question": "product_kl", "products": products}
 
 

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+import sympy
+
+from exactgrade import rational
+from exactgrade.domains.deeplearning._family import deeplearning_family, key_agrees
 from exactgrade.domains.deeplearning.common import prompt
 from exactgrade.domains.deeplearning.linalg.shared import (
     SQUARE,
-    _builder,
+    ZERO_COUNT,
     _matmul,
     _plain,
+    ascending_eigenvalues,
+    eigenvalue_identities,
+    first_level,
+    fractions_of,
     irrational_eigenvalues,
     is_rational_square,
-    linalg_family,
+    near_numpy,
+    numpy_eigenvalues,
+    question_level,
+    rational_matrix,
+    to_fraction,
+    zero_count,
 )
-from exactgrade.family import Draw, Reject
+from exactgrade.family import Degenerate, Draw, Level, Reject
+from exactgrade.task import uses
 
 
 def eigenvalue_rows(matrices):
@@ -109,19 +123,174 @@ def sample_eigenvalues(draw: Draw, level: int) -> dict:
                          for _ in range(count)]}
 
 
-def sample_eigenvalues_upper(draw: Draw, level: int) -> dict:
-    matrices = [symmetric_with_radical_eigenvalues(draw, draw.integer(2, 4)) for _ in range(3)]
-    name = {2: "unit_maximum", 3: "radius", 4: "shift", 5: "count_below"}[level]
-    extra = {"thresholds": [draw.integer(-3, 4) + F(1, 2) for _ in matrices]} if level == 5 else {}
-    return {"question": name, "matrices": matrices, **extra}
+def _check_eigenvalues(task):
+    return eigenvalue_identities(task, task.inputs["matrices"])
 
 
-EIGENVALUES = linalg_family(
-    "eigenvalues",
-    _builder(eigenvalue_rows, _eigenvalue_prompt, "eigenvalues", ("eigenvalues", "irrational")),
-    sample_eigenvalues,
+LEVEL_1 = Level(first_level(eigenvalue_rows, _eigenvalue_prompt, ("eigenvalues", "irrational"),
+                            _check_eigenvalues), sample_eigenvalues, irrational_eigenvalues)
+
+
+def three_symmetric(draw: Draw) -> list[list[list]]:
+    """Three symmetric 2x2..4x4 matrices with radical eigenvalues (levels 2-5)."""
+    return [symmetric_with_radical_eigenvalues(draw, draw.integer(2, 4)) for _ in range(3)]
+
+
+# L2 (derive): the maximum of x^T M x on the unit sphere (the largest eigenvalue, not named)
+@uses(rational_matrix, ascending_eigenvalues)
+def unit_maxima(matrices, question=None):
+    return {"rows": [{"max": ascending_eigenvalues(rational_matrix(m))[-1]} for m in matrices]}
+
+
+def _check_unit_maxima(task):
+    values = numpy_eigenvalues([fractions_of(m) for m in task.inputs["matrices"]])
+    return near_numpy([float(sympy.N(row["max"], 30)) for row in task.expected["rows"]],
+                      [v[-1] for v in values])
+
+
+def sample_unit_maxima(draw: Draw, level: int) -> dict:
+    return {"question": "unit_maximum", "matrices": three_symmetric(draw)}
+
+
+LEVEL_2 = Level(question_level(
+    "unit_maximum", unit_maxima, _check_unit_maxima,
+    "For each symmetric matrix M in `matrices`, give the largest value of x^T M x over the vectors x with "
+    "x^T x = 1, exactly (it may be irrational).",
+    '{"rows": [{"max": exact value}, ...]}  (one row per matrix)', "dimensionless"), sample_unit_maxima)
+
+
+# L3 (compose): the spectral radius and the sum of squared eigenvalues
+@uses(rational_matrix, ascending_eigenvalues, to_fraction)
+def radii_and_squares(matrices, question=None):
+    import sympy
+
+    rows = []
+    for m in matrices:
+        values = ascending_eigenvalues(rational_matrix(m))
+        radius = max(values, key=lambda v: sympy.N(abs(v), 50))
+        rows.append({"spectral_radius": sympy.Abs(radius) if sympy.N(radius, 50) < 0 else radius,
+                     "sum_squares": to_fraction(sympy.expand(sum(v**2 for v in values)))})
+    return {"rows": rows}
+
+
+def _check_radii(task):
+    """numpy's spectral radius, and the sum of squares as trace(M M) in Fractions."""
+    matrices = [fractions_of(m) for m in task.inputs["matrices"]]
+    squares = [sum((x * y for r, c in zip(m, rational.transpose(m), strict=True)
+                    for x, y in zip(r, c, strict=True)), F(0)) for m in matrices]
+    if [row["sum_squares"] for row in task.expected["rows"]] != squares:
+        return ["the sums of squared eigenvalues differ from trace(M M)"]
+    return near_numpy([float(sympy.N(row["spectral_radius"], 30)) for row in task.expected["rows"]],
+                      [max(abs(v)) for v in numpy_eigenvalues(matrices)])
+
+
+def sample_radii(draw: Draw, level: int) -> dict:
+    return {"question": "radius", "matrices": three_symmetric(draw)}
+
+
+LEVEL_3 = Level(question_level(
+    "radius", radii_and_squares, _check_radii,
+    "For each symmetric matrix M in `matrices`, give the largest |lambda| over the eigenvalues lambda of M "
+    "(exact, possibly irrational), and the sum of the squares of its eigenvalues (with multiplicity).",
+    '{"rows": [{"spectral_radius": exact value, "sum_squares": Fraction}, ...]}', "dimensionless"),
+    sample_radii)
+
+
+# L4 (inverse): the smallest integer shift making M + s I positive definite
+@uses(rational_matrix, ascending_eigenvalues)
+def definite_shifts(matrices, question=None):
+    import sympy
+
+    return {"rows": [{"shift": int(sympy.floor(-ascending_eigenvalues(rational_matrix(m))[0])) + 1}
+                     for m in matrices]}
+
+
+def _positive_definite(m: list[list[F]]) -> bool:
+    """Every pivot of Gaussian elimination without row exchanges is positive (Sylvester's criterion)."""
+    a = [list(row) for row in m]
+    for k in range(len(a)):
+        if a[k][k] <= 0:
+            return False
+        for i in range(k + 1, len(a)):
+            factor = a[i][k] / a[k][k]
+            a[i] = [x - factor * y for x, y in zip(a[i], a[k], strict=True)]
+    return True
+
+
+def _check_shifts(task):
+    """The shift found by exact pivots: M + s I positive definite, M + (s - 1) I not."""
+
+    def shifted(m, s):
+        return [[x + (s if r == c else 0) for c, x in enumerate(row)]
+                for r, row in enumerate(fractions_of(m))]
+
+    rows = []
+    for m in task.inputs["matrices"]:
+        s = 0
+        while not _positive_definite(shifted(m, s)):
+            s += 1
+        while _positive_definite(shifted(m, s - 1)):
+            s -= 1
+        rows.append({"shift": s})
+    return key_agrees(task, {"rows": rows})
+
+
+def sample_shifts(draw: Draw, level: int) -> dict:
+    return {"question": "shift", "matrices": three_symmetric(draw)}
+
+
+LEVEL_4 = Level(question_level(
+    "shift", definite_shifts, _check_shifts,
+    "For each symmetric matrix M in `matrices`, give the smallest integer s such that M + s I is positive "
+    "definite (x^T (M + s I) x > 0 for every non-zero x).",
+    '{"rows": [{"shift": int}, ...]}  (one row per matrix)', "dimensionless"), sample_shifts)
+
+
+# L5 (design): how many eigenvalues lie below a threshold
+@uses(rational_matrix, ascending_eigenvalues)
+def counts_below(matrices, thresholds, question=None):
+    from fractions import Fraction
+
+    import sympy
+
+    rows = []
+    for m, c in zip(matrices, thresholds, strict=True):
+        c = sympy.Rational(Fraction(c).numerator, Fraction(c).denominator)
+        values = ascending_eigenvalues(rational_matrix(m))
+        rows.append({"below": sum(1 for v in values if sympy.N(v - c, 50) < 0)})
+    return {"rows": rows}
+
+
+def _check_counts_below(task):
+    """numpy's eigenvalues counted below each threshold, none of them within 1e-6 of it."""
+    values = numpy_eigenvalues([fractions_of(m) for m in task.inputs["matrices"]])
+    problems = []
+    rows = zip(values, task.inputs["thresholds"], task.expected["rows"], strict=True)
+    for i, (v, c, row) in enumerate(rows):
+        if min(abs(v - float(c))) < 1e-6:
+            problems.append(Degenerate(f"rows[{i}]: an eigenvalue is within 1e-6 of the threshold"))
+        elif int(sum(v < float(c))) != row["below"]:
+            problems.append(f"rows[{i}]: numpy counts {int(sum(v < float(c)))} eigenvalues below {c}")
+    return problems
+
+
+def sample_counts_below(draw: Draw, level: int) -> dict:
+    matrices = three_symmetric(draw)
+    return {"question": "count_below", "matrices": matrices,
+            "thresholds": [draw.integer(-3, 4) + F(1, 2) for _ in matrices]}
+
+
+LEVEL_5 = Level(question_level(
+    "count_below", counts_below, _check_counts_below,
+    "For each symmetric matrix M in `matrices` and the number c at the same position in `thresholds`, give "
+    "how many eigenvalues of M (counted with multiplicity) are strictly less than c.",
+    '{"rows": [{"below": int}, ...]}  (one row per matrix)', "a count", zero_reason=zero_count(ZERO_COUNT)),
+    sample_counts_below)
+
+
+EIGENVALUES = deeplearning_family(
+    "eigenvalues", (LEVEL_1, LEVEL_2, LEVEL_3, LEVEL_4, LEVEL_5), about=
     "L1: all eigenvalues of symmetric H D H^T matrices (radicals). L2 (derive): the maximum of x^T M x on "
     "the unit sphere (the largest eigenvalue, not named). L3 (compose): the spectral radius and the sum of "
     "squared eigenvalues. L4 (inverse): the smallest integer shift making M + s I positive definite. L5 "
-    "(design): how many eigenvalues lie below a threshold.", sample_eigenvalues_upper,
-    reject=irrational_eigenvalues)
+    "(design): how many eigenvalues lie below a threshold.")

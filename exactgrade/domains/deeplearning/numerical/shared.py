@@ -6,11 +6,20 @@ from fractions import Fraction as F
 from functools import lru_cache
 from math import isqrt
 
-from exactgrade.domains.deeplearning._family import dl_family
+from exactgrade.domains.deeplearning._family import deeplearning_family, varying_fields
 from exactgrade.domains.deeplearning.common import POLICY, api, prompt
-from exactgrade.domains.deeplearning.ieee import real_value, stable_outcome
-from exactgrade.family import Branch, Draw, Reject
-from exactgrade.task import TaskDef
+from exactgrade.domains.deeplearning.ieee import (
+    PRECISION,
+    TRANSCENDENTAL_ULPS,
+    ieee_category,
+    ieee_evaluate,
+    ieee_rounder,
+    outcome,
+    real_value,
+    stable_outcome,
+)
+from exactgrade.family import Branch, Degenerate, Draw, Level, Reject
+from exactgrade.task import TaskDef, uses
 
 CONVENTIONS = (
     "Floating-point conventions. Each case is an expression evaluated in one IEEE 754 binary format "
@@ -29,77 +38,12 @@ CONVENTIONS = (
 )
 
 
+@uses(ieee_rounder, ieee_evaluate, ieee_category)
 def float_outcome_rows(cases):
-    import math
-    import struct
-    from fractions import Fraction
-
-    def rounder(fmt):
-        code = {"float16": "e", "float32": "f", "float64": None}[fmt]
-
-        def rnd(x):
-            if code is None or math.isnan(x) or math.isinf(x):
-                return x
-            try:
-                return struct.unpack(code, struct.pack(code, x))[0]
-            except OverflowError:  # struct refuses what IEEE rounds to infinity
-                return math.copysign(math.inf, x)
-
-        return rnd
-
-    def exp(x):
-        try:
-            return math.exp(x)
-        except OverflowError:
-            return math.inf
-
-    def log(x):
-        if math.isnan(x) or x < 0:
-            return math.nan
-        return -math.inf if x == 0 else math.log(x)
-
-    def div(x, y):
-        if y == 0:
-            if x == 0 or math.isnan(x):
-                return math.nan
-            return math.copysign(math.inf, x) * math.copysign(1.0, y)
-        return x / y
-
-    def maximum(*xs):
-        return math.nan if any(math.isnan(x) for x in xs) else max(xs)
-
-    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": div,
-           "exp": exp, "log": log, "neg": lambda a: -a, "max": maximum}
-
-    def evaluate(node, rnd):
-        if not isinstance(node, dict):
-            return rnd(float(Fraction(node)))
-        op, args = node["op"], node["args"]
-        if op == "powi":
-            x = evaluate(args[0], rnd)
-            value = x
-            for _ in range(args[1] - 1):
-                value = rnd(value * x)
-            return value
-        values = [evaluate(a, rnd) for a in args]
-        if op == "sum":
-            total = values[0]
-            for v in values[1:]:
-                total = rnd(total + v)
-            return total
-        return rnd(ops[op](*values))
-
-    def category(x):
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf"
-        return "zero" if x == 0 else "finite"
-
     rows = []
     for case in cases:
-        value = evaluate(case["expr"], rounder(case["format"]))
-        rows.append({"case": case["name"], "outcome": category(value)})
+        value = ieee_evaluate(case["expr"], ieee_rounder(case["format"]))
+        rows.append({"case": case["name"], "outcome": ieee_category(value)})
     return {"rows": rows}
 
 
@@ -168,9 +112,6 @@ FORMATS = ("float16", "float32", "float64")
 
 
 SHORT = {"float16": "f16", "float32": "f32", "float64": "f64"}
-
-
-PRECISION = {"float16": 11, "float32": 24, "float64": 53}
 
 
 MAX_EXPONENT = {"float16": 15, "float32": 127, "float64": 1023}
@@ -311,100 +252,13 @@ SEARCH_CONVENTIONS = CONVENTIONS + (
 )
 
 
-def float_search_rows(templates, windows, question):
+@uses(ieee_rounder, ieee_evaluate)
+def non_finite(template, n, fmt):
+    """Whether the template's case for n is inf, nan or zero in fmt."""
     import math
-    import struct
-    from fractions import Fraction
 
-    def rounder(fmt):
-        code = {"float16": "e", "float32": "f", "float64": None}[fmt]
-
-        def rnd(x):
-            if code is None or math.isnan(x) or math.isinf(x):
-                return x
-            try:
-                return struct.unpack(code, struct.pack(code, x))[0]
-            except OverflowError:
-                return math.copysign(math.inf, x)
-
-        return rnd
-
-    def exp(x):
-        try:
-            return math.exp(x)
-        except OverflowError:
-            return math.inf
-
-    def log(x):
-        if math.isnan(x) or x < 0:
-            return math.nan
-        return -math.inf if x == 0 else math.log(x)
-
-    def div(x, y):
-        if y == 0:
-            if x == 0 or math.isnan(x):
-                return math.nan
-            return math.copysign(math.inf, x) * math.copysign(1.0, y)
-        return x / y
-
-    def maximum(*xs):
-        return math.nan if any(math.isnan(x) for x in xs) else max(xs)
-
-    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": div,
-           "exp": exp, "log": log, "neg": lambda a: -a, "max": maximum}
-
-    def evaluate(node, n, rnd):
-        if not isinstance(node, dict):
-            return rnd(float(Fraction(node)))
-        op, args = node["op"], node["args"]
-        if op == "n":
-            return rnd(float(n))
-        if op == "powi":
-            x = evaluate(args[0], n, rnd)
-            count = n if isinstance(args[1], dict) else args[1]
-            value = x
-            for _ in range(count - 1):
-                value = rnd(value * x)
-            return value
-        values = [evaluate(a, n, rnd) for a in args]
-        if op == "sum":
-            total = values[0]
-            for v in values[1:]:
-                total = rnd(total + v)
-            return total
-        return rnd(ops[op](*values))
-
-    def finite(template, n, fmt):
-        value = evaluate(template, n, rounder(fmt))
-        return not (math.isnan(value) or math.isinf(value) or value == 0)
-
-    rows = []
-    if question == "cheapest":
-        formats = []
-        for w in windows:
-            if w["format"] not in formats:
-                formats.append(w["format"])
-        found = False
-        for fmt in formats:
-            bad = sum(1 for t, w in zip(templates, windows, strict=True) if w["format"] == fmt
-                      for n in range(w["low"], w["high"] + 1) if not finite(t, n, fmt))
-            rows.append({"format": fmt, "non_finite": bad, "finite_everywhere": bad == 0,
-                         "cheapest": bad == 0 and not found})
-            found = found or bad == 0
-        return {"rows": rows}
-    if question == "last_all_finite":
-        w = windows[0]
-        fine = [n for n in range(w["low"], w["high"] + 1)
-                if all(finite(t, n, w["format"]) for t in templates)]
-        return {"rows": [{"format": w["format"], "last_all_finite": fine[-1] if fine else None,
-                          "all_finite": len(fine)}]}
-    for t, w in zip(templates, windows, strict=True):
-        bad = [n for n in range(w["low"], w["high"] + 1) if not finite(t, n, w["format"])]
-        row = {"format": w["format"], "first_non_finite": bad[0] if bad else None}
-        if question == "count":
-            row["non_finite"] = len(bad)
-        rows.append(row)
-    return {"rows": rows}
+    value = ieee_evaluate(template, ieee_rounder(fmt), n)
+    return math.isnan(value) or math.isinf(value) or value == 0
 
 
 HOLE = {"op": "n", "args": []}
@@ -520,141 +374,325 @@ def binding_draw(draw: Draw, family: str, kinds: list[int]) -> tuple[str, int, l
     return fmt, binding, others
 
 
-def search_sampler(family):
-    def sample(draw: Draw, level: int) -> dict:
-        kinds = list(range(len(TEMPLATES[family])))
-        templates, windows = [], []
-        if level == 5:  # a random non-empty proper subset of the formats has every window below its edge
-            chosen = draw.sample(kinds, 2)
-            formats = [f for f in FORMATS if any(f == g for k in chosen for g, _, _ in _posable(family, k))]
-            if len(formats) < 2:
-                raise Reject("the two templates are posable in one format only")
-            subsets = [mask for mask in range(1, 2 ** len(formats) - 1)]
-            mask = draw.choice(subsets)
-            clean = {f for i, f in enumerate(formats) if mask >> i & 1}
-            for k in chosen:
-                for fmt, template, edge in _posable(family, k):
-                    templates.append(template)
-                    windows.append(_window(draw, fmt, edge, level, below=fmt in clean))
-        elif level == 4:  # 2-3 templates in one format on one shared window
-            fmt, binding, others = binding_draw(draw, family, kinds)
-            made = [_template(family, k, fmt) for k in draw.shuffled([binding, *others])]
-            edge = _template(family, binding, fmt)[1]
-            window = _window(draw, fmt, edge, level, below=False)
-            if draw.chance(1, 10):  # wholly past the binding edge: no n keeps every template finite
-                low = edge + draw.integer(3, 6)
-                window = {"format": fmt, "low": low, "high": low + window["high"] - window["low"]}
-            templates = [template for template, _ in made]
-            windows = [dict(window) for _ in made]
-        else:
-            count = draw.integer(2, 3) if level == 2 else draw.integer(1, 2)
-            for _ in range(count):
-                fmt, template, edge = draw.choice(_posable(family, draw.choice(kinds)))
-                templates.append(template)
-                windows.append(_window(draw, fmt, edge, level, below=level >= 3 and draw.chance(1, 4)))
-        for template, window in zip(templates, windows, strict=True):
-            if not robust_window(template, window):
-                raise Reject("a case of a window is not robust")
-        question = {2: "first", 3: "count", 4: "last_all_finite", 5: "cheapest"}[level]
-        return {"templates": templates, "windows": windows, "question": question}
-
-    return sample
+def _robust(templates: list, windows: list[dict]) -> dict:
+    """The drawn templates and windows, refused unless every case of every window is robust."""
+    for template, window in zip(templates, windows, strict=True):
+        if not robust_window(template, window):
+            raise Reject("a case of a window is not robust")
+    return {"templates": templates, "windows": windows}
 
 
-QUESTIONS = {
-    "first": "For each template and its window (same position in the two lists), give the smallest n of "
-             "the window whose outcome is non-finite, or None if no n of the window has a non-finite "
-             "outcome.",
-    "count": "For each template and its window (same position in the two lists), give how many n of the "
-             "window have a non-finite outcome, and the smallest such n (None if there is none).",
-    "last_all_finite": "All the templates are posed in the same format on the same window. Give the largest "
-                       "n of the window at which no template's outcome is non-finite (None if there is no "
-                       "such n), and how many n of the window have no template's outcome non-finite.",
-    "cheapest": "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
-                "formats, each time on its own window (the list below). For every format, count the pairs "
-                "(template, n) of its windows whose outcome is non-finite, say whether every template is "
-                "finite on every n of its windows in that format, and whether it is the cheapest format "
-                "for which that holds (True for at most one format; False for all when no format is).",
-}
+def separate_windows(draw: Draw, family: str, level: int) -> dict:
+    """Levels 2-3: 2-3 (level 2) or 1-2 (level 3) templates, each in a format it is posable in, on
+    its own window around its edge; from level 3 a quarter of the windows lie wholly below it."""
+    kinds = list(range(len(TEMPLATES[family])))
+    templates, windows = [], []
+    count = draw.integer(2, 3) if level == 2 else draw.integer(1, 2)
+    for _ in range(count):
+        fmt, template, edge = draw.choice(_posable(family, draw.choice(kinds)))
+        templates.append(template)
+        windows.append(_window(draw, fmt, edge, level, below=level >= 3 and draw.chance(1, 4)))
+    return _robust(templates, windows)
 
 
-SHAPES = {
-    "first": '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  '
-             "(one row per window, in order)",
-    "count": '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
-             "(one row per window, in order)",
-    "last_all_finite": '{"rows": [{"format": str, "last_all_finite": int or None, "all_finite": int}]}  '
-                       "(a single row)",
-    "cheapest": '{"rows": [{"format": str, "non_finite": int, "finite_everywhere": bool, '
-                '"cheapest": bool}, ...]}  '
-                "(one row per format, in the order the formats first appear in `windows`)",
-}
+def shared_window(draw: Draw, family: str, level: int) -> dict:
+    """Level 4: 2-3 templates in one format on one shared window around the binding edge (wholly
+    past it in a tenth: then no n keeps every template finite)."""
+    fmt, binding, others = binding_draw(draw, family, list(range(len(TEMPLATES[family]))))
+    made = [_template(family, k, fmt) for k in draw.shuffled([binding, *others])]
+    edge = _template(family, binding, fmt)[1]
+    window = _window(draw, fmt, edge, level, below=False)
+    if draw.chance(1, 10):
+        low = edge + draw.integer(3, 6)
+        window = {"format": fmt, "low": low, "high": low + window["high"] - window["low"]}
+    return _robust([template for template, _ in made], [dict(window) for _ in made])
 
 
-def search_prompt(inputs):
-    listing = "\n".join(f"  {i}: {show_expr(t)} in {w['format']}, n from {w['low']} to {w['high']}"
-                        for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True)))
-    return prompt(
-        QUESTIONS[inputs["question"]] + " The templates and windows:\n" + listing,
-        {"templates": ("list of expression trees {'op': name, 'args': [...]} with the leaf {'op': 'n', "
-                       "'args': []} for n", ...),
-         "windows": ("list of dicts {'format', 'low', 'high'}, one per template", ...),
-         "question": ("the question asked, as a word", inputs["question"])},
-        SHAPES[inputs["question"]],
-        "n is a plain integer; counts are integers; formats are the strings 'float16', 'float32', 'float64'",
-    )
+def windows_per_format(draw: Draw, family: str, level: int) -> dict:
+    """Level 5: two templates, each posed in every format it is posable in on its own window; a
+    random non-empty proper subset of the formats has every window below its edge."""
+    chosen = draw.sample(list(range(len(TEMPLATES[family]))), 2)
+    formats = [f for f in FORMATS if any(f == g for k in chosen for g, _, _ in _posable(family, k))]
+    if len(formats) < 2:
+        raise Reject("the two templates are posable in one format only")
+    subsets = [mask for mask in range(1, 2 ** len(formats) - 1)]
+    mask = draw.choice(subsets)
+    clean = {f for i, f in enumerate(formats) if mask >> i & 1}
+    templates, windows = [], []
+    for k in chosen:
+        for fmt, template, edge in _posable(family, k):
+            templates.append(template)
+            windows.append(_window(draw, fmt, edge, level, below=fmt in clean))
+    return _robust(templates, windows)
 
 
-def build_search(tags):
+def search_prompt(question: str, shape: str):
+    def render(inputs):
+        listing = "\n".join(f"  {i}: {show_expr(t)} in {w['format']}, n from {w['low']} to {w['high']}"
+                            for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"],
+                                                           strict=True)))
+        return prompt(
+            question + " The templates and windows:\n" + listing,
+            {"templates": ("list of expression trees {'op': name, 'args': [...]} with the leaf {'op': 'n', "
+                           "'args': []} for n", ...),
+             "windows": ("list of dicts {'format', 'low', 'high'}, one per template", ...),
+             "question": ("the question asked, as a word", inputs["question"])},
+            shape,
+            "n is a plain integer; counts are integers; formats are the strings 'float16', 'float32', "
+            "'float64'",
+        )
+
+    return render
+
+
+def finite_windows(inputs) -> list[bool]:
+    """Per window: every n of it is robustly finite."""
+    return [all(robust_outcome(substituted(t, n), w["format"]) == "finite"
+                for n in range(w["low"], w["high"] + 1))
+            for t, w in zip(inputs["templates"], inputs["windows"], strict=True)]
+
+
+WINDOW_WITHOUT_NON_FINITE = ("a window lies wholly on the finite side of its edge, so it has no non-finite n "
+                             "and its count is exactly 0")
+
+
+def window_outcomes(task) -> tuple[list[str], dict | None]:
+    """Every case of every window recomputed with numpy (ieee.outcome) and tested for robustness
+    (ieee.stable_outcome): the problems found, and for each (window, n) whether it is non-finite
+    (None when meta lacks a case)."""
+    cases = {case["name"]: case for case in task.meta["float_search"]}
+    problems, bad = [], {}
+    for i, w in enumerate(task.inputs["windows"]):
+        for n in range(w["low"], w["high"] + 1):
+            case = cases.get(f"t{i}_n{n}")
+            if case is None or case["format"] != w["format"]:
+                return [f"meta['float_search'] lacks the case n = {n} of window {i}"], None
+            got = outcome(case["expr"], case["format"])
+            if stable_outcome(case["expr"], case["format"]) != got:
+                problems.append(Degenerate(f"window {i}, n = {n}: the outcome is not robust"))
+            bad[i, n] = got != "finite"
+    return problems, bad
+
+
+def window_level(tags, word: str, reference, from_outcomes, sample, question: str, shape: str,
+                 zero_reason=lambda inputs: None, reject=None) -> Level:
+    """One of levels 2-5: a question on templates and windows, its reference, and its independent
+    check: ``from_outcomes(inputs, bad)`` rebuilds the key from numpy's outcomes of every case
+    (window_outcomes); ``zero_reason(inputs)`` says why the key holds an exact zero, if it does."""
+
+    def check(task):
+        problems, bad = window_outcomes(task)
+        if bad is None:
+            return problems
+        want = from_outcomes(task.inputs, bad)
+        if task.expected != want:
+            problems.append(f"the key {task.expected} differs from numpy's outcomes, which give {want}")
+        return problems
+
     def build(task_id, inputs):
+        if inputs.get("question") != word:
+            raise ValueError(f"this level asks {word!r}; the inputs say {inputs.get('question')!r}")
         cases = [{"name": f"t{i}_n{n}", "format": w["format"], "expr": substituted(t, n)}
                  for i, (t, w) in enumerate(zip(inputs["templates"], inputs["windows"], strict=True))
                  for n in range(w["low"], w["high"] + 1)]
-        clean = [all(robust_outcome(substituted(t, n), w["format"]) == "finite"
-                     for n in range(w["low"], w["high"] + 1))
-                 for t, w in zip(inputs["templates"], inputs["windows"], strict=True)]
-        formats = {w["format"] for w in inputs["windows"]}
-        every = [all(robust_outcome(substituted(t, n), inputs["windows"][0]["format"]) == "finite"
-                     for t in inputs["templates"]) for n in range(inputs["windows"][0]["low"],
-                                                                  inputs["windows"][0]["high"] + 1)]
-        zero = (any(clean) if inputs["question"] == "count" else
-                not any(every) if inputs["question"] == "last_all_finite" else
-                inputs["question"] == "cheapest" and any(all(c for c, w in zip(clean, inputs["windows"],
-                                                                                strict=True)
-                                                             if w["format"] == f) for f in formats))
-        zero_reason = (("no n of the window keeps every template finite, so that count is exactly 0"
-                        if inputs["question"] == "last_all_finite" else
-                        "a window lies wholly on the finite side of its edge, so it has no non-finite n and "
-                        "its count is exactly 0") if zero else None)
-        return TaskDef(task_id, "numerical", inputs, float_search_rows, search_prompt,
-                       api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", inputs["question"]),
-                       zero_reason=zero_reason, meta={"float_search": cases})
+        return TaskDef(task_id, "numerical", inputs, reference, search_prompt(question, shape),
+                       api(SEARCH_CONVENTIONS), POLICY, tags=(*tags, "search", word),
+                       zero_reason=zero_reason(inputs), meta={"float_search": cases, "independent": check})
 
-    return build
+    def sample_level(draw: Draw, level: int) -> dict:
+        return {**sample(draw, level), "question": word}
+
+    return Level(build, sample_level, reject)
+
+
+# L2 (derive the edge): the first non-finite n of each window
+@uses(non_finite)
+def first_non_finite_rows(templates, windows, question=None):
+    rows = []
+    for t, w in zip(templates, windows, strict=True):
+        bad = [n for n in range(w["low"], w["high"] + 1) if non_finite(t, n, w["format"])]
+        rows.append({"format": w["format"], "first_non_finite": bad[0] if bad else None})
+    return {"rows": rows}
+
+
+def _hits(inputs, bad) -> list[tuple[dict, list[int]]]:
+    """Each window with its non-finite n (from numpy's outcomes ``bad``)."""
+    return [(w, [n for n in range(w["low"], w["high"] + 1) if bad[i, n]])
+            for i, w in enumerate(inputs["windows"])]
+
+
+def _first_from_outcomes(inputs, bad):
+    return {"rows": [{"format": w["format"], "first_non_finite": min(hits) if hits else None}
+                     for w, hits in _hits(inputs, bad)]}
+
+
+def first_non_finite_level(family: str, tags) -> Level:
+    return window_level(
+        tags, "first", first_non_finite_rows, _first_from_outcomes,
+        lambda draw, level: separate_windows(draw, family, level),
+        "For each template and its window (same position in the two lists), give the smallest n of the "
+        "window whose outcome is non-finite, or None if no n of the window has a non-finite outcome.",
+        '{"rows": [{"format": str, "first_non_finite": int or None}, ...]}  (one row per window, in order)')
+
+
+# L3 (compose): how many n of each window are non-finite, and the first
+@uses(non_finite)
+def non_finite_count_rows(templates, windows, question=None):
+    rows = []
+    for t, w in zip(templates, windows, strict=True):
+        bad = [n for n in range(w["low"], w["high"] + 1) if non_finite(t, n, w["format"])]
+        rows.append({"format": w["format"], "first_non_finite": bad[0] if bad else None,
+                     "non_finite": len(bad)})
+    return {"rows": rows}
+
+
+def _count_from_outcomes(inputs, bad):
+    return {"rows": [{**row, "non_finite": len(hits)} for row, (_, hits)
+                     in zip(_first_from_outcomes(inputs, bad)["rows"], _hits(inputs, bad), strict=True)]}
+
+
+def non_finite_count_level(family: str, tags) -> Level:
+    return window_level(
+        tags, "count", non_finite_count_rows, _count_from_outcomes,
+        lambda draw, level: separate_windows(draw, family, level),
+        "For each template and its window (same position in the two lists), give how many n of the window "
+        "have a non-finite outcome, and the smallest such n (None if there is none).",
+        '{"rows": [{"format": str, "first_non_finite": int or None, "non_finite": int}, ...]}  '
+        "(one row per window, in order)",
+        zero_reason=lambda inputs: WINDOW_WITHOUT_NON_FINITE if any(finite_windows(inputs)) else None)
+
+
+# L4 (search): the largest n of a shared window that keeps every template finite
+@uses(non_finite)
+def last_all_finite_rows(templates, windows, question=None):
+    w = windows[0]
+    fine = [n for n in range(w["low"], w["high"] + 1)
+            if not any(non_finite(t, n, w["format"]) for t in templates)]
+    return {"rows": [{"format": w["format"], "last_all_finite": fine[-1] if fine else None,
+                      "all_finite": len(fine)}]}
+
+
+def _last_all_finite_from_outcomes(inputs, bad):
+    w = inputs["windows"][0]
+    fine = [n for n in range(w["low"], w["high"] + 1)
+            if not any(bad[i, n] for i in range(len(inputs["windows"])))]
+    return {"rows": [{"format": w["format"], "last_all_finite": max(fine) if fine else None,
+                      "all_finite": len(fine)}]}
+
+
+def _none_all_finite(inputs):
+    w = inputs["windows"][0]
+    if any(all(robust_outcome(substituted(t, n), w["format"]) == "finite" for t in inputs["templates"])
+           for n in range(w["low"], w["high"] + 1)):
+        return None
+    return "no n of the window keeps every template finite, so that count is exactly 0"
+
+
+def last_all_finite_level(family: str, tags) -> Level:
+    return window_level(
+        tags, "last_all_finite", last_all_finite_rows, _last_all_finite_from_outcomes,
+        lambda draw, level: shared_window(draw, family, level),
+        "All the templates are posed in the same format on the same window. Give the largest n of the window "
+        "at which no template's outcome is non-finite (None if there is no such n), and how many n of the "
+        "window have no template's outcome non-finite.",
+        '{"rows": [{"format": str, "last_all_finite": int or None, "all_finite": int}]}  (a single row)',
+        zero_reason=_none_all_finite)
+
+
+# L5 (design): per format, the non-finite count, whether it is finite everywhere, and the cheapest
+@uses(non_finite)
+def cheapest_format_rows(templates, windows, question=None):
+    formats = []
+    for w in windows:
+        if w["format"] not in formats:
+            formats.append(w["format"])
+    rows, found = [], False
+    for fmt in formats:
+        bad = sum(1 for t, w in zip(templates, windows, strict=True) if w["format"] == fmt
+                  for n in range(w["low"], w["high"] + 1) if non_finite(t, n, fmt))
+        rows.append({"format": fmt, "non_finite": bad, "finite_everywhere": bad == 0,
+                     "cheapest": bad == 0 and not found})
+        found = found or bad == 0
+    return {"rows": rows}
+
+
+def _cheapest_from_outcomes(inputs, bad):
+    windows = inputs["windows"]
+    formats = list(dict.fromkeys(w["format"] for w in windows))
+    counts = {f: sum(v for (i, _), v in bad.items() if windows[i]["format"] == f) for f in formats}
+    cheapest = next((f for f in formats if counts[f] == 0), None)
+    return {"rows": [{"format": f, "non_finite": counts[f], "finite_everywhere": counts[f] == 0,
+                      "cheapest": f == cheapest} for f in formats]}
+
+
+def _format_without_non_finite(inputs):
+    clean = finite_windows(inputs)
+    windows = inputs["windows"]
+    if any(all(c for c, w in zip(clean, windows, strict=True) if w["format"] == f)
+           for f in {w["format"] for w in windows}):
+        return WINDOW_WITHOUT_NON_FINITE
+    return None
+
+
+def cheapest_format_level(family: str, tags) -> Level:
+    return window_level(
+        tags, "cheapest", cheapest_format_rows, _cheapest_from_outcomes,
+        lambda draw, level: windows_per_format(draw, family, level),
+        "Formats cost in the order float16 < float32 < float64. Each template is posed in several "
+        "formats, each time on its own window (the list below). For every format, count the pairs "
+        "(template, n) of its windows whose outcome is non-finite, say whether every template is finite on "
+        "every n of its windows in that format, and whether it is the cheapest format for which that holds "
+        "(True for at most one format; False for all when no format is).",
+        '{"rows": [{"format": str, "non_finite": int, "finite_everywhere": bool, "cheapest": bool}, ...]}  '
+        "(one row per format, in the order the formats first appear in `windows`)",
+        zero_reason=_format_without_non_finite,
+        reject=varying_fields("rows[].finite_everywhere", "rows[].cheapest"))
 
 
 _ARGUMENTS: dict[str, dict[str, str]] = {}
 """The hand-written arguments of the canonical cases, by task id."""
 
 
-def _builder(tags):
+def check_cases(task):
+    """Level 1: every case's category recomputed with numpy scalars (ieee.outcome) and robust
+    under every correct IEEE implementation (ieee.stable_outcome), and argued in meta['argument']."""
+    cases, rows = task.meta["float_cases"], task.expected["rows"]
+    argument = task.meta.get("argument", {})
+    if [row["case"] for row in rows] != [case["name"] for case in cases]:
+        return ["the expected rows do not list the cases of meta['float_cases'] in order"]
+    problems = []
+    for i, (row, case) in enumerate(zip(rows, cases, strict=True)):
+        recomputed = outcome(case["expr"], case["format"])
+        if row["outcome"] != recomputed:
+            problems.append(f"rows[{i}] ({case['name']}): the key says {row['outcome']!r} but numpy "
+                            f"{case['format']} arithmetic gives {recomputed!r}")
+        if stable_outcome(case["expr"], case["format"]) != row["outcome"]:
+            problems.append(Degenerate(f"rows[{i}] ({case['name']}): the outcome is not robust: another "
+                                       "correct IEEE implementation (exp/log within "
+                                       f"{TRANSCENDENTAL_ULPS} ulps, literals rounded once) could give "
+                                       "another category"))
+        if not str(argument.get(case["name"], "")).strip():
+            problems.append(f"rows[{i}] ({case['name']}): meta['argument'] does not say why")
+    return problems
+
+
+def cases_level(tags, sample_cases) -> Level:
+    """Level 1: the category of each stated case."""
+
     def build(task_id, inputs):
         cases = inputs["cases"]
         argument = _ARGUMENTS.get(task_id) or {c["name"]: _argument(c) for c in cases}
         return TaskDef(task_id, "numerical", inputs, float_outcome_rows, _prompt,
                        api(CONVENTIONS, exact=False), POLICY,
-                       tags=tags, meta={"float_cases": cases, "argument": argument})
+                       tags=tags,
+                       meta={"float_cases": cases, "argument": argument, "independent": check_cases})
 
-    return build
+    return Level(build, sample_cases, varying_fields("rows[].outcome"))
 
 
 def numerical_family(name, tags, sample_cases, level_one):
-    search = build_search(tags)
-    sample_search = search_sampler(name)
-
-    def sample(draw: Draw, level: int) -> dict:
-        return sample_cases(draw, level) if level == 1 else sample_search(draw, level)
-
+    """A numerical family: level 1 poses the cases ``sample_cases`` draws; levels 2-5 ask the same
+    four questions of every family, on the family's templates (TEMPLATES[name])."""
     kinds = "; ".join(description for description, _, _ in TEMPLATES[name][:2]) + ("; max + n"
                                                                                     if name == "format_limits"
                                                                                     else "")
@@ -670,14 +708,16 @@ def numerical_family(name, tags, sample_cases, level_one):
               "it is finite everywhere, and the cheapest format that is; in every instance some formats are "
               "and some are not (a random non-empty proper subset has its windows below the edge), so "
               "\"the dearer format is the safe one\" fails in about half.")
-    return dl_family(name, _builder(tags), sample, levels, upper={2: search, 3: search, 4: search, 5: search},
-                     varying_at={1: ("rows[].outcome",), 5: ("rows[].finite_everywhere", "rows[].cheapest")},
-                     branches=(Branch("a window without a non-finite n", has_none_row, F(1, 10), (3,)),
-                               Branch("no n keeps every template finite", has_none_row, F(1, 40), (4,)),
-                               Branch("the cheapest format posed is not finite everywhere", cheapest_fails,
-                                      F(1, 5), (5,)),
-                               Branch("a cheaper format is finite everywhere where a dearer one is not",
-                                      not_monotone, F(1, 10), (5,))))
+    return deeplearning_family(
+        name, (cases_level(tags, sample_cases), first_non_finite_level(name, tags),
+               non_finite_count_level(name, tags), last_all_finite_level(name, tags),
+               cheapest_format_level(name, tags)),
+        about=levels,
+        branches=(Branch("a window without a non-finite n", has_none_row, F(1, 10), (3,)),
+                  Branch("no n keeps every template finite", has_none_row, F(1, 40), (4,)),
+                  Branch("the cheapest format posed is not finite everywhere", cheapest_fails, F(1, 5), (5,)),
+                  Branch("a cheaper format is finite everywhere where a dearer one is not", not_monotone,
+                         F(1, 10), (5,))))
 
 
 def has_none_row(task):
