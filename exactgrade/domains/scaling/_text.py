@@ -91,6 +91,14 @@ format (a simplification: it leaves out the widening's cost and the quantization
 operands only, so an fp32 operand (which runs at a fraction of it) is never posed."""
 
 
+DEQUANT_AT_PEAK = """\
+(A simplification: the dequantising FLOPs count at `peak_flops` with the matmul's; on a real chip
+they run on the vector units, several times slower than the tensor-core peak, so this understates
+what decoding a narrow format costs.)"""
+"""Said by every level that charges dequantisation FLOPs: elementwise_roofline says elementwise
+work runs on the vector units, and a task must not teach the opposite unsaid."""
+
+
 INPUT_LISTING = "Inputs (already defined as Python variables in the sandbox):"
 
 

@@ -5,6 +5,7 @@ of them fails on the samplers and texts before the issue's fix."""
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import pytest
@@ -460,3 +461,35 @@ def test_a_quantized_format_says_its_scales_and_dequantising_are_left_out(family
     for task in posed:
         text = words(task.api_description)
         assert "scales and the work of dequantising are ignored (a simplification)" in text, task.id
+
+
+# ---------------------------------------------------------------- the fourth review's items (seed 6464)
+
+
+@pytest.mark.parametrize(
+    ("family", "level"),
+    [
+        ("min_compute_bound_batch", 5),
+        ("decode_attention_roofline", 5),
+        ("quantized_decode", 3),
+        ("quantized_decode", 5),
+    ],
+)
+def test_dequantising_flops_at_the_tensor_peak_is_said_to_be_a_simplification(family, level):
+    """These levels add dequantising FLOPs to the matmul's at `peak_flops`, where a real chip runs
+    them on its vector units, several times slower (elementwise_roofline says so); unsaid, a task
+    taught the opposite."""
+    for task in generated(family, level, 3):
+        assert "on a real chip they run on the vector units" in words(task.prompt), task.id
+
+
+def test_a_grouped_format_counts_one_fp16_scale_per_group():
+    """largest_model named 3.5 bits per weight (7/16 byte) "int3_g64": int3 with one fp16 scale per
+    64 weights is 3.25 bits (13/32 byte); 3.5 bits is a group of 32."""
+    from exactgrade.domains.scaling.memory.largest_model import _USES
+
+    grouped = [(name, size) for name, size in _USES if name.endswith("_scales")]
+    assert grouped
+    for name, size in grouped:
+        bits, group = re.search(r"(int|fp)(\d+)_g(\d+)", name).group(2, 3)
+        assert size == Fraction(int(bits), 8) + Fraction(16, 8 * int(group)), name

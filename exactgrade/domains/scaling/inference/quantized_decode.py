@@ -24,7 +24,7 @@ from exactgrade.domains.scaling._task import (
     smallest_satisfying,
     tie_edge,
 )
-from exactgrade.domains.scaling._text import SAME_SPEED_ANY_FORMAT
+from exactgrade.domains.scaling._text import DEQUANT_AT_PEAK, SAME_SPEED_ANY_FORMAT
 from exactgrade.family import Draw, Reject, five_levels
 from exactgrade.task import Task
 
@@ -362,7 +362,8 @@ token per sequence (2 FLOPs per parameter per token) and first dequantises every
 `bits_per_weight` bits per weight (scales included; 8 bits per byte), plus the KV cache of
 `kv_cache_bytes` bytes. For each format in `formats`, give the step time in seconds, the speedup
 over the first format (its time / this time) and the bound ("compute" when the compute time is
-at least the read time)."""
+at least the read time).
+""" + DEQUANT_AT_PEAK
 
 
 LEVEL_3 = scaling_level(
@@ -630,7 +631,8 @@ overlap (the step takes the longer of the two) and the step yields B tokens. Eve
 at most `max_step_s` seconds, and the HBM must hold the weights plus every sequence's cache. For
 each context length in `seq_lens` (cached positions per sequence), give the format and the
 integer batch B >= 1 of the highest throughput in tokens per second (on a tie, the format listed
-first, then the smaller batch) and that throughput; None for all three if nothing is allowed."""
+first, then the smaller batch) and that throughput; None for all three if nothing is allowed.
+""" + DEQUANT_AT_PEAK
 
 
 LEVEL_5 = scaling_level(

@@ -50,7 +50,7 @@ _USES = (
     ("inference_fp8_g128_scales", Fraction(65, 64)),
     ("training_adam_state_no_grads", 14),
     ("training_adam_fp32_grads", 18),
-    ("inference_int3_g64_scales", Fraction(7, 16)),
+    ("inference_int3_g32_scales", Fraction(7, 16)),  # 3 bits + one fp16 scale per 32: 3.5 bits
 )
 
 

@@ -15,6 +15,7 @@ from exactgrade.domains.scaling._sample import (
     value_bytes,
 )
 from exactgrade.domains.scaling._task import known_mistake, near_integer, near_tie, scaling_level
+from exactgrade.domains.scaling._text import DEQUANT_AT_PEAK
 from exactgrade.domains.scaling.hardware import HBM_CAPACITY, RIDGE, require, require_full_read
 from exactgrade.domains.scaling.roofline.shared import _ROOFLINE_ROW, _intensity_not_tied
 from exactgrade.family import Branch, Draw, Reject, five_levels
@@ -621,7 +622,8 @@ the bytes it reads from HBM). HBM must hold the weights and the KV cache of ever
 batch (nothing else), and a step may take at most `latency_budget_s` seconds. Choose the KV format
 and the batch size (an integer, at least 1) giving the most generated tokens per second
 (batch / step time); on a tie, the smaller batch, then the format listed first. Give the format,
-the batch and that throughput."""
+the batch and that throughput.
+""" + DEQUANT_AT_PEAK
 
 
 LEVEL_5 = scaling_level(

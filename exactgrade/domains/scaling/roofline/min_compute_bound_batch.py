@@ -19,7 +19,7 @@ from exactgrade.domains.scaling._task import (
     scaling_level,
     tie_edge,
 )
-from exactgrade.domains.scaling._text import BF16_MATMUL
+from exactgrade.domains.scaling._text import BF16_MATMUL, DEQUANT_AT_PEAK
 from exactgrade.domains.scaling.hardware import RIDGE
 from exactgrade.family import Branch, Draw, five_levels
 from exactgrade.task import Task
@@ -464,7 +464,8 @@ and the kernel decodes every weight once per matmul (whatever the batch), at
 follows the roofline (all its FLOPs against all its HBM bytes). For each chip in `chips` (peak
 FLOP/s and HBM bytes/s given), give the format whose matmul becomes compute-bound (compute time at
 least memory time) at the smallest integer batch, and that batch; on a tie, the format listed
-first; None for both if no format is compute-bound at any batch."""
+first; None for both if no format is compute-bound at any batch.
+""" + DEQUANT_AT_PEAK
 
 
 LEVEL_5 = scaling_level(
