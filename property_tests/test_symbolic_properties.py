@@ -1,4 +1,4 @@
-"""Properties of the comparator on expressions in symbols (issue 20).
+"""Properties of the comparator on expressions in symbols.
 
 Rewrites of the same function pass (expanded, factored, partial fractions, reassociated, rewritten
 in other functions); mutations fail with a reason naming the point (a dropped factor, a changed

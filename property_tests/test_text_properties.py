@@ -1,4 +1,4 @@
-"""Properties of text answers (issue 27 item 2): one exact value written many ways passes; a small
+"""Properties of text answers: one exact value written many ways passes; a small
 change to it fails.
 
 A value is drawn, then rendered as text in several forms: plain and LaTeX, reduced and unreduced,

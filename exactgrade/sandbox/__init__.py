@@ -1,4 +1,4 @@
-"""Isolated, persistent execute_code/bash workers for model-written code (issue 6).
+"""Isolated, persistent execute_code/bash workers for model-written code.
 
     from exactgrade.sandbox import Sandbox, SandboxDied, NoResult
     with Sandbox(inputs={"x": Fraction(3, 2)}, profile="python") as sb:   # or profile="torch"

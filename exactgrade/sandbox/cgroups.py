@@ -283,7 +283,7 @@ class SandboxCgroup:
         deadline = time.monotonic() + timeout
         # A killed process leaves cgroup.procs when it starts to exit, and rmdir may succeed then,
         # but it lives on (under its uid) until it has exited and been reaped: on a loaded host a
-        # fork storm's last ones were still alive after close() returned (issue 26).
+        # fork storm's last ones were still alive after close() returned.
         delay = 0.0005
         while clean and self.charged_tasks() and (alive is None or alive()):
             if time.monotonic() > deadline:

@@ -16,7 +16,7 @@ landlock    the work dir is on the host disk. Nothing that would bound it in the
                sandbox deleted but holds open (/proc/PID/fd: they keep their blocks), and, after
                an exec/bash call and every DEEP_EVERY-th walk, those it holds mapped
                (/proc/PID/maps). After EVERY call, never skipped: no call returns while the
-               sandbox holds more than its budget (issue 26: a check after the call throttled
+               sandbox holds more than its budget (a check after the call throttled
                like the polls let a call hold 192 MiB against 64 MiB and return). While a call
                runs, at most every POLL seconds and at most WALK_SHARE of a CPU, counted in the
                walk's own CPU time (a throttle in wall time stretches with the host's load).

@@ -76,7 +76,7 @@ class Limits:
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _kept_out_of_use: list[uids.UidSlot] = []
 """Slots of closed sandboxes some process of which outlived close(): held (never released) so no
-sandbox of this process or any other gets the uid while that process may live (issue 26)."""
+sandbox of this process or any other gets the uid while that process may live."""
 _swept = threading.Event()
 _sweep_lock = threading.Lock()  # sandboxes created in parallel: every one waits for the one sweep
 

@@ -380,7 +380,7 @@ def test_the_time_limit_is_for_the_whole_call_not_each_element() -> None:
     assert compare(list(range(2, 12)), pairs[:10], time_limit=DECIDES).ok
 
 
-# -- values with free symbols (issue 20) ------------------------------------------------------------
+# -- values with free symbols ------------------------------------------------------------
 
 X, Y = sympy.symbols("x y")  # no assumptions: graded over the reals
 RX = sympy.Symbol("x", real=True)

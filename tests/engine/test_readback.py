@@ -1,4 +1,4 @@
-"""Natural answers read back (issue 10 item 2): the leaf a model writes into `result`, through the
+"""Natural answers read back: the leaf a model writes into `result`, through the
 real sandbox (torch and python profiles) and the real comparator. The sandbox sends numpy scalars
 and arrays, sympy.Float, Decimal and subclasses of the plain kinds as the plain value they hold;
 the host's decoder and comparator stay exactly as strict."""
@@ -176,7 +176,7 @@ def test_the_prompts_tell_the_truth_about_numpy(torch_sandbox, python_sandbox) -
     assert "No module named 'numpy'" in python_sandbox.execute_code("import numpy")
 
 
-# -- answers with free symbols (issue 20): symbols are declared as inputs, preloaded by name --------
+# -- answers with free symbols: symbols are declared as inputs, preloaded by name --------
 
 P, M = sympy.symbols("p m", positive=True, integer=True)
 BUBBLE = (P - 1) / (M + P - 1)

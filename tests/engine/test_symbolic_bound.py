@@ -1,4 +1,4 @@
-"""The symbolic point test's agreement grows with the pair's size (issue 27 item 5).
+"""The symbolic point test's agreement grows with the pair's size.
 
 Each wrong answer below differs from its key as a function by less than the old fixed agreement
 (2**-192 relative) at every sampled point; each used to pass some or all of the time. Now each

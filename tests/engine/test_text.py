@@ -250,7 +250,7 @@ def test_reading(text: str, key: Any, value: Any, fragment: str, typed_equal: An
             assert typed_equal(parsed.value, value), (parsed.value, value)
 
 
-# The math-verify issues cited by exactgrade issue 27: (id, key, message, policy, ok, reason fragment, why).
+# math-verify's reported false passes and fails: (id, key, message, policy, ok, reason fragment, why).
 MATH_VERIFY_ISSUES = [
     (
         "mv60-equations",

@@ -337,7 +337,7 @@ def test_decode_rejects(payload: str, fragment: str) -> None:
     ('{"$$sym":["pi"]}', {"$sym": ["pi"]}),
 ], ids=["top-level", "in-a-list", "tensor-lookalike", "sym-lookalike"])
 def test_an_escaped_tag_is_a_plain_dict_outside_tagged_bodies(text: str, value: object, typed_equal) -> None:
-    """Issue 22 item 1: `$$tag` is the escape of a plain key; it decodes as that dict, and only there
+    """`$$tag` is the escape of a plain key; it decodes as that dict, and only there
     (inside a tagged body it is refused: see DECODE_REJECTS)."""
     assert typed_equal(wire.decode(text), value)
     assert wire.encode(value) == text

@@ -1,4 +1,4 @@
-"""The sandbox contract (issue 6): persistence, shared work dir, output cap, result read-back,
+"""The sandbox contract: persistence, shared work dir, output cap, result read-back,
 profiles, backend selection. Runs against the real default backend; attacks live in
 test_sandbox_attacks.py, cleanup and concurrency in test_sandbox_cleanup.py."""
 

@@ -1,4 +1,4 @@
-"""One test per attack of issue 6, each asserting the attack failed and the host carries on.
+"""One test per attack on the sandbox, each asserting the attack failed and the host carries on.
 
 Every test runs against each isolating backend that works on this machine (namespaces = the
 default bubblewrap backend; landlock = the fallback), skipped with the reason where the kernel
@@ -298,7 +298,7 @@ CLOSES = 50
 @pytest.mark.timing
 @pytest.mark.alone
 def test_closing_fork_storms_beside_busy_loops_leaves_nothing(backend):
-    """Issue 26: close() returns only once no process of the sandbox is left, also when busy loops on
+    """close() returns only once no process of the sandbox is left, also when busy loops on
     every CPU preempt the killed processes while they exit (one was left right after close, under load)."""
     left = {}
     with busy_loops(HANG_GUARD):
@@ -478,7 +478,7 @@ def test_sandbox_processes_cannot_signal_the_zygote_or_each_other(backend):
         assert out.split() == ["visible", "1", "visible", "2"]
 
 
-# ---- issue 15: kernel resources shared with the host, and a trickled reply --------------------------
+# ---- kernel resources shared with the host, and a trickled reply --------------------------
 
 SOCKET_PROBE = dedent("""
     import errno, socket
@@ -653,7 +653,7 @@ def test_busy_loops_left_between_calls_get_almost_no_cpu(backend):
     assert idle_cpu < 10 * IDLE_CPUS * window + 0.05, (idle_cpu, window)
 
 
-# ---- issue 15 item 5: what the system view shows ------------------------------------------------------
+# ---- what the system view shows ------------------------------------------------------
 
 @pytest.fixture
 def bait_in_site_dirs(token):
@@ -757,7 +757,7 @@ def test_sysv_ipc_is_private_or_refused(backend, token):
     assert not [line for line in host_objects if str(uid_a) in line.split()]
 
 
-# ---- issue 15 item 6 and issue 22 item 2: one disk budget, without a cgroup too ---------------------------
+# ---- one disk budget, without a cgroup too ---------------------------
 
 FILL = dedent("""
     import os

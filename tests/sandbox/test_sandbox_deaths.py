@@ -1,4 +1,4 @@
-"""Whose failure ended a sandbox (issue 15 item 8), against the real backends: every death the
+"""Whose failure ended a sandbox, against the real backends: every death the
 model's own code can cause is the model's (a wrong answer), every other one the harness's (a
 flagged failure). A policy that could make its deaths look like the harness's would void its
 own bad rollouts."""

@@ -1,4 +1,4 @@
-"""Issue 22 items 2 and 3: a sandbox's disk budget and its call limit in its own time, on every backend.
+"""A sandbox's disk budget and its call limit in its own time, on every backend.
 
 Disk: writing past `disk_bytes` (or `max_files`) ends the sandbox as the model's fault and leaves
 nothing on disk, whether the budget is the namespaces tmpfs or the landlock accountant.
@@ -30,7 +30,7 @@ MANY_ENTRIES = Limits(memory_bytes=256 * MiB, disk_bytes=64 * MiB, max_file_byte
 # Each writer ignores the refusals it meets (ENOSPC on a full tmpfs, EFBIG past RLIMIT_FSIZE), as a
 # model that does not check errors would; none stops before it holds several times the budget.
 SIX_32_MIB_FILES = dedent("""
-    for i in range(6):  # issue 26: 192 MiB in one call against 64 MiB, then the call returns
+    for i in range(6):  # once: 192 MiB in one call against 64 MiB, then the call returns
         try:
             open(f'f{i}', 'wb').write(b'x' * (32 << 20))
         except OSError:
@@ -122,7 +122,7 @@ IN_BACKGROUND = f"import subprocess\nsubprocess.Popen(['python3', '-c', {WRITER!
         "slow writer, 1 MiB per 10 ms", "many small files, 16 KiB each", "many empty files, 2000 entries",
         "deleted files held open"])
 def test_writing_past_the_disk_budget_kills_the_sandbox_as_the_models_fault(backend, code, limits):
-    """Issue 26 item 3: however it writes, a sandbox that goes past its budget is killed, within a
+    """However it writes, a sandbox that goes past its budget is killed, within a
     call or by the check after it (never which one: that is the machine's speed), and no call
     returns while it holds more than its budget."""
     with Sandbox(backend=backend, limits=limits) as sb:
@@ -155,7 +155,7 @@ def test_deleted_files_held_open_count_without_a_cgroup_too(backend):
 
 @pytest.mark.timing
 def test_no_call_returns_while_the_sandbox_holds_more_than_its_budget(backend, monkeypatch):
-    """The check after a call is never skipped (issue 26: one throttled to POLL let a call that wrote
+    """The check after a call is never skipped (one throttled to POLL let a call that wrote
     192 MiB against 64 MiB return {'ok': 1}). The stage is forced: POLL of a million seconds leaves
     no walk during the call, so only the check after it can end the sandbox."""
     monkeypatch.setattr(disk, "POLL", float(FOREVER))

@@ -1,4 +1,4 @@
-"""The deeplearning closed forms in symbols (issue 20): sgd L5's key is decided by the engine as a
+"""The deeplearning closed forms in symbols: sgd L5's key is decided by the engine as a
 function of the symbols eta and mu, so any algebraically equal form passes and each named mistake
 fails, with a reason. Host-side compare only (the sandbox read-back of symbols has its own tests)."""
 

@@ -32,7 +32,7 @@ def test_generated_instances_keep_the_family_rules(name, level):
     assert rule_problems("pytorch", name, level, instances(pytorch_suite_count(level, SUITE_DEFAULT))) == []
 
 
-# Issue 20: sgd_momentum_steps L5 is a closed form in lr, graded by the engine's symbolic decision.
+# sgd_momentum_steps L5 is a closed form in lr, graded by the engine's symbolic decision.
 @pytest.fixture(scope="module")
 def lr_task():
     from exactgrade.family import generate
