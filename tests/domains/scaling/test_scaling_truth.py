@@ -493,3 +493,25 @@ def test_a_grouped_format_counts_one_fp16_scale_per_group():
     for name, size in grouped:
         bits, group = re.search(r"(int|fp)(\d+)_g(\d+)", name).group(2, 3)
         assert size == Fraction(int(bits), 8) + Fraction(16, 8 * int(group)), name
+
+
+# ---------------------------------------------------------------- recomputation's activation bytes (6464)
+
+
+@pytest.mark.parametrize(
+    ("policy", "bytes_per_token_layer"),
+    [
+        ("none", lambda d_model, n_heads, seq_len: 34 * d_model + 5 * n_heads * seq_len),
+        ("selective", lambda d_model, n_heads, seq_len: 34 * d_model),
+        ("full", lambda d_model, n_heads, seq_len: 2 * d_model),
+    ],
+)
+def test_recomputation_policies_keep_the_korthikanti_activation_bytes(policy, bytes_per_token_layer):
+    """utilization_by_counting L5 gave "none" only 2*d_model*k bytes more than "selective", fixed
+    in seq_len, though the attention scores it says selective drops are n_heads*seq_len values per
+    token per layer; Korthikanti et al. 2022 (as activation_memory states it) keep
+    34*d_model + 5*n_heads*seq_len, 34*d_model and 2*d_model bytes with 16-bit activations."""
+    for task in generated("utilization_by_counting", 5, 40):
+        i = task.inputs
+        expected = bytes_per_token_layer(i["n_heads"] * i["head_dim"], i["n_heads"], i["seq_len"])
+        assert i["activation_bytes_per_token_layer"][policy] == expected, task.id

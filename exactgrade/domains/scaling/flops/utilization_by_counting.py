@@ -411,18 +411,25 @@ def recompute_plan_float(
     return {"rows": [{"policy": policy, "microbatch": mb, "mfu": mfu}]}
 
 
+def recompute_activation_bytes(n_heads: int, head_dim: int, seq_len: int) -> dict[str, int]:
+    """Bytes per token per layer each policy keeps, 16-bit activations (Korthikanti et al. 2022, as
+    activation_memory states it): 34*d_model without the attention scores' 5*n_heads*seq_len
+    (softmax output, dropout mask and output), which selective recomputation drops; full keeps
+    only the layer's bf16 input."""
+    d_model = n_heads * head_dim
+    return {"none": 34 * d_model + 5 * n_heads * seq_len, "selective": 34 * d_model, "full": 2 * d_model}
+
+
 def sample_recompute(draw: Draw, level: int) -> dict:
-    """Activation footprints that fall steeply from no recomputation to full, and an HBM capacity
-    that lets full recomputation run a microbatch several times larger than no recomputation, so
-    the efficiency curve trades against the recomputed FLOPs."""
+    """Activation footprints of the Korthikanti formula, and an HBM capacity that lets full
+    recomputation run a microbatch several times larger than no recomputation, so the efficiency
+    curve trades against the recomputed FLOPs."""
     params = draw.integer(10**9, 10**11)
     layers, n_heads = draw.integer(16, 96), draw.integer(16, 96)
     head_dim = draw.choice((64, 80, 96, 128))
     seq_len = 512 * draw.integer(1, 8)
-    d_model = n_heads * head_dim
-    full = 2 * d_model
-    selective = full * draw.integer(3, 10)
-    none = selective + full * draw.integer(1, 8)
+    activation_bytes = recompute_activation_bytes(n_heads, head_dim, seq_len)
+    none, selective, full = (activation_bytes[policy] for policy in _POLICIES)
     chips = draw.integer(8, 2048)
     static = Fraction(16 * params, chips)
     cap = draw.integer(2, 16)
@@ -442,7 +449,7 @@ def sample_recompute(draw: Draw, level: int) -> dict:
         "seq_len": seq_len,
         "chips": chips,
         "hbm_bytes_per_chip": hbm,
-        "activation_bytes_per_token_layer": {"none": none, "selective": selective, "full": full},
+        "activation_bytes_per_token_layer": activation_bytes,
         "max_efficiency": Fraction(draw.integer(50, 90), 100),
         "half_efficiency_microbatch": draw.integer(1, 8),
         "max_microbatch": cap,
@@ -489,9 +496,10 @@ attention heads of size `head_dim`, at context length `seq_len`, on `chips` chip
 costs 2 FLOPs per parameter per token plus attention: in every layer each head of a token dots its
 query with the keys of all seq_len positions and sums their value vectors weighted by the scores (2
 FLOPs per multiply-add, full context); the backward pass costs twice the forward. Three activation
-policies: "none" keeps every activation; "selective" keeps all but attention's score and weighted
-sum products, which the backward pass recomputes once (their forward FLOPs run again); "full" keeps
-only each layer's input and runs the whole forward pass a second time during the backward pass.
+policies: "none" keeps every activation; "selective" keeps all but attention's per-score activations
+(softmax output, dropout mask and output), which the backward pass rebuilds by recomputing the score
+and weighted-sum products once (their forward FLOPs run again); "full" keeps only each layer's input
+and runs the whole forward pass a second time during the backward pass.
 Each chip holds an equal 1/chips share of the training state (16 bytes per parameter) plus the
 activations of its microbatch: activation_bytes_per_token_layer[policy] bytes per token per layer,
 for every token of the microbatch's sequences (each seq_len tokens); all of it must fit in
