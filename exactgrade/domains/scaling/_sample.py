@@ -153,6 +153,15 @@ def hbm_capacity_for_peak(draw: Draw, level: int, peak: int) -> int:
     return draw_in(draw, rng, 1, 10**9, round_numbers(level))
 
 
+def peak_for_capacity(draw: Draw, level: int, capacity: int) -> int:
+    """FLOP/s of a chip holding capacity bytes of HBM, as much peak per byte as a real part has
+    (hardware.HBM_PER_PEAK; peak_flops' steps): a peak drawn apart posed 112 GB at 213 TFLOP/s."""
+    low = max(PEAK_FLOPS.low, -(-capacity * 10**6 // HBM_PER_PEAK.high))
+    rng = PEAK_FLOPS.within(low=low, high=capacity * 10**6 // HBM_PER_PEAK.low)
+    step = 10**13 if round_numbers(level) and rng.high // 10**13 >= -(-rng.low // 10**13) else 10**9
+    return draw_in(draw, rng, step)
+
+
 def capacity_between(draw: Draw, low: int | Fraction, high: int | Fraction) -> int:
     """An HBM capacity of one chip (hardware.HBM_CAPACITY) 1-99% of the way between two memory
     needs, clipped to the real range; Reject when the needs leave it (a capacity set between two
@@ -203,8 +212,10 @@ def model_on_chip(draw: Draw, level: int, bytes_per_param: int | Fraction, bandw
 def require_resident(what: str, nbytes: int | Fraction, bandwidth: int) -> None:
     """Reject what must sit in one chip's HBM but exceeds what a chip of its bandwidth holds."""
     if nbytes > resident_bytes(bandwidth):
-        raise Reject(f"{what} ({float(nbytes) / 1e9:.4g} GB) exceeds the HBM of a chip of "
-                     f"{float(bandwidth) / 1e12:.4g} TB/s ({FULL_READ_MS.parts})")
+        raise Reject(
+            f"{what} ({float(nbytes) / 1e9:.4g} GB) exceeds the HBM of a chip of "
+            f"{float(bandwidth) / 1e12:.4g} TB/s ({FULL_READ_MS.parts})"
+        )
 
 
 def n_tokens(draw: Draw, level: int) -> int:
