@@ -122,8 +122,8 @@ def tp_link_bandwidth(draw: Draw, level: int) -> int:
 
 def chip_for_capacity(draw: Draw, level: int, capacity: int) -> dict:
     """A chip's inputs ``peak_flops`` and ``hbm_bandwidth`` for an HBM of capacity bytes, paired as
-    a real part pairs them (bandwidth_for_capacity)."""
-    peak = peak_flops(draw, level)
+    a real part pairs them (peak_for_capacity, bandwidth_for_capacity)."""
+    peak = peak_for_capacity(draw, level, capacity)
     return {"peak_flops": peak, "hbm_bandwidth": bandwidth_for_capacity(draw, level, capacity, peak)}
 
 
