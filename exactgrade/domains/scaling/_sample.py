@@ -122,8 +122,8 @@ def tp_link_bandwidth(draw: Draw, level: int) -> int:
 
 def chip_for_capacity(draw: Draw, level: int, capacity: int) -> dict:
     """A chip's inputs ``peak_flops`` and ``hbm_bandwidth`` for an HBM of capacity bytes, paired as
-    a real part pairs them (bandwidth_for_capacity)."""
-    peak = peak_flops(draw, level)
+    a real part pairs them (peak_for_capacity, bandwidth_for_capacity)."""
+    peak = peak_for_capacity(draw, level, capacity)
     return {"peak_flops": peak, "hbm_bandwidth": bandwidth_for_capacity(draw, level, capacity, peak)}
 
 
@@ -151,6 +151,15 @@ def hbm_capacity_for_peak(draw: Draw, level: int, peak: int) -> int:
     low, high = -(-HBM_PER_PEAK.low * peak // 10**6), HBM_PER_PEAK.high * peak // 10**6
     rng = HBM_CAPACITY.within(low=low, high=high)
     return draw_in(draw, rng, 1, 10**9, round_numbers(level))
+
+
+def peak_for_capacity(draw: Draw, level: int, capacity: int) -> int:
+    """FLOP/s of a chip holding capacity bytes of HBM, as much peak per byte as a real part has
+    (hardware.HBM_PER_PEAK; peak_flops' steps): a peak drawn apart posed 112 GB at 213 TFLOP/s."""
+    low = max(PEAK_FLOPS.low, -(-capacity * 10**6 // HBM_PER_PEAK.high))
+    rng = PEAK_FLOPS.within(low=low, high=capacity * 10**6 // HBM_PER_PEAK.low)
+    step = 10**13 if round_numbers(level) and rng.high // 10**13 >= -(-rng.low // 10**13) else 10**9
+    return draw_in(draw, rng, step)
 
 
 def capacity_between(draw: Draw, low: int | Fraction, high: int | Fraction) -> int:
@@ -203,8 +212,10 @@ def model_on_chip(draw: Draw, level: int, bytes_per_param: int | Fraction, bandw
 def require_resident(what: str, nbytes: int | Fraction, bandwidth: int) -> None:
     """Reject what must sit in one chip's HBM but exceeds what a chip of its bandwidth holds."""
     if nbytes > resident_bytes(bandwidth):
-        raise Reject(f"{what} ({float(nbytes) / 1e9:.4g} GB) exceeds the HBM of a chip of "
-                     f"{float(bandwidth) / 1e12:.4g} TB/s ({FULL_READ_MS.parts})")
+        raise Reject(
+            f"{what} ({float(nbytes) / 1e9:.4g} GB) exceeds the HBM of a chip of "
+            f"{float(bandwidth) / 1e12:.4g} TB/s ({FULL_READ_MS.parts})"
+        )
 
 
 def n_tokens(draw: Draw, level: int) -> int:

@@ -158,7 +158,8 @@ RIDGE = Range(
     110,
     600,
     "FLOP/byte",
-    "peak FLOP/s over HBM bytes/s: MI210 about 113 (the lowest of parts of at least 100 TFLOP/s), "
+    "peak FLOP/s over HBM bytes/s: MI210 about 113 (the lowest of parts of at least 100 TFLOP/s but "
+    "NVIDIA's export H20, about 37, left out), "
     "V100 139, A100 153, H100 295, TPU v6e about 560 (the highest part; H100's fp8 peak gives 590)",
 )
 WHAT_IF_RIDGE = Range(
@@ -302,6 +303,17 @@ def capacity_per_peak_ok(capacity: int | Fraction, peak_flops: int | Fraction) -
     return Fraction(capacity * 10**6, 1) / peak_flops in HBM_PER_PEAK
 
 
+def require_capacity_per_peak(capacity: int, peak_flops: int) -> None:
+    """Reject an HBM capacity a sampler derived (from a model's needs) that no part of this peak
+    holds (capacity_per_peak_ok)."""
+    if not capacity_per_peak_ok(capacity, peak_flops):
+        per_peak = float(Fraction(capacity * 10**6, peak_flops))
+        raise Reject(
+            f"{capacity} bytes of HBM at {peak_flops} FLOP/s is {per_peak:.4g} GB per PFLOP/s "
+            f"({HBM_PER_PEAK.parts})"
+        )
+
+
 def ridge_ok(peak_flops: int | Fraction, hbm_bandwidth: int | Fraction) -> bool:
     """Whether a chip's ridge point (peak FLOP/s over HBM bytes/s) is of a real order."""
     return Fraction(peak_flops, 1) / hbm_bandwidth in RIDGE
@@ -344,6 +356,7 @@ __all__ = [
     "input_range",
     "require",
     "capacity_per_peak_ok",
+    "require_capacity_per_peak",
     "require_full_read",
     "ridge_ok",
 ]

@@ -19,7 +19,15 @@ import pytest
 import exactgrade
 from exactgrade.domains import scaling
 from exactgrade.domains.scaling import hardware
-from exactgrade.domains.scaling.hardware import TIER_RANGES, TIERS, full_read_ok, input_range
+from exactgrade.domains.scaling.hardware import (
+    HBM_PER_PEAK,
+    INPUT_RANGES,
+    TIER_RANGES,
+    TIERS,
+    capacity_per_peak_ok,
+    full_read_ok,
+    input_range,
+)
 from exactgrade.family import LEVELS
 from exactgrade.task import Task, TaskDef
 
@@ -72,6 +80,22 @@ def ridge_problems(chip: dict) -> list[str]:
     return [] if ridge in ridges else [f"ridge point {float(ridge):.4g} FLOP/byte outside {ridges.parts}"]
 
 
+def capacity_per_peak_problems(family: str, chip: dict) -> list[str]:
+    """A chip's HBM (of one chip: a name whose range is hardware.HBM_CAPACITY, not a family's whole
+    server) outside hardware.HBM_PER_PEAK of its peak FLOP/s: 36 GB at 1.77 PFLOP/s is no part's."""
+    if not chip.get("peak_flops"):
+        return []
+    return [
+        f"{name} = {float(chip[name]):.4g} bytes at {float(chip['peak_flops']):.4g} FLOP/s: "
+        f"{float(Fraction(chip[name] * 10**6, chip['peak_flops'])):.4g} GB per PFLOP/s outside "
+        f"{HBM_PER_PEAK.parts}"
+        for name in CAPACITIES
+        if chip.get(name)
+        and input_range(family, name) is INPUT_RANGES[name]
+        and not capacity_per_peak_ok(chip[name], chip["peak_flops"])
+    ]
+
+
 def hardware_problems(task: Task | TaskDef) -> list[str]:
     """Every way one task's hardware inputs leave the table."""
     family = task.family or ""
@@ -99,6 +123,7 @@ def hardware_problems(task: Task | TaskDef) -> list[str]:
                 if not full_read_ok(chip[name], chip["hbm_bandwidth"]):
                     ms = float(Fraction(chip[name] * 1000, chip["hbm_bandwidth"]))
                     problems.append(f"full HBM read {ms:.4g} ms outside {hardware.FULL_READ_MS.parts}")
+        problems += capacity_per_peak_problems(family, chip)
     tiers = task.inputs.get("tiers")
     if tiers is not None:
         order = [name for name, _ in TIERS]
@@ -186,6 +211,18 @@ SERVER = "max_batch_for_kv_cache"
         ({"hbm_bytes": 3072 * 10**9}, "hbm_bytes = 3.072e+12", SERVER),
         ({"link_bandwidth": 25 * 10**9}, "link_bandwidth = 2.5e+10", "tensor_parallel_layer"),
         ({"link_bandwidth": 25 * 10**9}, "link_bandwidth = 2.5e+10", "sharded_decode_latency"),
+        # seed 6464's review: 36.2 GB at 1.77 PFLOP/s, 171 GB at 138 TFLOP/s (20.5 and 1239 GB per
+        # PFLOP/s); a whole server's HBM is not one chip's
+        (
+            {"hbm_bytes_per_device": 362 * 10**8, "peak_flops": 177 * 10**13},
+            "20.45 GB per PFLOP/s",
+            "zero_memory",
+        ),
+        (
+            {"chips": [{"name": "chip_a", "hbm_capacity": 171 * 10**9, "peak_flops": 138 * 10**12}]},
+            "1239 GB per PFLOP/s",
+            "tensor_parallel_layer",
+        ),
     ],
 )
 def test_the_range_check_refuses_what_does_not_exist(inputs, problem, family):

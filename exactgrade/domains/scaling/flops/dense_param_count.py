@@ -14,7 +14,7 @@ from exactgrade.domains.scaling._sample import (
     round_numbers,
 )
 from exactgrade.domains.scaling._task import known_mistake, near_tie, scaling_level, some_none
-from exactgrade.domains.scaling.hardware import HBM_CAPACITY, require
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, require, require_capacity_per_peak
 from exactgrade.family import Branch, Draw, five_levels
 from exactgrade.task import Task
 
@@ -458,6 +458,7 @@ def sample_design_trainable(draw: Draw, level: int) -> dict:
     inputs["budget_days"] = Fraction(math.ceil(days * Fraction(draw.integer(1001, 1400), 1000) * 1000), 1000)
     hbm = math.ceil(memory * Fraction(draw.integer(1001, 1400), 1000))
     inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
+    require_capacity_per_peak(hbm, inputs["peak_flops"])
     return inputs
 
 

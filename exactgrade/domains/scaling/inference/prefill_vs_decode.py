@@ -9,7 +9,7 @@ from exactgrade.domains.scaling._sample import (
     attention_shape,
     bandwidth_for_capacity,
     chip_inputs,
-    hbm_capacity,
+    hbm_capacity_for_peak,
     jitter,
     model_on_chip,
     n_params,
@@ -616,7 +616,7 @@ def sample_waves(draw: Draw, level: int) -> dict:
     per_token = _per_token(inputs)
     # A real HBM capacity; the model size leaves the caches room for 2^e to 2^e * 15/8 tokens,
     # 2^e between 2k and 1M tokens and the room at most half the HBM.
-    hbm = hbm_capacity(draw, level)
+    hbm = hbm_capacity_for_peak(draw, level, inputs["peak_flops"])
     inputs["hbm_bandwidth"] = bandwidth_for_capacity(draw, level, hbm, inputs["peak_flops"])
     most = 20
     while most >= 11 and 2 * per_token * 2**most > hbm:

@@ -12,7 +12,7 @@ from exactgrade.domains.scaling._sample import (
     hbm_capacity,
     n_params,
     n_params_between,
-    peak_flops,
+    peak_for_capacity,
     round_numbers,
     rows,
     tp_link_bandwidth,
@@ -404,7 +404,7 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
         "d_model": shape["d_model"],
         "act_bytes": value_bytes(draw, level, (2, 4)),
         "hbm_bytes_per_chip": 0,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": 0,  # drawn for the HBM's capacity below
         "hbm_bandwidth": 0,  # drawn for the HBM's capacity below
         "link_bandwidth": tp_link_bandwidth(draw, level),
         "chip_counts": [],
@@ -418,6 +418,7 @@ def sample_tensor_parallel(draw: Draw, level: int) -> dict:
     low, high = _per_chip(inputs, counts[need]), _per_chip(inputs, counts[need - 1])
     hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
     inputs["hbm_bytes_per_chip"] = require("hbm_bytes_per_chip", hbm, HBM_CAPACITY)
+    inputs["peak_flops"] = peak_for_capacity(draw, level, hbm)
     inputs["hbm_bandwidth"] = bandwidth_for_capacity(draw, level, hbm, inputs["peak_flops"])
     inputs["chip_counts"] = counts
     order = (
@@ -753,7 +754,7 @@ def sample_layout(draw: Draw, level: int) -> dict:
         "d_model": 128 * draw.integer(16, 128),
         "act_bytes": 2,
         "hbm_bytes_per_chip": 0,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": 0,  # drawn for the HBM's capacity below
         "hbm_bandwidth": 0,  # drawn for the HBM's capacity below
         "link_bandwidth": tp_link_bandwidth(draw, level),
         "step_latency_s": Fraction(draw.integer(1, 100), 10**7),
@@ -771,6 +772,7 @@ def sample_layout(draw: Draw, level: int) -> dict:
         math.ceil(Fraction(weights, holding) * Fraction(draw.integer(105, 300), 100)),
         HBM_CAPACITY,
     )
+    inputs["peak_flops"] = peak_for_capacity(draw, level, inputs["hbm_bytes_per_chip"])
     inputs["hbm_bandwidth"] = bandwidth_for_capacity(
         draw, level, inputs["hbm_bytes_per_chip"], inputs["peak_flops"]
     )

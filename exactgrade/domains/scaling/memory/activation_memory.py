@@ -8,7 +8,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling._sample import (
     attention_shape,
     hbm_capacity,
-    peak_flops,
+    peak_for_capacity,
     round_numbers,
     rows,
     sorted_sample,
@@ -438,7 +438,7 @@ def best_recompute_float(
 def sample_best_recompute(draw: Draw, level: int) -> dict:
     i = sample_max_training_batch(draw, level)
     flops = 6 * i["n_params"]
-    peak = peak_flops(draw, level)
+    peak = peak_for_capacity(draw, level, i["hbm_bytes"])
     return {
         **i,
         "flops_per_token": flops,

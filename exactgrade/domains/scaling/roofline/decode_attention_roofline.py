@@ -16,7 +16,13 @@ from exactgrade.domains.scaling._sample import (
 )
 from exactgrade.domains.scaling._task import known_mistake, near_integer, near_tie, scaling_level
 from exactgrade.domains.scaling._text import DEQUANT_AT_PEAK
-from exactgrade.domains.scaling.hardware import HBM_CAPACITY, RIDGE, require, require_full_read
+from exactgrade.domains.scaling.hardware import (
+    HBM_CAPACITY,
+    RIDGE,
+    require,
+    require_capacity_per_peak,
+    require_full_read,
+)
 from exactgrade.domains.scaling.roofline.shared import _ROOFLINE_ROW, _intensity_not_tied
 from exactgrade.family import Branch, Draw, Reject, five_levels
 from exactgrade.task import Task
@@ -554,6 +560,7 @@ def sample_kv_serving(draw: Draw, level: int) -> dict:
     capacity = weights + values * 2 * sequences + draw.integer(0, values)
     require("hbm_capacity", capacity, HBM_CAPACITY)
     require_full_read(capacity, bandwidth)
+    require_capacity_per_peak(capacity, peak)
     budget = Fraction(math.ceil(budget * 10**7), 10**7)
     return {
         "n_params": n_params,
@@ -606,7 +613,8 @@ def _kv_serving_rules(task: Task) -> str | None:
     return None
 
 
-_KV_SERVING_L5 = """\
+_KV_SERVING_L5 = (
+    """\
 A decoder with `n_params` weights (`weight_bytes` bytes each, 2 FLOPs per weight per generated
 token) and `layers` layers serves a batch of sequences that are all at context length `seq_len`
 on one chip of `peak_flops` FLOP/s, `hbm_bandwidth` bytes/s and `hbm_capacity` bytes of HBM. One
@@ -623,7 +631,9 @@ batch (nothing else), and a step may take at most `latency_budget_s` seconds. Ch
 and the batch size (an integer, at least 1) giving the most generated tokens per second
 (batch / step time); on a tie, the smaller batch, then the format listed first. Give the format,
 the batch and that throughput.
-""" + DEQUANT_AT_PEAK
+"""
+    + DEQUANT_AT_PEAK
+)
 
 
 LEVEL_5 = scaling_level(

@@ -15,6 +15,7 @@ from exactgrade.domains.scaling._sample import (
     n_params_between,
     overlaps_capacities,
     peak_flops,
+    peak_for_capacity,
     rows,
     slower_link,
     value_bytes,
@@ -207,7 +208,7 @@ def sample_batch_step(draw: Draw, level: int) -> dict:
         "hbm_bytes_per_device": 0,
         "global_batch_tokens": 1024 * draw.integer(256, 16384),
         "device_counts": counts,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": 0,
         "mfu": fraction(draw, level, 20, 60),
         "link_bandwidth": link_bandwidth(draw, level),
     }
@@ -224,6 +225,8 @@ def sample_batch_step(draw: Draw, level: int) -> dict:
         raise Reject("no two neighbouring device counts leave a real HBM between their memories")
     k = draw.choice(real)
     inputs["hbm_bytes_per_device"] = capacity_between(draw, memories[k], memories[k - 1])
+    # the chip of that HBM: its peak drawn for it (a peak drawn apart posed 20 GB at 1.6 PFLOP/s)
+    inputs["peak_flops"] = peak_for_capacity(draw, level, inputs["hbm_bytes_per_device"])
     return inputs
 
 

@@ -10,6 +10,7 @@ from exactgrade.domains.scaling._sample import (
     divisors_of,
     overlaps_capacities,
     peak_flops,
+    peak_for_capacity,
     round_numbers,
     rows,
 )
@@ -306,7 +307,7 @@ def sample_fitting(draw: Draw, level: int) -> dict:
             "global_batch_tokens": 1024 * draw.integer(64, 2048),
             "hbm_bytes": 0,
             "bubble_limits": sorted({_limit(draw, level) for _ in range(rows(level, 1))}),
-            "peak_flops": peak_flops(draw, level),
+            "peak_flops": 0,
             "mfu": Fraction(draw.integer(2000, 6000), 10_000),
         }
     )
@@ -325,6 +326,8 @@ def sample_fitting(draw: Draw, level: int) -> dict:
         high = min(_stage_memory(inputs, p, limits[-1]) for p in divisors)
         low = high * Fraction(draw.integer(70, 99), 100)
     inputs["hbm_bytes"] = capacity_between(draw, low, high)
+    # the chip of that HBM: its peak drawn for it (a peak drawn apart posed 148 GB at 283 TFLOP/s)
+    inputs["peak_flops"] = peak_for_capacity(draw, level, inputs["hbm_bytes"])
     return inputs
 
 
@@ -517,12 +520,18 @@ def sample_design(draw: Draw, level: int) -> dict:
             "devices": devices,
             "global_batches": [devices * t for t in per_device],
             "hbm_bytes": 0,
-            "peak_flops": peak_flops(draw, level),
+            "peak_flops": 0,
             "mfu": Fraction(draw.integer(2000, 6000), 10_000),
             "slot_overhead_s": Fraction(draw.integer(1, 2000), 100_000),
             "link_bandwidth": 0,
         }
     )
+    state = layers * inputs["params_per_layer"] * inputs["state_bytes_per_param"]
+    inputs["hbm_bytes"] = capacity_between(
+        draw, Fraction(state, common[-1]) * Fraction(21, 20), Fraction(state, common[1])
+    )
+    # the chip of that HBM: its peak drawn for it (a peak drawn apart posed 56.5 GB at 1.9 PFLOP/s)
+    inputs["peak_flops"] = peak_for_capacity(draw, level, inputs["hbm_bytes"])
     # The link that balances the falling all-reduce against the growing bubble at a middle
     # stage count and the middle batch: A / P^2 = o + sqrt(o W / (P - 1)), A = 2 L params g / B.
     middle_p = draw.choice(common[1:-1])
@@ -542,10 +551,6 @@ def sample_design(draw: Draw, level: int) -> dict:
         / (middle_p**2 * (o + math.sqrt(o * work / (middle_p - 1))))
     )
     inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(link / 10**6)), ANY_LINK)
-    state = layers * inputs["params_per_layer"] * inputs["state_bytes_per_param"]
-    inputs["hbm_bytes"] = capacity_between(
-        draw, Fraction(state, common[-1]) * Fraction(21, 20), Fraction(state, common[1])
-    )
     return inputs
 
 

@@ -7,9 +7,10 @@ from fractions import Fraction
 
 from exactgrade.domains.scaling._sample import (
     attention_shape,
-    hbm_capacity,
+    hbm_capacity_for_peak,
     link_bandwidth,
     peak_flops,
+    peak_for_capacity,
     round_numbers,
     rows,
     sorted_sample,
@@ -247,7 +248,7 @@ def sample_training_step(draw: Draw, level: int) -> dict:
     )
     k = draw.integer(1, len(degrees) - 1)  # degrees[k] is the smallest that fits
     # A real HBM; the layer count puts it between the shards at degrees[k - 1] and degrees[k].
-    hbm = hbm_capacity(draw, level)
+    hbm = hbm_capacity_for_peak(draw, level, inputs["peak_flops"])
     fewest = max(8, hbm * degrees[k - 1] // per_layer + 1)
     most = min(96, -(-hbm * degrees[k] // per_layer) - 1)
     if fewest > most:
@@ -539,7 +540,7 @@ def sample_design(draw: Draw, level: int) -> dict:
         "devices": devices,
         "node_size": node,
         "global_batches": [],
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": 0,
         "tp_link_bandwidth": draw_in(draw, NVLINK, 10**6),
         "dp_link_bandwidth": 0,
         "hbm_bytes": 0,
@@ -569,6 +570,8 @@ def sample_design(draw: Draw, level: int) -> dict:
     low, high = Fraction(state, degrees[j]) + acts, Fraction(state, degrees[j - 1]) + acts
     hbm = math.ceil(low + (high - low) * Fraction(draw.integer(1, 99), 100))
     inputs["hbm_bytes"] = require("hbm_bytes", hbm, HBM_CAPACITY)
+    # the chip of that HBM: its peak drawn for it (a peak drawn apart posed 171 GB at 138 TFLOP/s)
+    inputs["peak_flops"] = peak_for_capacity(draw, level, hbm)
     return inputs
 
 

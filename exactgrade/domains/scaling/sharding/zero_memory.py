@@ -11,7 +11,7 @@ from exactgrade.domains.scaling._sample import (
     link_bandwidth,
     n_params,
     n_params_between,
-    peak_flops,
+    peak_for_capacity,
     rows,
     value_bytes,
 )
@@ -571,7 +571,7 @@ def sample_cheapest(draw: Draw, level: int) -> dict:
         "hbm_bytes_per_device": hbm,
         "act_bytes_per_token": 1024 * draw.integer(16, 4096),
         "max_devices": 4096,
-        "peak_flops": peak_flops(draw, level),
+        "peak_flops": peak_for_capacity(draw, level, hbm),
         "mfu": Fraction(draw.integer(2000, 6000), 10_000),
         "link_bandwidth": link_bandwidth(draw, level),
         "global_batches": [2**e + draw.integer(0, 2 ** (e - 1)) for e in exponents],
