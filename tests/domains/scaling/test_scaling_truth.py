@@ -515,3 +515,12 @@ def test_recomputation_policies_keep_the_korthikanti_activation_bytes(policy, by
         i = task.inputs
         expected = bytes_per_token_layer(i["n_heads"] * i["head_dim"], i["n_heads"], i["seq_len"])
         assert i["activation_bytes_per_token_layer"][policy] == expected, task.id
+
+
+def test_a_plain_data_parallel_replica_fits_one_chip():
+    """time_to_train L5 trained a 62B model with fp32 gradients "with plain data parallelism": the
+    weights and gradient alone (371 GB) fit no chip (review seed 7777). Its replica with Adam's
+    12 bytes of state now fits one chip's HBM."""
+    for task in generated("time_to_train", 5, 40):
+        i = task.inputs
+        assert i["n_params"] * (2 + i["grad_bytes"] + 12) <= HBM_CAPACITY.high, task.id
