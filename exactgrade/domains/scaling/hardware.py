@@ -217,6 +217,15 @@ NETWORK = Range(
     "bytes/s",
     "data-centre network per device: 25 GbE 3.1 GB/s, InfiniBand NDR 50 GB/s ... XDR 100 GB/s",
 )
+RING_LINK = Range(
+    NETWORK.low,
+    ICI.high,
+    "bytes/s",
+    "a device's link in a ring of more than one NVLink domain (72 GPUs): at most a TPU v5p pod's ICI "
+    "(6 links of 90 GB/s); NVLink's 900 GB/s ends at the domain",
+)
+NVLINK_DOMAIN = 72
+"""The most GPUs one NVLink domain joins (GB200 NVL72): a ring past it runs on a slower fabric."""
 ANY_LINK = Range(
     NETWORK.low, NVLINK.high, "bytes/s", "a device's link of an unnamed kind: from a 25 GbE NIC to NVLink5"
 )
@@ -339,6 +348,8 @@ __all__ = [
     "PEAK_FLOPS",
     "PEAK_FLOPS_8BIT",
     "PEAK_FLOPS_FP32",
+    "RING_LINK",
+    "NVLINK_DOMAIN",
     "RIDGE",
     "Range",
     "SERVER_HBM",

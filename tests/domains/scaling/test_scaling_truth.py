@@ -16,7 +16,9 @@ from exactgrade.domains.scaling.hardware import (
     FULL_READ_MS,
     HBM_CAPACITY,
     HBM_PER_PEAK,
+    NVLINK_DOMAIN,
     RIDGE,
+    RING_LINK,
     TIERS,
     VECTOR_FLOPS,
     VECTOR_RIDGE,
@@ -515,3 +517,32 @@ def test_recomputation_policies_keep_the_korthikanti_activation_bytes(policy, by
         i = task.inputs
         expected = bytes_per_token_layer(i["n_heads"] * i["head_dim"], i["n_heads"], i["seq_len"])
         assert i["activation_bytes_per_token_layer"][policy] == expected, task.id
+
+
+def test_a_plain_data_parallel_replica_fits_one_chip():
+    """time_to_train L5 trained a 62B model with fp32 gradients "with plain data parallelism": the
+    weights and gradient alone (371 GB) fit no chip (review seed 7777). Its replica with Adam's
+    12 bytes of state now fits one chip's HBM."""
+    for task in generated("time_to_train", 5, 40):
+        i = task.inputs
+        assert i["n_params"] * (2 + i["grad_bytes"] + 12) <= HBM_CAPACITY.high, task.id
+
+
+@pytest.mark.parametrize(
+    ("family", "level"),
+    [
+        ("data_parallel_step", 1),
+        ("data_parallel_step", 5),
+        ("fsdp_step_communication", 1),
+        ("zero_memory", 5),
+        ("time_to_train", 5),
+    ],
+)
+def test_a_ring_past_one_nvlink_domain_runs_no_faster_than_a_tpu_pod(family, level):
+    """data_parallel_step L5 ran a ring of 3,960 devices at 869 GB/s each (review seed 7777): NVLink's
+    speeds end at one domain of 72 GPUs; past it the fastest fabric is a TPU v5p pod's ICI, 540 GB/s."""
+    for task in generated(family, level, 40):
+        i = task.inputs
+        counts = i.get("device_counts") or [i[k] for k in ("devices", "n_devices") if k in i]
+        if "link_bandwidth" in i and counts and max(counts) > NVLINK_DOMAIN:
+            assert i["link_bandwidth"] <= RING_LINK.high, task.id

@@ -23,7 +23,7 @@ from exactgrade.domains.scaling._task import (
     some_none,
 )
 from exactgrade.domains.scaling.flops.shared import _measured_physical
-from exactgrade.domains.scaling.hardware import SHARED_STORAGE, draw_in
+from exactgrade.domains.scaling.hardware import HBM_CAPACITY, SHARED_STORAGE, draw_in
 from exactgrade.family import Branch, Draw, Reject, five_levels
 from exactgrade.task import Task
 
@@ -386,9 +386,13 @@ def fewest_chips_for_deadline_float(
 def sample_deadline_chips(draw: Draw, level: int) -> dict:
     """Deadlines on both sides of the chip count where the all-reduce stops hiding behind the
     backward pass, and one below the communication floor (None)."""
-    params, tokens = draw.integer(10**9, 10**11), 1024 * draw.integer(64, 4096)
-    achieved = 10**9 * draw.integer(50_000, 1_000_000)
     grad_bytes, bandwidth = draw.choice((2, 4)), 10**6 * draw.integer(10_000, 400_000)
+    # plain data parallelism keeps a whole replica on every chip: bf16 weights, the gradient and
+    # Adam's 12 bytes of fp32 state fit one chip's HBM (a 62B replica with fp32 gradients is 371 GB
+    # before any optimizer state, more than any part holds; the crossover below is free of params)
+    params = draw.integer(10**9, HBM_CAPACITY.high // (2 + grad_bytes + 12))
+    tokens = 1024 * draw.integer(64, 4096)
+    achieved = 10**9 * draw.integer(50_000, 1_000_000)
     steps = draw.integer(10_000, 300_000)
     work = Fraction(2 * params * tokens, achieved)
     ring = Fraction(2 * grad_bytes * params, bandwidth)

@@ -22,7 +22,7 @@ from exactgrade.domains.scaling._task import (
     smallest_satisfying,
     tie_edge,
 )
-from exactgrade.domains.scaling.hardware import ANY_LINK, require
+from exactgrade.domains.scaling.hardware import ANY_LINK, NVLINK_DOMAIN, RING_LINK, require
 from exactgrade.domains.scaling.sharding.shared import _device_count
 from exactgrade.family import Draw, Level, Reject, five_levels
 from exactgrade.task import Task
@@ -481,7 +481,8 @@ def sample_accumulated(draw: Draw, level: int) -> dict:
     # accumulated microbatches (T / k tokens, between the two) then hide it or not.
     hiding = fit_tokens * Fraction(draw.integer(50, 100), 100)
     ideal = inputs["grad_bytes"] * inputs["peak_flops"] * inputs["mfu"] / (2 * hiding)
-    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(ideal / 10**6)), ANY_LINK)
+    links = ANY_LINK if max(counts) <= NVLINK_DOMAIN else RING_LINK  # past one NVLink domain, slower
+    inputs["link_bandwidth"] = require("link_bandwidth", 10**6 * max(1, round(ideal / 10**6)), links)
     return inputs
 
 
