@@ -8,6 +8,7 @@ a model cannot lean on mental arithmetic, and the ranges widen with the level.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 
 from exactgrade.domains.scaling.hardware import (
@@ -252,6 +253,12 @@ def chips(draw: Draw, level: int, k: int) -> list[dict]:
     return [{"name": name, **chip_inputs(draw, level)} for name in letters("chip", k)]
 
 
+def kv_bytes_per_token(shape: Mapping[str, int]) -> int:
+    """KV-cache bytes one cached position holds: a key and a value vector per KV head and layer
+    (a sampler's or rule's view of the inputs `layers`, `n_kv_heads`, `head_dim`, `kv_bytes`)."""
+    return 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+
+
 def attention_shape(draw: Draw, level: int) -> dict:
     """A decoder layer's attention and MLP widths, larger with the level; from level 3 on the
     widths need not be powers of two."""
@@ -403,7 +410,7 @@ def sample_server_kv(draw: Draw, level: int) -> tuple[dict, int]:
         "kv_bytes": draw.choice((1, 2)),
         "seq_lens": seq_lens,
     }
-    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    per_token = kv_bytes_per_token(inputs)
     longest = per_token * seq_lens[-1]
     if longest > hbm - params * weight_bytes:
         raise Reject("the longest sequence does not fit")

@@ -10,6 +10,7 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity,
     jitter,
+    kv_bytes_per_token,
     model_on_chip,
     n_params_between,
     require_resident,
@@ -67,7 +68,7 @@ def decode_compute_bound_batch_float(
 
 def sample_decode_compute_bound_batch(draw: Draw, level: int) -> dict:
     shape = _kv_shape(draw, level)
-    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    per_token = kv_bytes_per_token(shape)
     chip, width = chip_inputs(draw, level), value_bytes(draw, level, (1, 2))
     inputs = {
         "n_params": model_on_chip(draw, level, width, chip["hbm_bandwidth"]),
@@ -260,7 +261,7 @@ def sample_throughput(draw: Draw, level: int) -> dict:
         **shape,
         **chip,
     }
-    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    per_token = kv_bytes_per_token(shape)
     limit = Fraction(2 * inputs["n_params"] * inputs["hbm_bandwidth"], inputs["peak_flops"] * per_token)
     room = resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * width
 
@@ -283,7 +284,7 @@ def sample_throughput(draw: Draw, level: int) -> dict:
 
 def _throughput_edges(task: Task) -> str | None:
     i = task.inputs
-    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    per_token = kv_bytes_per_token(i)
     for s in i["seq_lens"]:
         a, b = Fraction(2 * i["n_params"], i["peak_flops"]), Fraction(s * per_token, i["hbm_bandwidth"])
         if near_tie(a, b):
@@ -375,7 +376,7 @@ def _fitting(draw: Draw, level: int, hbm: int, per_chip: int | None = None) -> d
     length and not at the longest in most instances; a quarter leave no room for one longest
     sequence (None). The model is chosen to fit the HBM, never the HBM to fit the model."""
     shape = _decode_kv_shape(draw)
-    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    per_token = kv_bytes_per_token(shape)
     most = min(256 * level, hbm // (2 * 128 * per_token))
     if most < 2 + level:
         raise Reject("too few contexts fit half the HBM")

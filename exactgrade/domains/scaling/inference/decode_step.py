@@ -8,6 +8,7 @@ from fractions import Fraction
 from exactgrade.domains.scaling import _sample as sample
 from exactgrade.domains.scaling._sample import (
     attention_shape,
+    kv_bytes_per_token,
     model_on_chip,
     resident_bytes,
     rows,
@@ -285,7 +286,7 @@ def _attention_edges(task: Task) -> str | None:
     flops = i["batch"] * (2 * i["n_params"] + 4 * i["layers"] * i["n_heads"] * i["head_dim"] * i["seq_len"])
     reads = (
         i["n_params"] * i["bytes_per_param"]
-        + i["batch"] * i["seq_len"] * 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+        + i["batch"] * i["seq_len"] * kv_bytes_per_token(i)
     )
     for c in i["chips"]:
         problem = tie_edge(

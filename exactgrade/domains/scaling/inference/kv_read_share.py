@@ -10,6 +10,7 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_bandwidth,
     jitter,
+    kv_bytes_per_token,
     model_on_chip,
     n_params,
     require_resident,
@@ -79,7 +80,7 @@ def sample_kv_read_share(draw: Draw, level: int) -> dict:
         hbm_bandwidth(draw, level),
     )
     n = model_on_chip(draw, level, width, bandwidth)
-    per_token = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"]
+    per_token = kv_bytes_per_token(shape)
     for case in cases:  # every case's weights and KV cache sit in the chip's HBM
         require_resident(
             f"a batch of {case['batch']} at {case['seq_len']} tokens",
@@ -302,7 +303,7 @@ def sample_roofline(draw: Draw, level: int) -> dict:
         **chip,
         "cases": [],
     }
-    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    per_token = kv_bytes_per_token(inputs)
     room = _cache_room(inputs)
     ridge = Fraction(inputs["weight_bytes"] * inputs["peak_flops"], 2 * inputs["hbm_bandwidth"])  # no cache
     cases = []
@@ -321,7 +322,7 @@ def sample_roofline(draw: Draw, level: int) -> dict:
 
 def _roofline_edges(task: Task) -> str | None:
     i = task.inputs
-    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    per_token = kv_bytes_per_token(i)
     for c in i["cases"]:
         problem = tie_edge(
             f"case {c}: compute against memory",
@@ -425,7 +426,7 @@ def sample_share(draw: Draw, level: int) -> dict:
 
 def _share_edges(task: Task) -> str | None:
     i = task.inputs
-    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    per_token = kv_bytes_per_token(i)
     f = i["max_kv_share"]
     for b in i["batches"]:
         if near_integer(f / (1 - f) * i["n_params"] * i["weight_bytes"] / (per_token * b)):

@@ -11,6 +11,7 @@ from exactgrade.domains.scaling._sample import (
     chip_inputs,
     hbm_capacity_for_peak,
     jitter,
+    kv_bytes_per_token,
     model_on_chip,
     n_params,
     n_params_between,
@@ -279,7 +280,7 @@ def _model_on_chip(draw: Draw, level: int) -> dict:
 def _cached_tokens(inputs: dict) -> int:
     """The most positions one request may cache beside the weights in the chip's HBM (resident_bytes):
     a request of p prompt and n generated tokens is drawn with p + n at most this."""
-    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    per_token = kv_bytes_per_token(inputs)
     room = resident_bytes(inputs["hbm_bandwidth"]) - inputs["n_params"] * inputs["weight_bytes"]
     return room // per_token
 
@@ -606,7 +607,7 @@ def _closed_decode(flops, read, kv_time, batch, p, n, growing):
 
 
 def _per_token(i: dict) -> int:
-    return 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    return kv_bytes_per_token(i)
 
 
 def sample_waves(draw: Draw, level: int) -> dict:

@@ -10,6 +10,7 @@ from exactgrade.domains.scaling._sample import (
     chip_for_capacity,
     chip_inputs,
     hbm_capacity,
+    kv_bytes_per_token,
     letters,
     model_on_chip,
     n_params_between,
@@ -250,7 +251,7 @@ def sample_cache_cost(draw: Draw, level: int) -> dict:
 
 def _cache_cost_edges(task: Task) -> str | None:
     i = task.inputs
-    kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * i["seq_len"]
+    kv = kv_bytes_per_token(i) * i["seq_len"]
     kinds = set()
     for b in i["batches"]:
         compute = Fraction(2 * i["n_params"] * b, i["peak_flops"])
@@ -532,7 +533,7 @@ def _cheapest_rules(task: Task) -> str | None:
     for row in found:
         if row["chip"] is None:
             continue
-        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * row["seq_len"]
+        kv = kv_bytes_per_token(i) * row["seq_len"]
         prices = []
         for c in i["chip_types"]:
             token = Fraction(2 * i["n_params"], c["peak_flops"])

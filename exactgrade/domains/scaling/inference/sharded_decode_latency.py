@@ -10,6 +10,7 @@ from exactgrade.domains.scaling._sample import (
     attention_shape,
     bandwidth_for_capacity,
     hbm_capacity,
+    kv_bytes_per_token,
     n_params,
     n_params_between,
     peak_for_capacity,
@@ -211,7 +212,7 @@ def _shape(draw: Draw, level: int) -> dict:
 def _total(i: dict) -> int:
     return (
         i["n_params"] * i["weight_bytes"]
-        + 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * i["seq_len"] * i["batch"]
+        + kv_bytes_per_token(i) * i["seq_len"] * i["batch"]
     )
 
 
@@ -225,7 +226,7 @@ def sample_cache(draw: Draw, level: int) -> dict:
     seq_len = draw.integer(512, 32768)
     shape = _shape(draw, level)
     need = draw.integer(1, len(counts) - 1)  # counts[need] is the smallest that fits
-    per_sequence = 2 * shape["layers"] * shape["n_kv_heads"] * shape["head_dim"] * shape["kv_bytes"] * seq_len
+    per_sequence = kv_bytes_per_token(shape) * seq_len
     most = min(64 * level, counts[need] * hbm // (2 * per_sequence))
     if most < 1:
         raise Reject("one sequence's cache takes over half the HBM")
@@ -799,7 +800,7 @@ def _layout_rules(task: Task) -> str | None:
         if row["chips"] is None:
             continue
         c, b = row["chips"], row["batch"]
-        kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * row["seq_len"]
+        kv = kv_bytes_per_token(i) * row["seq_len"]
         held = min(c, i["n_kv_heads"])
         compute = Fraction(2 * i["n_params"], c * i["peak_flops"])
         reads, per_seq = Fraction(weights, c * i["hbm_bandwidth"]), Fraction(kv, held * i["hbm_bandwidth"])
@@ -834,7 +835,7 @@ def _runner_up(task: Task) -> str | None:
 
 def _only_chips(i: dict, seq_len: int, chips: int) -> Fraction | None:
     """The best throughput per chip at exactly this chip count (None: nothing allowed)."""
-    kv = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * seq_len
+    kv = kv_bytes_per_token(i) * seq_len
     weights = i["n_params"] * i["weight_bytes"]
     held = min(chips, i["n_kv_heads"])
     compute = Fraction(2 * i["n_params"], chips * i["peak_flops"])

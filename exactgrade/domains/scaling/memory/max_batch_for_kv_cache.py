@@ -9,6 +9,7 @@ from exactgrade.domains.scaling._sample import (
     attention_shape,
     bandwidth_for_capacity,
     hbm_capacity,
+    kv_bytes_per_token,
     rows,
     sample_max_batch_for_kv_cache,
     sample_server_kv,
@@ -68,7 +69,7 @@ def _max_batch_edges(task: Task) -> str | None:
     i = task.inputs
     free = i["hbm_bytes"] - i["n_params"] * i["weight_bytes"]
     for seq_len in i["seq_lens"]:
-        per_sequence = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"] * seq_len
+        per_sequence = kv_bytes_per_token(i) * seq_len
         problem = rounding_edge(f"seq_len {seq_len}: the sequences that fit", Fraction(free, per_sequence))
         if problem:
             return problem
@@ -334,7 +335,7 @@ def sample_longest(draw: Draw, level: int) -> dict:
         "head_dim": shape["head_dim"],
         "kv_bytes": draw.choice((1, 2)),
     }
-    per_token = 2 * inputs["layers"] * inputs["n_kv_heads"] * inputs["head_dim"] * inputs["kv_bytes"]
+    per_token = kv_bytes_per_token(inputs)
     top = (hbm - params * width) // per_token  # the batch at which one position is all that fits
     inputs["batches"] = (
         sorted(draw.sample(range(1, max(3, top * 2)), 2 + level))
@@ -347,7 +348,7 @@ def sample_longest(draw: Draw, level: int) -> dict:
 def _longest_edges(task: Task) -> str | None:
     i = task.inputs
     free = i["hbm_bytes"] - i["n_params"] * i["weight_bytes"]
-    per_token = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    per_token = kv_bytes_per_token(i)
     for b in i["batches"]:
         if near_integer(Fraction(free, per_token * b)):
             return f"batch {b}: the longest length sits on an integer"
@@ -459,7 +460,7 @@ def sample_admission(draw: Draw, level: int) -> dict:
     bandwidth = int(require("hbm_bandwidth", chips * per_chip, SERVER_HBM_BANDWIDTH))
     weights = base["n_params"] * base["weight_bytes"]
     free = base["hbm_bytes"] - weights
-    per_position = 2 * base["layers"] * base["n_kv_heads"] * base["head_dim"] * base["kv_bytes"]
+    per_position = kv_bytes_per_token(base)
     longest = min(free // (4 * per_position), 2**18)  # a long request fills at most a quarter of the room
     if longest < 4096:
         raise Reject("the HBM leaves no room for long requests")
@@ -487,7 +488,7 @@ def sample_admission(draw: Draw, level: int) -> dict:
 def _counts(i: dict, pool: list[int]) -> list[tuple[int, int]]:
     """(count, bytes read) of the shortest-first prefixes, up to the first over HBM or budget."""
     weights = i["n_params"] * i["weight_bytes"]
-    per_position = 2 * i["layers"] * i["n_kv_heads"] * i["head_dim"] * i["kv_bytes"]
+    per_position = kv_bytes_per_token(i)
     out, read = [], weights
     for count, length in enumerate(sorted(pool), start=1):
         read += per_position * length
