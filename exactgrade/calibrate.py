@@ -236,25 +236,27 @@ def fit_title(text: str, width: float, points: float) -> str:
 
 
 def heatmap(env: str, model: str, cells: list[Cell], names: tuple[str, ...],
-            levels: tuple[int, ...], mode: str | None = None) -> Figure:
+            levels: tuple[int, ...], mode: str | None = None, labels: tuple[str, ...] = ()) -> Figure:
     """Family (rows) by level (columns), coloured by pass rate, each cell labelled with its rate
-    and count; an unmeasured cell (every rollout flagged) is grey."""
+    and count; an unmeasured cell (every rollout flagged, or none run) is grey. `labels` name the
+    columns (default "L<level>"): a summary of several runs puts a mode and a level in each."""
     import math
 
     from matplotlib.figure import Figure
 
     rates: dict[tuple[str, int], Any] = {(c.family, c.level): c for c in cells}
-    grid = [[rates[(f, lv)].rate if rates[(f, lv)].count else math.nan for lv in levels] for f in names]
+    grid = [[rates[(f, lv)].rate if (f, lv) in rates and rates[(f, lv)].count else math.nan for lv in levels]
+            for f in names]
     width = max(MIN_WIDTH, 2.2 + 1.1 * len(levels))
     fig = Figure(figsize=(width, 1.5 + 0.32 * len(names)), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
-    ax.set_xticks(range(len(levels)), [f"L{lv}" for lv in levels])
+    ax.set_xticks(range(len(levels)), labels or [f"L{lv}" for lv in levels])
     ax.set_yticks(range(len(names)), names, fontsize=7)
     for row, family in enumerate(names):
         for column, level in enumerate(levels):
-            c = rates[(family, level)]
-            label = f"{c.rate:.2f}\n{c.passed}/{c.count}" if c.count else "n/a"
+            c = rates.get((family, level))
+            label = f"{c.rate:.2f}\n{c.passed}/{c.count}" if c is not None and c.count else "n/a"
             ax.text(column, row, label, ha="center", va="center", fontsize=6)
     title = f"{env} ({model}): pass rate" + (f", {mode} mode" if mode else "")
     fig.suptitle(fit_title(title, width, TITLE_POINTS), fontsize=TITLE_POINTS)

@@ -9,6 +9,8 @@ from verifiers.v1.graph import MessageNode
 from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 
 from exactgrade.env.state import SandboxState
+from exactgrade.env.taskset import ExactgradeTask, ExactgradeTasksetConfig, generated_data
+from exactgrade.lookup import get_task
 
 
 def trace_with_reply(task, text: str) -> Trace:
@@ -26,3 +28,10 @@ async def graded(task, text: str) -> tuple[float, Trace]:
     await task.setup(trace, None)
     await task.finalize(trace, None)
     return await task.correctness(trace), trace
+
+
+def served(task_id: str, mode: str) -> ExactgradeTask:
+    """The generated task `task_id` as a pool in answer mode `mode` serves it, built from its id."""
+    task = get_task(task_id)
+    return ExactgradeTask(generated_data(task.domain, task, mode=mode),
+                          ExactgradeTasksetConfig(answer_mode=mode).task)
