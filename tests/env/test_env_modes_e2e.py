@@ -106,3 +106,22 @@ def test_reference_passes_mutant_and_adversarial_fail_nothing_flagged(outputs, m
 
 def test_no_escape_and_every_prompt_identified(outputs) -> None:
     assert outputs[1]["escapes"] == [] and outputs[1]["unknown_prompts"] == 0
+
+
+@pytest.mark.parametrize(("mode", "env"), [("code", "pytorch-env"), ("text", "scaling-env-stream")])
+def test_vf_replay_reproduces_every_one_turn_reward_reason_and_metric(outputs, tmp_path: Path, mode: str,
+                                                                     env: str) -> None:
+    """vf-replay re-scores a saved one-turn run without a model or a sandbox (code mode: from the
+    sandbox outcome finalize saved) and gets every reward, reason and metric the live run got."""
+    done = subprocess.run(["vf-replay", str(outputs[0] / mode / env), "--no-rich", "-o", str(tmp_path),
+                           "--run.dir", "replay"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    def rollout(trace: dict) -> tuple[str, str]:
+        return trace["task"]["data"]["id"], played(trace)
+
+    saved = {rollout(t): t for t in read_traces(outputs[0] / mode / env / "traces.jsonl")}
+    replayed = {rollout(t): t for t in read_traces(tmp_path / "traces.jsonl")}
+    assert sorted(replayed) == sorted(saved) and len(saved) == TASKS * len(ROTATION)
+    for key, trace in replayed.items():
+        for field in ("rewards", "info", "metrics"):
+            assert trace[field] == saved[key][field], (key, field)
