@@ -7,7 +7,8 @@ look-alike (a Cyrillic "е", a fullwidth "１", a Greek "ο") never stands for a
 
 Numbers are exact: ``0.1`` is 1/10, ``1.5e12`` is 1500000000000, ``2e-3`` is 1/500 (an ``e``
 directly followed by digits, or by a sign and digits, is an exponent; ``2e + 3`` is 2*e + 3).
-Thousands separators: ``1{,}000``, ``1\\,000``, ``1,\\!000`` and ``1,000``, only in groups of exactly
+Thousands separators: ``1{,}000``, ``1\\,000``, ``1,\\!000``, ``1,000`` and Python's ``1_000`` (the
+prompts print large inputs so, and a model copies them), only in groups of exactly
 three digits after a first group of one to three digits not starting with 0, so ``1,5`` and
 ``0,111`` are refused, never read as 1.5 or 15. (A list's commas are split off before an item is
 read, so a comma here can only be inside one number.)
@@ -33,7 +34,7 @@ class Token(NamedTuple):
 
 _SEPARATOR = r"(?:\{,\}|\\,|,\\!\s?)"  # 1{,}000, 1\,000, 1,\!000 (LaTeX's own thousands forms)
 _NUMBER = re.compile(
-    rf"(?P<int>[1-9][0-9]{{0,2}}(?:(?:{_SEPARATOR}|,)[0-9]{{3}})+(?![0-9])|[0-9]+)?"
+    rf"(?P<int>[1-9][0-9]{{0,2}}(?:(?:{_SEPARATOR}|,|_)[0-9]{{3}})+(?![0-9])|[0-9]+)?"
     r"(?:\.(?P<frac>[0-9]+))?(?:[eE](?P<exp>[+-]?[0-9]+))?"
 )
 _JSON_NUMBER = re.compile(r"(?P<int>[0-9]+)?(?:\.(?P<frac>[0-9]+))?(?:[eE](?P<exp>[+-]?[0-9]+))?")

@@ -92,6 +92,8 @@ READINGS = [
     ("thousands-commas", "7,425,000", 1, 7425000, ""),
     ("thousands-latex", "1{,}000", 1, 1000, ""),
     ("thousands-thin-space", r"1\,000", 1, 1000, ""),
+    ("thousands-underscores", "640_000_000_000_000", 1, 640000000000000, ""),  # as the prompts print
+    ("underscore-groups-of-three", "1_0000", 1, None, "unexpected '_'"),
     ("decimal-comma-refused", "1,5", 1, None, "comma"),
     ("leading-zero-group-refused", "0,111", 1, None, "comma"),
     ("thousands-negative-space", r"11,\! 111,\! 100", 1, 11111100, ""),
