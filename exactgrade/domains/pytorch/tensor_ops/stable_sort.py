@@ -47,7 +47,7 @@ LEVEL_1 = pytorch_level(
     independent=_stable_sort,
     question="""Sort `x` in descending order so that equal elements keep their original order (a stable
         sort). Give the sorted `values`, the original `indices` in sorted order, and `ranks`: for each
-        element of x, its position in the sorted order.""",
+        element of x, the 0-based position it takes in the sorted order.""",
     answer=lambda i: ({"values": f32(*dims(i["x"])), "indices": i64(*dims(i["x"])),
                        "ranks": i64(*dims(i["x"]))},),
     sample=_sample_sort,
