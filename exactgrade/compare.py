@@ -278,11 +278,15 @@ def _compare_tensors(expected: Any, actual: Any, context: _Context, path: Path) 
     if type(expected) is not TensorValue and type(actual) is not TensorValue:
         return None
     if type(expected) is not TensorValue or type(actual) is not TensorValue:
-        return _mismatch(expected, actual, path, "a tensor only equals a tensor")
+        tensor, other = (expected, actual) if type(expected) is TensorValue else (actual, expected)
+        same = type(other) in (int, float) and tensor.data == (other,)
+        why = "a tensor only equals a tensor" + (_SAME_VALUES if same else "")
+        return _mismatch(expected, actual, path, why)
     family, answer_family = dtype_family(expected.dtype), dtype_family(actual.dtype)
     if family != answer_family:
+        same = expected.shape == actual.shape and expected.data == actual.data
         return _fail(path, f"dtype family differs: expected {expected.dtype} ({family}), "
-                           f"got {actual.dtype} ({answer_family})")
+                           f"got {actual.dtype} ({answer_family})" + (_SAME_VALUES if same else ""))
     if expected.shape != actual.shape:
         return _fail(path, f"shape differs: expected {expected.shape}, got {actual.shape} (no broadcasting)")
     if family == "float":
@@ -295,6 +299,11 @@ def _compare_tensors(expected: Any, actual: Any, context: _Context, path: Path) 
     return _fail(path, f"{expected.dtype} tensors are not equal: {count}; "
                        f"first at index {_index(first, expected.shape)}: expected {expected.data[first]!r}, "
                        f"got {actual.data[first]!r}")
+
+
+_SAME_VALUES = " (the values themselves are equal: only the kind is wrong)"
+"""Said where only the kind fails a right number, so a reader of the reasons tells a misread form
+from a wrong value (a small model's `.item()` on a loss that should stay a 0-d tensor)."""
 
 
 def _compare_nonfinite(expected: Any, actual: Any, context: _Context, path: Path) -> Verdict | None:
