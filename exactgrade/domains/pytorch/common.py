@@ -103,9 +103,11 @@ def i64(*shape: int) -> TensorSpec:
 
 
 def render_answer(answer: Answer) -> str:
-    """result = {"rows": [{"y": <float32 tensor of shape (2, 3)>}]}"""
+    """result = {"rows": [{"y": <float32 tensor of shape (2, 3)>}]}, said to be a single answer row
+    when it is one: "row" also means a tensor's row, and a small model split a tensor into rows."""
     rows = ", ".join("{" + ", ".join(f'"{k}": {s.render()}' for k, s in row.items()) + "}" for row in answer)
-    return f'result = {{"rows": [{rows}]}}'
+    single = "  (a single answer row: each key holds its whole value)" if len(answer) == 1 else ""
+    return f'result = {{"rows": [{rows}]}}{single}'
 
 
 def _is_float32(x: float) -> bool:

@@ -284,7 +284,10 @@ def test_exact_tensor_and_to_fraction():
 def test_render_answer_spells_dtype_shape_and_python_numbers():
     assert render_answer(({"y": f32(2, 3), "n": PY_FLOAT, "i": i64(4)},)) == (
         'result = {"rows": [{"y": <float32 tensor of shape (2, 3)>, "n": <Python float>, '
-        '"i": <int64 tensor of shape (4,)>}]}')
+        '"i": <int64 tensor of shape (4,)>}]}  (a single answer row: each key holds its whole value)')
+    two_rows = render_answer(({"y": i64(2)}, {"y": i64(3)}))
+    assert two_rows == ('result = {"rows": [{"y": <int64 tensor of shape (2,)>}, '
+                        '{"y": <int64 tensor of shape (3,)>}]}')
 
 
 # ---------------------------------------------------------------------------- without torch

@@ -17,8 +17,9 @@ CONVENTIONS = (
     "squared error L = 1/2 * sum_k (y_k - t_k)**2 with y the last layer's output; for a batch it is the "
     "mean of the per-example losses. Parameters are named 'W<k>[i][j]' and 'b<k>[i]' (layers counted from "
     "1, indices from 0); 'x[j]' names input j (input gradients are asked only for one-example batches). "
-    "No pre-activation in these tasks is exactly 0, so every ReLU derivative is defined (1 if z > 0, "
-    "else 0). All weights, inputs and targets are fractions.Fraction or int; all results are exact."
+    "Unless a question says otherwise, no pre-activation is exactly 0, so every ReLU derivative is "
+    "defined (1 if z > 0, else 0). All weights, inputs and targets are fractions.Fraction or int; all "
+    "results are exact."
 )
 
 
