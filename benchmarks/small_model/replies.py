@@ -27,8 +27,10 @@ from one_turn import graded, served  # noqa: E402
 from summarise import kind  # noqa: E402
 
 PER_KIND = 2
-MACHINE_SPECIFIC = re.compile(r"/opt/|/tmp/|/root/|/usr/|site-packages| 0x[0-9a-f]+|seconds")
+MACHINE_SPECIFIC = re.compile(r"/opt/|/tmp/|/root/|/usr/|site-packages| 0x[0-9a-f]+|seconds|timed out")
 """A reason naming a path, an address or a time would not replay on another machine."""
+SLOWEST = 2.0
+"""Seconds of sandbox time a kept code reply took live: the table replays fast on a slow machine."""
 
 
 def replayed(task_id: str, mode: str, reply: str) -> tuple[float, str]:
@@ -46,6 +48,8 @@ def rollouts(run: Path) -> list[dict[str, Any]]:
             replies = [node["message"]["content"] for node in trace.get("nodes", [])
                        if node["message"]["role"] == "assistant"]
             if not episode["ok"] or data["answer_mode"] == "tools" or len(replies) != 1:
+                continue
+            if ((info.get("sandbox") or {}).get("sandbox_seconds") or 0) > SLOWEST:
                 continue
             found.append({"id": data["id"], "mode": data["answer_mode"], "reply": replies[0],
                           "score": trace["rewards"]["correctness"]["score"], "reason": info["reason"]})
