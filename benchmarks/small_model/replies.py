@@ -29,8 +29,9 @@ from summarise import kind  # noqa: E402
 PER_KIND = 2
 MACHINE_SPECIFIC = re.compile(r"/opt/|/tmp/|/root/|/usr/|site-packages| 0x[0-9a-f]+|seconds|timed out")
 """A reason naming a path, an address or a time would not replay on another machine."""
-SLOWEST = 2.0
-"""Seconds of sandbox time a kept code reply took live: the table replays fast on a slow machine."""
+SLOWEST = 1.0
+"""Most seconds of sandbox time a kept code reply took live: on a machine 3x slower it stays 10x under
+the sandbox's 30 s call limit, so the replay test never races the clock."""
 
 
 def replayed(task_id: str, mode: str, reply: str) -> tuple[float, str]:
